@@ -1,0 +1,42 @@
+# Two entry points for people and CI; both install what a fresh Debian bookworm machine lacks.
+#   make demo    build, assemble a demo machine root, run setup on it, show the result
+#   make check   build and run every test tier (unit, integration, system)
+BUILD ?= build
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+# Build and test dependencies, all from Debian bookworm main.
+BUILD_DEPS := meson ninja-build g++ pkg-config libsystemd-dev libmount-dev nlohmann-json3-dev \
+	libyaml-cpp-dev catch2 systemd
+TEST_DEPS := python3 python3-jsonschema python3-yaml util-linux
+# The system tier boots a mkosi image with systemd-nspawn.
+SYSTEM_DEPS := systemd-container mkosi debootstrap dosfstools cpio zstd
+PACKAGE_DEPS := debhelper dpkg-dev fakeroot lintian pandoc man-db groff-base
+
+.PHONY: all deps demo check build clean
+
+all: build
+
+deps:
+	@missing=""; for p in $(BUILD_DEPS) $(TEST_DEPS) $(EXTRA_DEPS); do \
+		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "Installing missing Debian packages:$$missing"; \
+		$(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+$(BUILD)/build.ninja:
+	meson setup $(BUILD)
+
+build: deps $(BUILD)/build.ninja
+	meson compile -C $(BUILD)
+
+demo: build
+	tests/demo.sh $(BUILD)
+
+check: EXTRA_DEPS = $(SYSTEM_DEPS) $(PACKAGE_DEPS)
+check: build
+	meson test -C $(BUILD) --print-errorlogs
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,248 @@
+#include "config.hpp"
+
+#include "fs.hpp"
+
+#include <cctype>
+#include <charconv>
+#include <functional>
+#include <map>
+#include <yaml-cpp/yaml.h>
+
+namespace unbounded {
+
+Result<Millis> parse_duration(std::string_view text)
+{
+	auto bad = [&] { return fail(usage_error("invalid duration '" + std::string(text) + "'")); };
+	while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())))
+		text.remove_suffix(1);
+	if (text.empty())
+		return bad();
+	long long total = 0;
+	std::string_view rest = text;
+	while (!rest.empty()) {
+		long long value = 0;
+		auto [ptr, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), value);
+		if (ec != std::errc() || ptr == rest.data() || value < 0)
+			return bad();
+		rest.remove_prefix(static_cast<std::size_t>(ptr - rest.data()));
+		std::size_t ulen = 0;
+		while (ulen < rest.size() && std::isalpha(static_cast<unsigned char>(rest[ulen])))
+			ulen++;
+		std::string_view unit = rest.substr(0, ulen);
+		rest.remove_prefix(ulen);
+		long long factor;
+		if (unit.empty()) {
+			if (rest.empty() && total == 0 && text.find_first_not_of("0123456789") == std::string_view::npos)
+				factor = 1000;  // bare number: seconds
+			else
+				return bad();
+		} else if (unit == "ms") {
+			factor = 1;
+		} else if (unit == "s" || unit == "sec") {
+			factor = 1000;
+		} else if (unit == "m" || unit == "min") {
+			factor = 60'000;
+		} else if (unit == "h") {
+			factor = 3'600'000;
+		} else {
+			return bad();
+		}
+		if (value > (1LL << 40) / factor)
+			return bad();
+		total += value * factor;
+	}
+	return Millis(total);
+}
+
+std::string format_duration(Millis d)
+{
+	auto ms = d.count();
+	if (ms % 1000 == 0)
+		return std::to_string(ms / 1000) + "s";
+	return std::to_string(ms) + "ms";
+}
+
+namespace {
+
+struct Ctx {
+	const std::string &file;
+	Error at(const YAML::Node &node, const std::string &key, const std::string &what) const
+	{
+		return usage_error(file + ":" + std::to_string(node.Mark().line + 1) + ": " + what + " '" + key + "'");
+	}
+};
+
+using Handler = std::function<Result<void>(const YAML::Node &value, const std::string &key)>;
+
+Result<std::string> scalar(const Ctx &c, const YAML::Node &v, const std::string &key)
+{
+	if (!v.IsScalar())
+		return fail(c.at(v, key, "expected a string value for key"));
+	return v.Scalar();
+}
+
+Handler path_handler(const Ctx &c, std::string &out)
+{
+	return [&c, &out](const YAML::Node &v, const std::string &key) -> Result<void> {
+		auto s = scalar(c, v, key);
+		if (!s)
+			return fail(s.error());
+		if (s->empty() || s->front() != '/' || s->find('\0') != std::string::npos)
+			return fail(c.at(v, key, "expected an absolute path for key"));
+		while (s->size() > 1 && s->back() == '/')
+			s->pop_back();
+		out = *s;
+		return {};
+	};
+}
+
+Handler duration_handler(const Ctx &c, Millis &out)
+{
+	return [&c, &out](const YAML::Node &v, const std::string &key) -> Result<void> {
+		auto s = scalar(c, v, key);
+		if (!s)
+			return fail(s.error());
+		auto d = parse_duration(*s);
+		if (!d)
+			return fail(c.at(v, key, "invalid duration '" + *s + "' for key"));
+		out = *d;
+		return {};
+	};
+}
+
+Handler bool_handler(const Ctx &c, bool &out)
+{
+	return [&c, &out](const YAML::Node &v, const std::string &key) -> Result<void> {
+		auto s = scalar(c, v, key);
+		if (!s)
+			return fail(s.error());
+		if (*s == "true" || *s == "yes" || *s == "on")
+			out = true;
+		else if (*s == "false" || *s == "no" || *s == "off")
+			out = false;
+		else
+			return fail(c.at(v, key, "expected true or false for key"));
+		return {};
+	};
+}
+
+Result<void> walk(const Ctx &c, const YAML::Node &map, const std::string &prefix,
+		  const std::map<std::string, Handler> &handlers)
+{
+	if (!map.IsMap())
+		return fail(c.at(map, prefix.empty() ? "(top level)" : prefix, "expected a mapping at"));
+	for (const auto &kv : map) {
+		const std::string key = kv.first.Scalar();
+		const std::string full = prefix.empty() ? key : prefix + "." + key;
+		auto it = handlers.find(key);
+		if (it == handlers.end())
+			return fail(c.at(kv.first, full, "unknown key"));
+		if (kv.second.IsNull())
+			return fail(c.at(kv.first, full, "missing value for key"));
+		if (auto r = it->second(kv.second, full); !r)
+			return r;
+	}
+	return {};
+}
+
+}  // namespace
+
+Result<Config> parse_config(std::string_view yaml_text, const std::string &display_path)
+{
+	Config cfg;
+	cfg.source_file = display_path;
+	Ctx c{display_path};
+	YAML::Node root;
+	try {
+		root = YAML::Load(std::string(yaml_text));
+	} catch (const YAML::Exception &e) {
+		return fail(usage_error(display_path + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg));
+	}
+	if (root.IsNull())
+		return cfg;  // empty file: defaults
+
+	LicensingConfig &lic = cfg.licensing;
+	const std::map<std::string, Handler> licensing_keys = {
+		{"source_dir", path_handler(c, lic.source_dir)},
+		{"legacy_files",
+		 [&](const YAML::Node &v, const std::string &key) -> Result<void> {
+			 return walk(c, v, key,
+				     {{"gridd_conf", path_handler(c, lic.legacy_gridd_conf)},
+				      {"client_token", path_handler(c, lic.legacy_client_token)}});
+		 }},
+		{"gridd_conf", path_handler(c, lic.gridd_conf_target)},
+		{"client_token", path_handler(c, lic.client_token_target)},
+		{"state_dir", path_handler(c, lic.state_dir)},
+		{"jitter", duration_handler(c, lic.jitter)},
+		{"auto_reload", bool_handler(c, lic.auto_reload)},
+		{"reload_interval", duration_handler(c, lic.reload_interval)},
+		{"settle_time", duration_handler(c, lic.settle_time)},
+		{"stop_timeout", duration_handler(c, lic.stop_timeout)},
+		{"gridd_unit",
+		 [&](const YAML::Node &v, const std::string &key) -> Result<void> {
+			 auto s = scalar(c, v, key);
+			 if (!s)
+				 return fail(s.error());
+			 if (s->size() < 9 || s->substr(s->size() - 8) != ".service" || s->find('/') != std::string::npos)
+				 return fail(c.at(v, key, "expected a service unit name for key"));
+			 lic.gridd_unit = *s;
+			 return {};
+		 }},
+	};
+
+	const std::map<std::string, Handler> top_keys = {
+		{"enabled",
+		 [&](const YAML::Node &v, const std::string &key) -> Result<void> {
+			 auto s = scalar(c, v, key);
+			 if (!s)
+				 return fail(s.error());
+			 if (*s == "auto")
+				 cfg.enabled = Enabled::Auto;
+			 else if (*s == "true" || *s == "yes")
+				 cfg.enabled = Enabled::Yes;
+			 else if (*s == "false" || *s == "no")
+				 cfg.enabled = Enabled::No;
+			 else
+				 return fail(c.at(v, key, "expected auto, true or false for key"));
+			 return {};
+		 }},
+		{"staging", path_handler(c, cfg.staging)},
+		{"driver_root", path_handler(c, cfg.driver_root)},
+		{"cdi_spec", path_handler(c, cfg.cdi_spec)},
+		{"device_plugin_spec", path_handler(c, cfg.device_plugin_spec)},
+		{"cdi_hook", path_handler(c, cfg.cdi_hook)},
+		{"staging_timeout", duration_handler(c, cfg.staging_timeout)},
+		{"licensing",
+		 [&](const YAML::Node &v, const std::string &key) -> Result<void> {
+			 lic.section_present = true;
+			 return walk(c, v, key, licensing_keys);
+		 }},
+	};
+
+	try {
+		if (auto r = walk(c, root, "", top_keys); !r)
+			return fail(r.error());
+	} catch (const YAML::Exception &e) {
+		return fail(usage_error(display_path + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg));
+	}
+	if (cfg.driver_root == "/" || fs::dirname(cfg.driver_root) == "/")
+		return fail(usage_error(display_path + ": driver_root must not be / or a top-level directory"));
+	return cfg;
+}
+
+Result<Config> load_config(const std::string &path, bool must_exist)
+{
+	auto text = fs::read_file(path, 1u << 20);
+	if (!text) {
+		if (text.error().errnum == ENOENT && !must_exist) {
+			Config cfg;
+			return cfg;
+		}
+		Error e = text.error();
+		e.exit_code = EXIT_USAGE;
+		return fail(e);
+	}
+	return parse_config(*text, path);
+}
+
+}  // namespace unbounded

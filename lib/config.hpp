@@ -1,0 +1,55 @@
+// /etc/unbounded/nvidia.yaml: optional; absent means defaults. Unknown keys and bad values are
+// usage errors (exit 2) that name the file, the line and the key.
+#pragma once
+
+#include "error.hpp"
+
+#include <chrono>
+#include <string>
+#include <string_view>
+
+namespace unbounded {
+
+using Millis = std::chrono::milliseconds;
+
+inline constexpr std::string_view DEFAULT_CONFIG_PATH = "/etc/unbounded/nvidia.yaml";
+
+enum class Enabled { Auto, Yes, No };
+
+struct LicensingConfig {
+	bool section_present = false;      // a `licensing:` mapping was in the file
+	std::string source_dir = "/run/host-nvidia-licensing";
+	std::string legacy_gridd_conf = "/drivers/gridd.conf";
+	std::string legacy_client_token = "/drivers/ClientConfigToken/client_configuration_token.tok";
+	std::string gridd_conf_target = "/etc/nvidia/gridd.conf";
+	std::string client_token_target = "/etc/nvidia/ClientConfigToken/client_configuration_token.tok";
+	std::string state_dir = "/var/lib/unbounded-nvidia/license";
+	std::string gridd_unit = "nvidia-gridd.service";
+	Millis jitter{60'000};
+	bool auto_reload = true;
+	Millis reload_interval{30'000};
+	Millis settle_time{5'000};
+	Millis stop_timeout{60'000};
+};
+
+struct Config {
+	std::string source_file;                 // where it was read from, empty for defaults
+	Enabled enabled = Enabled::Auto;
+	std::string staging = "/run/host-nvidia";
+	std::string driver_root = "/run/nvidia/driver";
+	std::string cdi_spec = "/etc/cdi/nvidia.yaml";
+	std::string device_plugin_spec = "/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json";
+	std::string cdi_hook = "/usr/bin/nvidia-cdi-hook";
+	Millis staging_timeout{30'000};
+	LicensingConfig licensing;
+};
+
+// Parses "30s", "500ms", "2m", "1h", "1m30s" or a bare number of seconds.
+Result<Millis> parse_duration(std::string_view text);
+std::string format_duration(Millis d);
+
+// Loads `path`; a missing file gives defaults unless `must_exist`.
+Result<Config> load_config(const std::string &path, bool must_exist);
+Result<Config> parse_config(std::string_view yaml_text, const std::string &display_path);
+
+}  // namespace unbounded

@@ -1,0 +1,312 @@
+#include "driver_discovery.hpp"
+
+#include "elf.hpp"
+#include "fs.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <elf.h>
+#include <map>
+#include <set>
+
+namespace unbounded {
+namespace {
+
+// Directories searched in every staging tree, relative to its root. Debian keeps the real files in
+// nvidia/current/ (with SONAME links in the lib dir itself); VDPAU lives in a vdpau/ subdirectory.
+constexpr const char *SCAN_DIRS[] = {"", "nvidia/current", "vdpau", "nvidia/current/vdpau", "bin"};
+constexpr const char *FIRMWARE_DIRS[] = {"firmware/nvidia", "nvidia", "lib/firmware/nvidia"};
+// Versioned independently of the driver: take the highest version found of each.
+constexpr const char *COMPANION_PREFIXES[] = {
+	"libnvidia-egl-gbm.so.", "libnvidia-egl-wayland.so.", "libnvidia-egl-wayland2.so.",
+	"libnvidia-egl-xcb.so.", "libnvidia-egl-xlib.so.",
+};
+
+#if defined(__x86_64__)
+constexpr std::uint16_t NATIVE_MACHINE = EM_X86_64;
+#elif defined(__aarch64__)
+constexpr std::uint16_t NATIVE_MACHINE = EM_AARCH64;
+#else
+constexpr std::uint16_t NATIVE_MACHINE = 0;
+#endif
+
+struct Entry {
+	std::size_t tree;
+	std::string rel;       // path inside the tree of the directory entry (maybe a symlink)
+	std::string name;
+	bool vdpau;
+	std::string display;
+};
+
+bool is_number(std::string_view s)
+{
+	return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+}
+
+}  // namespace
+
+bool is_driver_version(std::string_view v)
+{
+	std::size_t parts = 0;
+	while (true) {
+		auto dot = v.find('.');
+		std::string_view part = v.substr(0, dot);
+		if (!is_number(part) || part.size() > 6)
+			return false;
+		parts++;
+		if (dot == std::string_view::npos)
+			break;
+		v.remove_prefix(dot + 1);
+	}
+	return parts >= 2 && parts <= 3;
+}
+
+std::optional<std::string> version_suffix(std::string_view name, std::string_view prefix)
+{
+	if (!name.starts_with(prefix))
+		return std::nullopt;
+	std::string_view v = name.substr(prefix.size());
+	if (!is_driver_version(v))
+		return std::nullopt;
+	return std::string(v);
+}
+
+std::optional<std::string> parse_proc_version(std::string_view text)
+{
+	// "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023"
+	// "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.86.10  Release Build  (...)"
+	auto line_end = text.find('\n');
+	std::string_view line = text.substr(0, line_end);
+	if (!line.starts_with("NVRM version:"))
+		return std::nullopt;
+	auto km = line.find("Kernel Module");
+	if (km == std::string_view::npos)
+		return std::nullopt;
+	std::string_view rest = line.substr(km);
+	std::size_t i = 0;
+	while (i < rest.size()) {
+		while (i < rest.size() && rest[i] == ' ')
+			i++;
+		std::size_t j = rest.find(' ', i);
+		std::string_view tok = rest.substr(i, j == std::string_view::npos ? std::string_view::npos : j - i);
+		if (is_driver_version(tok))
+			return std::string(tok);
+		if (j == std::string_view::npos)
+			break;
+		i = j;
+	}
+	return std::nullopt;
+}
+
+int compare_versions(std::string_view a, std::string_view b)
+{
+	auto next = [](std::string_view &s) -> long {
+		auto dot = s.find('.');
+		std::string_view p = s.substr(0, dot);
+		s = dot == std::string_view::npos ? std::string_view() : s.substr(dot + 1);
+		long v = 0;
+		for (char c : p)
+			if (std::isdigit(static_cast<unsigned char>(c)))
+				v = v * 10 + (c - '0');
+		return v;
+	};
+	while (!a.empty() || !b.empty()) {
+		long x = next(a), y = next(b);
+		if (x != y)
+			return x < y ? -1 : 1;
+	}
+	return 0;
+}
+
+Result<DriverSet> discover_driver(const DiscoveryInput &in)
+{
+	const Staging &st = *in.staging;
+	DriverSet out;
+
+	std::string where;
+	for (const auto &t : st.trees())
+		where += (where.empty() ? "" : ", ") + t.display;
+	if (st.trees().empty())
+		return fail(make_error("No staging mounts found"));
+
+	// 1. Every directory entry of interest, in a stable order (tree, scan dir, name).
+	std::vector<Entry> entries;
+	for (std::size_t t = 0; t < st.trees().size(); t++) {
+		for (const char *dir : SCAN_DIRS) {
+			auto names = st.list(t, dir);
+			if (!names)
+				return fail(names.error());
+			const bool vdpau = std::string_view(dir).ends_with("vdpau");
+			for (const auto &n : *names) {
+				std::string rel = fs::join(dir, n);
+				entries.push_back(Entry{t, rel, n, vdpau, fs::join(st.trees()[t].display, rel)});
+			}
+		}
+	}
+
+	// 2. The version: libcuda.so.<v>, agreeing with libnvidia-ml.so.<v> and the kernel module.
+	std::map<std::string, std::string> cuda_versions, nvml_versions;  // version -> first path seen
+	for (const auto &e : entries) {
+		if (auto v = version_suffix(e.name, "libcuda.so."))
+			cuda_versions.emplace(*v, e.display);
+		if (auto v = version_suffix(e.name, "libnvidia-ml.so."))
+			nvml_versions.emplace(*v, e.display);
+	}
+
+	if (auto text = fs::read_file(in.proc_version_path, 64 * 1024)) {
+		if (auto kv = parse_proc_version(*text))
+			out.kernel_version = *kv;
+		else
+			out.warnings.push_back("Could not find a version in " + in.proc_version_display + ", skipping the kernel module check");
+	}
+
+	if (cuda_versions.empty())
+		return fail(make_error("No libcuda.so.<version> found in the staging mounts (" + where + ")", EXIT_NOT_READY, ENOENT));
+	std::string version;
+	if (cuda_versions.size() == 1) {
+		version = cuda_versions.begin()->first;
+	} else if (!out.kernel_version.empty() && cuda_versions.count(out.kernel_version)) {
+		version = out.kernel_version;
+	} else {
+		std::string list;
+		for (const auto &[v, p] : cuda_versions)
+			list += (list.empty() ? "" : ", ") + p;
+		return fail(make_error("Found several driver versions in the staging mounts and no kernel module version to choose: " + list));
+	}
+	if (!nvml_versions.count(version)) {
+		if (nvml_versions.empty())
+			return fail(make_error("No libnvidia-ml.so." + version + " found in the staging mounts (" + where +
+					       "), libcuda is " + cuda_versions[version], EXIT_NOT_READY, ENOENT));
+		return fail(make_error("Driver version mismatch: " + cuda_versions[version] + " but " +
+				       nvml_versions.begin()->second));
+	}
+	if (!out.kernel_version.empty() && out.kernel_version != version)
+		return fail(make_error("Driver version mismatch: kernel module " + out.kernel_version + " (" +
+				       in.proc_version_display + ") but userspace " + cuda_versions[version]));
+	out.version = version;
+
+	// 3. The files.
+	std::map<std::string, DriverFile> by_dest;
+	auto add = [&](DriverFile f) -> Result<void> {
+		auto it = by_dest.find(f.dest);
+		if (it != by_dest.end()) {
+			const auto &a = it->second.source.st, &b = f.source.st;
+			if (a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+				out.warnings.push_back("Ignoring " + f.source.display + ", " + f.dest + " is already taken from " +
+						       it->second.source.display);
+			return {};
+		}
+		by_dest.emplace(f.dest, std::move(f));
+		return {};
+	};
+	auto resolve_regular = [&](const Entry &e) -> Result<ResolvedFile> {
+		auto r = st.resolve(e.tree, e.rel);
+		if (!r)
+			return fail(r.error());
+		if (!S_ISREG(r->st.st_mode))
+			return fail(errno_error(EINVAL, "Refusing " + e.display + (e.display == r->display ? "" : " (-> " + r->display + ")") +
+							      ", not a regular file"));
+		return r;
+	};
+
+	std::map<std::string, std::pair<std::string, const Entry *>> companions;  // prefix -> (version, entry)
+	std::set<std::string> arches;
+	for (const auto &e : entries) {
+		bool driver_lib = e.name.starts_with("lib") && e.name.ends_with(".so." + version) &&
+				  e.name.size() > 4 + version.size() && e.name.find(".so.") == e.name.size() - 4 - version.size();
+		if (!driver_lib) {
+			for (const char *p : COMPANION_PREFIXES)
+				if (auto v = version_suffix(e.name, p)) {
+					auto &slot = companions[p];
+					if (slot.first.empty() || compare_versions(*v, slot.first) > 0)
+						slot = {*v, &e};
+				}
+			continue;
+		}
+		auto src = resolve_regular(e);
+		if (!src)
+			return fail(src.error());
+		auto fd = st.open_regular(*src);
+		if (!fd)
+			return fail(fd.error());
+		auto info = elf::read_info(fd->get(), src->display);
+		if (!info)
+			return fail(info.error());
+		std::string arch = elf::multiarch_for(info->machine, info->is_64bit);
+		if (arch.empty())
+			return fail(make_error("Unsupported ELF machine " + std::to_string(info->machine) + " in " + src->display));
+		if (e.name.starts_with("libcuda.so.")) {
+			if (out.multiarch.empty() || info->machine == NATIVE_MACHINE)
+				out.multiarch = arch;
+		}
+		arches.insert(arch);
+		DriverFile f{FileKind::Library, "lib/" + arch + (e.vdpau ? "/vdpau/" : "/") + e.name, std::move(*src), info->soname};
+		if (auto r = add(std::move(f)); !r)
+			return fail(r.error());
+	}
+	for (const auto &[prefix, ve] : companions) {
+		const Entry &e = *ve.second;
+		auto src = resolve_regular(e);
+		if (!src) {
+			out.warnings.push_back(src.error().message + ", skipping this optional library");
+			continue;
+		}
+		auto fd = st.open_regular(*src);
+		if (!fd)
+			return fail(fd.error());
+		auto info = elf::read_info(fd->get(), src->display);
+		if (!info)
+			return fail(info.error());
+		std::string arch = elf::multiarch_for(info->machine, info->is_64bit);
+		if (arch.empty())
+			continue;
+		DriverFile f{FileKind::Library, "lib/" + arch + "/" + e.name, std::move(*src), info->soname};
+		if (auto r = add(std::move(f)); !r)
+			return fail(r.error());
+	}
+
+	for (const auto &e : entries) {
+		if (std::find_if(std::begin(HELPER_BINARIES), std::end(HELPER_BINARIES),
+				 [&](const char *b) { return e.name == b; }) == std::end(HELPER_BINARIES))
+			continue;
+		auto src = resolve_regular(e);
+		if (!src) {
+			// Helpers are useful, not essential (nvidia-ctk treats them the same): say so and go on.
+			out.warnings.push_back(src.error().message + ", skipping this helper binary");
+			continue;
+		}
+		if (!(src->st.st_mode & 0111)) {
+			out.warnings.push_back("Skipping " + src->display + ", not executable");
+			continue;
+		}
+		if (auto r = add(DriverFile{FileKind::Binary, "bin/" + e.name, std::move(*src), std::nullopt}); !r)
+			return fail(r.error());
+	}
+
+	for (std::size_t t = 0; t < st.trees().size(); t++) {
+		for (const char *base : FIRMWARE_DIRS) {
+			std::string dir = fs::join(base, version);
+			auto names = st.list(t, dir);
+			if (!names)
+				return fail(names.error());
+			for (const auto &n : *names) {
+				if (!n.ends_with(".bin"))
+					continue;
+				Entry e{t, fs::join(dir, n), n, false, fs::join(st.trees()[t].display, fs::join(dir, n))};
+				auto src = resolve_regular(e);
+				if (!src)
+					return fail(src.error());
+				if (auto r = add(DriverFile{FileKind::Firmware, "lib/firmware/nvidia/" + version + "/" + n,
+							    std::move(*src), std::nullopt});
+				    !r)
+					return fail(r.error());
+			}
+		}
+	}
+
+	for (auto &[dest, f] : by_dest)
+		out.files.push_back(std::move(f));
+	return out;
+}
+
+}  // namespace unbounded

@@ -1,0 +1,55 @@
+// Finds the NVIDIA driver in the staging trees: its version (from libcuda.so.<v>, cross-checked with
+// libnvidia-ml.so.<v> and the kernel module's /proc/driver/nvidia/version), and the files that make up
+// the driver root: every lib*.so.<v> of that version with its EGL/GBM companions, the helper binaries,
+// and the GSP firmware. Nothing else of a host's lib dir is taken.
+#pragma once
+
+#include "error.hpp"
+#include "staging.hpp"
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace unbounded {
+
+enum class FileKind { Library, Binary, Firmware };
+
+struct DriverFile {
+	FileKind kind = FileKind::Library;
+	std::string dest;                     // relative to the driver root: "lib/x86_64-linux-gnu/libcuda.so.535.1"
+	ResolvedFile source;
+	std::optional<std::string> soname;    // DT_SONAME for libraries
+};
+
+struct DriverSet {
+	std::string version;                  // "535.104.05"
+	std::string multiarch;                // of libcuda: "x86_64-linux-gnu"
+	std::string kernel_version;           // from /proc/driver/nvidia/version, "" when not readable
+	std::vector<DriverFile> files;        // sorted by dest
+	std::vector<std::string> warnings;
+};
+
+inline constexpr const char *HELPER_BINARIES[] = {
+	"nvidia-smi", "nvidia-debugdump", "nvidia-persistenced", "nvidia-cuda-mps-control", "nvidia-cuda-mps-server",
+};
+
+// "535.104.05" from "libcuda.so.535.104.05" with prefix "libcuda.so."; nullopt when the rest is not a
+// driver version (two or three dot-separated numbers).
+std::optional<std::string> version_suffix(std::string_view name, std::string_view prefix);
+bool is_driver_version(std::string_view v);
+// Kernel module version from the text of /proc/driver/nvidia/version.
+std::optional<std::string> parse_proc_version(std::string_view text);
+// -1/0/1 comparing dotted numeric versions.
+int compare_versions(std::string_view a, std::string_view b);
+
+struct DiscoveryInput {
+	const Staging *staging = nullptr;
+	std::string proc_version_path;       // real path (with --root applied)
+	std::string proc_version_display;    // "/proc/driver/nvidia/version"
+};
+
+Result<DriverSet> discover_driver(const DiscoveryInput &in);
+
+}  // namespace unbounded

@@ -1,0 +1,440 @@
+#include "driver_root.hpp"
+
+#include "fs.hpp"
+#include "unique_fd.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <fcntl.h>
+#include <map>
+#include <set>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#ifndef TMPFS_MAGIC
+#define TMPFS_MAGIC 0x01021994
+#endif
+
+namespace unbounded {
+namespace {
+
+std::string source_id(const struct stat &st)
+{
+	return std::to_string(static_cast<unsigned long long>(st.st_dev)) + ":" +
+	       std::to_string(static_cast<unsigned long long>(st.st_ino));
+}
+
+std::int64_t mtime_ns(const struct stat &st)
+{
+	return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+}
+
+const char *fs_name(long type)
+{
+	switch (static_cast<unsigned long>(type)) {
+	case TMPFS_MAGIC: return "tmpfs";
+	case 0xEF53: return "ext4";
+	case 0x58465342: return "xfs";
+	case 0x9123683E: return "btrfs";
+	case 0x794C7630: return "overlayfs";
+	default: return "other";
+	}
+}
+
+// Owns the temp tree (or, after the exchange, the old tree) under the parent directory and removes it
+// on every exit path; a kill -9 leaves it for the next run, which removes every ".driver-*" it finds.
+class TempTree {
+public:
+	TempTree(int parent_fd, std::string name, std::string display)
+		: parent_(parent_fd), name_(std::move(name)), display_(std::move(display)) {}
+	TempTree(const TempTree &) = delete;
+	TempTree &operator=(const TempTree &) = delete;
+	~TempTree()
+	{
+		if (!name_.empty())
+			(void)fs::remove_tree_at(parent_, name_, display_);
+	}
+	Result<void> remove()
+	{
+		auto r = fs::remove_tree_at(parent_, name_, display_);
+		name_.clear();
+		return r;
+	}
+	const std::string &name() const { return name_; }
+
+private:
+	int parent_;
+	std::string name_, display_;
+};
+
+Result<UniqueFd> mkdirs_at(int base, const std::string &rel, std::map<std::string, UniqueFd> &cache, const std::string &display)
+{
+	if (auto it = cache.find(rel); it != cache.end())
+		return UniqueFd(::fcntl(it->second.get(), F_DUPFD_CLOEXEC, 3));
+	int parent = base;
+	UniqueFd holder;
+	std::string sofar;
+	for (const auto &c : split_path(rel)) {
+		sofar = fs::join(sofar, c);
+		if (auto it = cache.find(sofar); it != cache.end()) {
+			parent = it->second.get();
+			continue;
+		}
+		if (::mkdirat(parent, c.c_str(), 0755) < 0 && errno != EEXIST)
+			return fail(last_errno_error("Failed to create directory " + fs::join(display, sofar)));
+		int fd = ::openat(parent, c.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			return fail(last_errno_error("Failed to open directory " + fs::join(display, sofar)));
+		auto [it, _] = cache.emplace(sofar, UniqueFd(fd));
+		parent = it->second.get();
+	}
+	return UniqueFd(::fcntl(parent, F_DUPFD_CLOEXEC, 3));
+}
+
+}  // namespace
+
+std::string temp_prefix(const std::string &root_path) { return "." + fs::basename(root_path) + "-"; }
+
+Result<Manifest> plan_manifest(const DriverSet &driver, std::vector<std::string> &warnings)
+{
+	Manifest m;
+	m.driver_version = driver.version;
+	m.multiarch = driver.multiarch;
+	std::set<std::string> paths;
+	for (const auto &f : driver.files) {
+		ManifestEntry e;
+		e.path = f.dest;
+		e.mode = f.kind == FileKind::Binary ? 0755 : 0644;  // setuid/setgid and write bits never copied
+		e.size = static_cast<std::uint64_t>(f.source.st.st_size);
+		e.mtime_ns = mtime_ns(f.source.st);
+		e.source = f.source.display;
+		e.source_id = source_id(f.source.st);
+		paths.insert(e.path);
+		m.entries.push_back(std::move(e));
+	}
+	auto add_link = [&](const std::string &path, const std::string &target, const std::string &why) {
+		if (paths.count(path)) {
+			if (!why.empty())
+				warnings.push_back("Not creating " + path + " -> " + target + ": " + why);
+			return;
+		}
+		paths.insert(path);
+		ManifestEntry e;
+		e.type = ManifestEntry::Type::Link;
+		e.path = path;
+		e.target = target;
+		m.entries.push_back(std::move(e));
+	};
+	// Relative SONAME links next to each library (libcuda.so.1 -> libcuda.so.<v>), read from DT_SONAME.
+	for (const auto &f : driver.files) {
+		if (f.kind != FileKind::Library || !f.soname)
+			continue;
+		const std::string dir = fs::dirname(f.dest), name = fs::basename(f.dest);
+		if (*f.soname == name)
+			continue;
+		add_link(fs::join(dir, *f.soname), name, "another file already has that name");
+	}
+	// The development link containers and nvidia-ctk's create-symlinks hook expect.
+	const std::string libdir = "lib/" + driver.multiarch;
+	for (const auto &f : driver.files) {
+		if (f.dest == libdir + "/libcuda.so." + driver.version) {
+			std::string target = f.soname ? *f.soname : fs::basename(f.dest);
+			add_link(libdir + "/libcuda.so", target, "");
+		}
+		if (f.dest == libdir + "/libnvidia-allocator.so." + driver.version)
+			add_link(libdir + "/gbm/nvidia-drm_gbm.so",
+				 "../" + (f.soname ? *f.soname : fs::basename(f.dest)), "");
+	}
+	std::sort(m.entries.begin(), m.entries.end(), [](const auto &a, const auto &b) { return a.path < b.path; });
+	return m;
+}
+
+Result<InstallStats> install_driver_root(const DriverSet &driver, const Manifest &plan, const RootLocation &root)
+{
+	InstallStats stats;
+	const std::string parent = fs::dirname(root.real), base = fs::basename(root.real);
+	const std::string parent_display = fs::dirname(root.display);
+	if (auto r = fs::mkdir_p(parent, 0755); !r)
+		return fail(r.error());
+	auto pfd = fs::open_dir(parent);
+	if (!pfd)
+		return fail(pfd.error());
+
+	struct statfs sfs{};
+	if (::fstatfs(pfd->get(), &sfs) == 0)
+		stats.fstype = fs_name(sfs.f_type);
+
+	// Temp and old trees a killed run left behind. We hold the lock, so nobody else owns them.
+	const std::string prefix = temp_prefix(root.real);
+	if (auto names = fs::list_dir(pfd->get(), parent_display)) {
+		for (const auto &n : *names) {
+			if (!n.starts_with(prefix))
+				continue;
+			if (auto r = fs::remove_tree_at(pfd->get(), n, fs::join(parent_display, n)); !r)
+				return fail(r.error());
+			stats.stale_trees_removed++;
+		}
+	} else {
+		return fail(names.error());
+	}
+
+	// The live root, when it is a real directory with a readable manifest, is the reuse source.
+	UniqueFd old_fd(::openat(pfd->get(), base.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+	std::optional<Manifest> old_manifest;
+	std::string old_manifest_text;
+	if (old_fd) {
+		if (auto text = fs::read_file_at(old_fd.get(), MANIFEST_NAME, root.display + "/" + MANIFEST_NAME)) {
+			old_manifest_text = *text;
+			if (auto m = Manifest::from_json(*text, root.display + "/" + MANIFEST_NAME))
+				old_manifest = std::move(*m);
+		}
+	}
+
+	const std::string manifest_text = plan.to_json();
+	for (const auto &e : plan.entries) {
+		if (e.type == ManifestEntry::Type::File)
+			stats.files++;
+		else
+			stats.links++;
+	}
+	if (old_manifest && old_manifest_text == manifest_text && verify_driver_root(root).empty()) {
+		stats.unchanged = true;
+		stats.files_reused = stats.files;
+		for (const auto &e : plan.entries)
+			stats.bytes_reused += e.size;
+		return stats;
+	}
+
+	std::string tmp_name;
+	for (int attempt = 0; attempt < 100; attempt++) {
+		tmp_name = prefix + fs::random_suffix();
+		if (::mkdirat(pfd->get(), tmp_name.c_str(), 0755) == 0)
+			break;
+		if (errno != EEXIST)
+			return fail(last_errno_error("Failed to create " + fs::join(parent_display, tmp_name)));
+		tmp_name.clear();
+	}
+	if (tmp_name.empty())
+		return fail(errno_error(EEXIST, "Failed to create a temporary directory in " + parent_display));
+	const std::string tmp_display = fs::join(parent_display, tmp_name);
+	TempTree guard(pfd->get(), tmp_name, tmp_display);
+
+	auto tfd = fs::open_dir_at(pfd->get(), tmp_name, tmp_display);
+	if (!tfd)
+		return fail(tfd.error());
+	if (::fchmod(tfd->get(), 0755) < 0)
+		return fail(last_errno_error("Failed to set mode of " + tmp_display));
+
+	std::map<std::string, const DriverFile *> sources;
+	for (const auto &f : driver.files)
+		sources[f.dest] = &f;
+	std::map<std::string, UniqueFd> dirs;
+
+	for (const auto &e : plan.entries) {
+		const std::string dir = fs::dirname(e.path) == "." ? "" : fs::dirname(e.path), name = fs::basename(e.path);
+		auto dfd = mkdirs_at(tfd->get(), dir, dirs, tmp_display);
+		if (!dfd)
+			return fail(dfd.error());
+		const std::string dest_display = fs::join(root.display, e.path);
+
+		if (e.type == ManifestEntry::Type::Link) {
+			if (::symlinkat(e.target.c_str(), dfd->get(), name.c_str()) < 0)
+				return fail(last_errno_error("Failed to create symlink " + dest_display));
+			continue;
+		}
+
+		// Reuse: same source inode, size and mtime as the file the live root holds -> hard link it.
+		if (old_manifest && old_fd) {
+			const ManifestEntry *o = old_manifest->find(e.path);
+			struct stat ost{};
+			if (o && o->type == ManifestEntry::Type::File && o->source_id == e.source_id && o->size == e.size &&
+			    o->mtime_ns == e.mtime_ns && o->mode == e.mode &&
+			    ::fstatat(old_fd.get(), e.path.c_str(), &ost, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(ost.st_mode) &&
+			    static_cast<std::uint64_t>(ost.st_size) == e.size && mtime_ns(ost) == e.mtime_ns &&
+			    (ost.st_mode & 07777) == e.mode &&
+			    ::linkat(old_fd.get(), e.path.c_str(), dfd->get(), name.c_str(), 0) == 0) {
+				stats.files_reused++;
+				stats.bytes_reused += e.size;
+				continue;
+			}
+		}
+
+		const DriverFile &src = *sources.at(e.path);
+		auto in = UniqueFd();
+		{
+			// open_regular needs the Staging only for nothing but the fd: reopen through the dir fd.
+			int fd = ::openat(src.source.dir.get(), src.source.name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+			if (fd < 0)
+				return fail(last_errno_error("Failed to open " + src.source.display));
+			in.reset(fd);
+			struct stat ist{};
+			if (::fstat(in.get(), &ist) < 0)
+				return fail(last_errno_error("Failed to stat " + src.source.display));
+			if (!S_ISREG(ist.st_mode) || ist.st_ino != src.source.st.st_ino || ist.st_dev != src.source.st.st_dev ||
+			    static_cast<std::uint64_t>(ist.st_size) != e.size || mtime_ns(ist) != e.mtime_ns)
+				return fail(errno_error(ESTALE, "Failed to copy " + src.source.display + ", it changed during setup"));
+		}
+		int ofd = ::openat(dfd->get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (ofd < 0)
+			return fail(last_errno_error("Failed to create " + dest_display));
+		UniqueFd out(ofd);
+		auto n = fs::copy_fd(in.get(), out.get(), e.size, src.source.display + " to " + dest_display);
+		if (!n)
+			return fail(n.error());
+		if (*n != e.size)
+			return fail(errno_error(ESTALE, "Failed to copy " + src.source.display + ", its size changed during the copy"));
+		const struct timespec times[2] = {src.source.st.st_atim, src.source.st.st_mtim};
+		if (::fchmod(out.get(), e.mode) < 0 || ::futimens(out.get(), times) < 0)
+			return fail(last_errno_error("Failed to set attributes of " + dest_display));
+		stats.files_copied++;
+		stats.bytes_copied += *n;
+	}
+
+	// The manifest goes last: a tree with a manifest is a complete tree.
+	{
+		int mfd = ::openat(tfd->get(), MANIFEST_NAME, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+		if (mfd < 0)
+			return fail(last_errno_error("Failed to create " + root.display + "/" + MANIFEST_NAME));
+		UniqueFd m(mfd);
+		std::string_view data = manifest_text;
+		while (!data.empty()) {
+			ssize_t w = ::write(m.get(), data.data(), data.size());
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w < 0)
+				return fail(last_errno_error("Failed to write " + root.display + "/" + MANIFEST_NAME));
+			data.remove_prefix(static_cast<std::size_t>(w));
+		}
+		if (::fchmod(m.get(), 0644) < 0)
+			return fail(last_errno_error("Failed to set mode of " + root.display + "/" + MANIFEST_NAME));
+	}
+	dirs.clear();
+	tfd->reset();
+
+	// Swap. With no live root, a plain rename (RENAME_NOREPLACE, so a racing creator is not clobbered);
+	// otherwise exchange, whatever the live entry is (a directory, or a symlink from an older layout).
+	if (::renameat2(pfd->get(), tmp_name.c_str(), pfd->get(), base.c_str(), RENAME_NOREPLACE) < 0) {
+		if (errno != EEXIST)
+			return fail(last_errno_error("Failed to move " + tmp_display + " to " + root.display));
+		if (::renameat2(pfd->get(), tmp_name.c_str(), pfd->get(), base.c_str(), RENAME_EXCHANGE) < 0)
+			return fail(last_errno_error("Failed to exchange " + tmp_display + " with " + root.display));
+	}
+	// The guard now names the old tree (or nothing, after a plain rename).
+	if (auto r = guard.remove(); !r)
+		return fail(with_context(r.error(), "New driver root is in place, but removing the old one failed"));
+	return stats;
+}
+
+std::vector<Problem> verify_driver_root(const RootLocation &root, Manifest *manifest_out)
+{
+	std::vector<Problem> problems;
+	auto add = [&](const std::string &path, const std::string &msg) { problems.push_back(Problem{path, msg}); };
+
+	struct stat st{};
+	if (::lstat(root.real.c_str(), &st) < 0) {
+		add(root.display, "Driver root " + root.display + " is missing: " + errno_string(errno));
+		return problems;
+	}
+	if (S_ISLNK(st.st_mode)) {
+		add(root.display, "Driver root " + root.display + " is a symlink, not a directory");
+		return problems;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		add(root.display, "Driver root " + root.display + " is not a directory");
+		return problems;
+	}
+	auto rfd = fs::open_dir(root.real);
+	if (!rfd) {
+		add(root.display, rfd.error().message);
+		return problems;
+	}
+	const std::string mdisplay = root.display + "/" + MANIFEST_NAME;
+	auto text = fs::read_file_at(rfd->get(), MANIFEST_NAME, mdisplay);
+	if (!text) {
+		add(mdisplay, "Driver root has no manifest (" + text.error().message + "), it was not built by unbounded-nvidia-setup");
+		return problems;
+	}
+	auto m = Manifest::from_json(*text, mdisplay);
+	if (!m) {
+		add(mdisplay, m.error().message);
+		return problems;
+	}
+
+	std::set<std::string> expected_dirs;
+	for (const auto &e : m->entries) {
+		for (std::string d = fs::dirname(e.path); d != "." && d != "/"; d = fs::dirname(d))
+			expected_dirs.insert(d);
+		const std::string p = fs::join(root.display, e.path);
+		struct stat est{};
+		if (::fstatat(rfd->get(), e.path.c_str(), &est, AT_SYMLINK_NOFOLLOW) < 0) {
+			add(p, p + " is missing: " + errno_string(errno));
+			continue;
+		}
+		if (e.type == ManifestEntry::Type::File) {
+			if (!S_ISREG(est.st_mode)) {
+				add(p, p + (S_ISLNK(est.st_mode) ? " is a symlink, expected a regular file" : " is not a regular file"));
+				continue;
+			}
+			if (static_cast<std::uint64_t>(est.st_size) != e.size)
+				add(p, p + " has " + std::to_string(est.st_size) + " bytes, expected " + std::to_string(e.size) +
+					       (static_cast<std::uint64_t>(est.st_size) < e.size ? " (truncated)" : ""));
+			else if ((est.st_mode & 07777) != e.mode)
+				add(p, p + " has the wrong mode");
+			else if (mtime_ns(est) != e.mtime_ns)
+				add(p, p + " was modified after setup");
+		} else {
+			char buf[4096];
+			ssize_t n = S_ISLNK(est.st_mode) ? ::readlinkat(rfd->get(), e.path.c_str(), buf, sizeof(buf) - 1) : -1;
+			if (n < 0) {
+				add(p, p + " is not a symlink");
+				continue;
+			}
+			if (std::string(buf, static_cast<std::size_t>(n)) != e.target) {
+				add(p, p + " points to " + std::string(buf, static_cast<std::size_t>(n)) + ", expected " + e.target);
+				continue;
+			}
+			struct stat tst{};
+			if (::fstatat(rfd->get(), e.path.c_str(), &tst, 0) < 0)
+				add(p, p + " is a dangling symlink to " + e.target);
+		}
+	}
+
+	// Nothing that the manifest does not list (leftovers of another layout, a hand-made link).
+	std::vector<std::string> stack{""};
+	while (!stack.empty()) {
+		std::string dir = stack.back();
+		stack.pop_back();
+		UniqueFd dfd(dir.empty() ? ::fcntl(rfd->get(), F_DUPFD_CLOEXEC, 3)
+					 : ::openat(rfd->get(), dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+		if (!dfd)
+			continue;
+		auto names = fs::list_dir(dfd.get(), fs::join(root.display, dir));
+		if (!names)
+			continue;
+		for (const auto &n : *names) {
+			const std::string rel = fs::join(dir, n);
+			if (rel == MANIFEST_NAME || m->find(rel))
+				continue;
+			if (expected_dirs.count(rel)) {
+				stack.push_back(rel);
+				continue;
+			}
+			add(fs::join(root.display, rel), fs::join(root.display, rel) + " is not in the manifest");
+		}
+	}
+
+	const std::string libdir = "lib/" + m->multiarch + "/";
+	for (const char *lib : {"libcuda.so.", "libnvidia-ml.so."}) {
+		const std::string rel = libdir + lib + m->driver_version;
+		const ManifestEntry *e = m->find(rel);
+		if (!e || e->type != ManifestEntry::Type::File)
+			add(fs::join(root.display, rel), fs::join(root.display, rel) + " is not part of the driver root");
+	}
+	if (manifest_out)
+		*manifest_out = std::move(*m);
+	return problems;
+}
+
+}  // namespace unbounded

@@ -1,0 +1,47 @@
+// Building /run/nvidia/driver: a new tree beside the old one (same file system), regular-file copies
+// or hard links of unchanged files, relative SONAME links, the manifest last, then an atomic swap with
+// renameat2(RENAME_EXCHANGE) and removal of the old tree. Readers see the old or the new root, whole.
+#pragma once
+
+#include "driver_discovery.hpp"
+#include "error.hpp"
+#include "manifest.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace unbounded {
+
+struct RootLocation {
+	std::string real;     // with --root applied
+	std::string display;  // as operators see it: "/run/nvidia/driver"
+};
+
+// What the new root will contain, computed from the discovered driver before anything is written.
+Result<Manifest> plan_manifest(const DriverSet &driver, std::vector<std::string> &warnings);
+
+struct InstallStats {
+	bool unchanged = false;          // the live root already matched: nothing built, nothing swapped
+	std::uint64_t files = 0, links = 0;
+	std::uint64_t files_copied = 0, files_reused = 0;
+	std::uint64_t bytes_copied = 0, bytes_reused = 0;
+	std::uint64_t stale_trees_removed = 0;
+	std::string fstype;              // file system of the driver root's parent ("tmpfs" expected)
+};
+
+Result<InstallStats> install_driver_root(const DriverSet &driver, const Manifest &plan, const RootLocation &root);
+
+struct Problem {
+	std::string path;     // what is wrong, as operators see it
+	std::string message;  // one sentence
+};
+
+// Read-only checks of a live driver root: a real directory, the manifest matches its files exactly,
+// exact-version libcuda and libnvidia-ml are regular files. Fills `manifest_out` when it parses.
+std::vector<Problem> verify_driver_root(const RootLocation &root, Manifest *manifest_out = nullptr);
+
+// Prefix of temp trees beside the root: ".driver-" for /run/nvidia/driver.
+std::string temp_prefix(const std::string &root_path);
+
+}  // namespace unbounded

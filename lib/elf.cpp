@@ -1,0 +1,175 @@
+#include "elf.hpp"
+
+#include <cstring>
+#include <elf.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <vector>
+
+namespace unbounded::elf {
+namespace {
+
+Result<void> pread_exact(int fd, void *buf, std::size_t len, std::uint64_t off, const std::string &display)
+{
+	auto *p = static_cast<char *>(buf);
+	while (len > 0) {
+		ssize_t n = ::pread(fd, p, len, static_cast<off_t>(off));
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return fail(last_errno_error("Failed to read ELF data of " + display));
+		}
+		if (n == 0)
+			return fail(make_error("Failed to parse " + display + ": truncated ELF file", EXIT_NOT_READY, EIO));
+		p += n;
+		len -= static_cast<std::size_t>(n);
+		off += static_cast<std::uint64_t>(n);
+	}
+	return {};
+}
+
+Error bad(const std::string &display, const char *why)
+{
+	return make_error("Failed to parse " + display + ": " + why, EXIT_NOT_READY, ENOEXEC);
+}
+
+// The parsing is written once for both classes; Ehdr/Phdr/Dyn are the class-specific structs.
+template <typename Ehdr, typename Phdr, typename Dyn>
+Result<Info> parse(int fd, const std::string &display, std::uint64_t file_size)
+{
+	Ehdr eh;
+	if (auto r = pread_exact(fd, &eh, sizeof(eh), 0, display); !r)
+		return fail(r.error());
+	Info info;
+	info.machine = eh.e_machine;
+	info.is_64bit = sizeof(Ehdr) == sizeof(Elf64_Ehdr);
+	if (eh.e_phentsize != sizeof(Phdr) || eh.e_phnum == 0 || eh.e_phnum > 4096)
+		return fail(bad(display, "bad program header table"));
+	if (eh.e_phoff + std::uint64_t(eh.e_phnum) * sizeof(Phdr) > file_size)
+		return fail(bad(display, "truncated ELF file (program headers)"));
+
+	std::vector<Phdr> ph(eh.e_phnum);
+	if (auto r = pread_exact(fd, ph.data(), ph.size() * sizeof(Phdr), eh.e_phoff, display); !r)
+		return fail(r.error());
+
+	const Phdr *dyn = nullptr;
+	for (const auto &p : ph)
+		if (p.p_type == PT_DYNAMIC)
+			dyn = &p;
+	if (!dyn)
+		return info;  // static executable or object without dynamic section: no SONAME
+	if (dyn->p_offset + dyn->p_filesz > file_size || dyn->p_filesz > (16u << 20))
+		return fail(bad(display, "truncated ELF file (dynamic section)"));
+
+	std::vector<Dyn> dyns(dyn->p_filesz / sizeof(Dyn));
+	if (auto r = pread_exact(fd, dyns.data(), dyns.size() * sizeof(Dyn), dyn->p_offset, display); !r)
+		return fail(r.error());
+
+	std::uint64_t strtab_vaddr = 0, strsz = 0, soname_off = 0;
+	bool have_soname = false, have_strtab = false;
+	for (const auto &d : dyns) {
+		if (d.d_tag == DT_NULL)
+			break;
+		if (d.d_tag == DT_STRTAB) {
+			strtab_vaddr = d.d_un.d_ptr;
+			have_strtab = true;
+		} else if (d.d_tag == DT_STRSZ) {
+			strsz = d.d_un.d_val;
+		} else if (d.d_tag == DT_SONAME) {
+			soname_off = d.d_un.d_val;
+			have_soname = true;
+		}
+	}
+	if (!have_soname)
+		return info;
+	if (!have_strtab || soname_off >= strsz)
+		return fail(bad(display, "DT_SONAME outside the string table"));
+
+	// DT_STRTAB is a virtual address: map it to a file offset through the PT_LOAD covering it.
+	std::uint64_t strtab_off = 0;
+	bool mapped = false;
+	for (const auto &p : ph) {
+		if (p.p_type == PT_LOAD && strtab_vaddr >= p.p_vaddr && strtab_vaddr < p.p_vaddr + p.p_filesz) {
+			strtab_off = strtab_vaddr - p.p_vaddr + p.p_offset;
+			mapped = true;
+			break;
+		}
+	}
+	if (!mapped)
+		return fail(bad(display, "DT_STRTAB not in a loadable segment"));
+
+	std::uint64_t pos = strtab_off + soname_off;
+	std::string name;
+	char buf[256];
+	while (name.size() < 4096) {
+		if (pos >= file_size)
+			return fail(bad(display, "truncated ELF file (string table)"));
+		std::size_t chunk = static_cast<std::size_t>(std::min<std::uint64_t>(sizeof(buf), file_size - pos));
+		if (auto r = pread_exact(fd, buf, chunk, pos, display); !r)
+			return fail(r.error());
+		const void *nul = std::memchr(buf, '\0', chunk);
+		if (nul) {
+			name.append(buf, static_cast<const char *>(nul) - buf);
+			break;
+		}
+		name.append(buf, chunk);
+		pos += chunk;
+	}
+	if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+		return fail(bad(display, "invalid DT_SONAME"));
+	info.soname = std::move(name);
+	return info;
+}
+
+}  // namespace
+
+Result<Info> read_info(int fd, const std::string &display)
+{
+	struct stat st{};
+	if (::fstat(fd, &st) < 0)
+		return fail(last_errno_error("Failed to stat " + display));
+	unsigned char ident[EI_NIDENT];
+	if (static_cast<std::uint64_t>(st.st_size) < sizeof(ident))
+		return fail(bad(display, "not an ELF file (too short)"));
+	if (auto r = pread_exact(fd, ident, sizeof(ident), 0, display); !r)
+		return fail(r.error());
+	if (std::memcmp(ident, ELFMAG, SELFMAG) != 0)
+		return fail(bad(display, "not an ELF file"));
+	if (ident[EI_DATA] != ELFDATA2LSB && ident[EI_DATA] != ELFDATA2MSB)
+		return fail(bad(display, "unknown ELF byte order"));
+	// Only native byte order is parsed: NVIDIA ships little-endian drivers for every supported arch.
+	if (ident[EI_DATA] != ELFDATA2LSB)
+		return fail(bad(display, "big-endian ELF not supported"));
+	auto size = static_cast<std::uint64_t>(st.st_size);
+	if (ident[EI_CLASS] == ELFCLASS64) {
+		if (size < sizeof(Elf64_Ehdr))
+			return fail(bad(display, "truncated ELF header"));
+		return parse<Elf64_Ehdr, Elf64_Phdr, Elf64_Dyn>(fd, display, size);
+	}
+	if (ident[EI_CLASS] == ELFCLASS32) {
+		if (size < sizeof(Elf32_Ehdr))
+			return fail(bad(display, "truncated ELF header"));
+		return parse<Elf32_Ehdr, Elf32_Phdr, Elf32_Dyn>(fd, display, size);
+	}
+	return fail(bad(display, "unknown ELF class"));
+}
+
+std::string multiarch_for(std::uint16_t machine, bool is_64bit)
+{
+	switch (machine) {
+	case EM_X86_64:
+		return is_64bit ? "x86_64-linux-gnu" : "x86_64-linux-gnux32";
+	case EM_386:
+		return "i386-linux-gnu";
+	case EM_AARCH64:
+		return "aarch64-linux-gnu";
+	case EM_ARM:
+		return "arm-linux-gnueabihf";
+	case EM_PPC64:
+		return "powerpc64le-linux-gnu";
+	default:
+		return {};
+	}
+}
+
+}  // namespace unbounded::elf

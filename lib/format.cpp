@@ -1,0 +1,30 @@
+#include "format.hpp"
+
+#include <cstdio>
+
+namespace unbounded {
+
+std::string format_bytes(std::uint64_t bytes)
+{
+	char buf[32];
+	if (bytes < 1024)
+		std::snprintf(buf, sizeof(buf), "%llu B", static_cast<unsigned long long>(bytes));
+	else if (bytes < (1u << 20))
+		std::snprintf(buf, sizeof(buf), "%.1f KiB", static_cast<double>(bytes) / 1024.0);
+	else if (bytes < (1ull << 30))
+		std::snprintf(buf, sizeof(buf), "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+	else
+		std::snprintf(buf, sizeof(buf), "%.2f GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+	return buf;
+}
+
+std::string format_ms(std::chrono::milliseconds ms)
+{
+	if (ms.count() < 10'000)
+		return std::to_string(ms.count()) + "ms";
+	char buf[32];
+	std::snprintf(buf, sizeof(buf), "%.1fs", static_cast<double>(ms.count()) / 1000.0);
+	return buf;
+}
+
+}  // namespace unbounded

@@ -1,0 +1,55 @@
+// File-system helpers: everything through *at() on directory fds, O_NOFOLLOW|O_CLOEXEC everywhere a
+// path component might be attacker- or host-controlled.
+#pragma once
+
+#include "error.hpp"
+#include "unique_fd.hpp"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <sys/stat.h>
+#include <vector>
+
+namespace unbounded::fs {
+
+// Joins a root prefix and an absolute path: root_path("/tmp/r", "/run/x") == "/tmp/r/run/x";
+// an empty root leaves the path as it is.
+std::string root_path(std::string_view root, std::string_view absolute);
+std::string join(std::string_view dir, std::string_view name);
+std::string dirname(std::string_view path);
+std::string basename(std::string_view path);
+
+Result<UniqueFd> open_dir(const std::string &path);                   // O_DIRECTORY|O_NOFOLLOW on the last component
+Result<UniqueFd> open_dir_at(int dirfd, const std::string &name, const std::string &display);
+Result<void> mkdir_p(const std::string &path, mode_t mode);            // like mkdir -p, trusted config paths only
+
+// Names in a directory, sorted, without "." and "..".
+Result<std::vector<std::string>> list_dir(int dirfd, const std::string &display);
+
+// rm -rf of dirfd/name without following any symlink; ENOENT is success.
+Result<void> remove_tree_at(int dirfd, const std::string &name, const std::string &display);
+
+// Reads a whole small file (at most max_bytes) relative to dirfd, refusing symlinks in the last component.
+Result<std::string> read_file_at(int dirfd, const std::string &name, const std::string &display,
+				 std::size_t max_bytes = 16u << 20);
+Result<std::string> read_file(const std::string &path, std::size_t max_bytes = 16u << 20);
+
+struct AtomicWriteOptions {
+	mode_t mode = 0644;
+	bool fsync = true;            // fsync the file and its directory (persistent /etc); off on tmpfs
+	bool skip_if_unchanged = true;
+};
+enum class WriteOutcome { Written, Unchanged };
+// Writes path via a temp file in the same directory, then rename(); readers see old or new bytes.
+Result<WriteOutcome> write_file_atomic(const std::string &path, std::string_view content,
+				       const AtomicWriteOptions &opts = {});
+
+// Copies src to dst (both regular-file fds) with copy_file_range, falling back to sendfile and then
+// read/write where the kernel refuses; returns bytes copied. No per-byte loop in user space.
+Result<std::uint64_t> copy_fd(int src, int dst, std::uint64_t size_hint, const std::string &display);
+
+// Random suffix for temp names ("XXXXXX" style, [A-Za-z0-9]).
+std::string random_suffix(std::size_t len = 6);
+
+}  // namespace unbounded::fs

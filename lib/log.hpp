@@ -1,0 +1,34 @@
+// Program-level logging in systemd style. Library code returns errors and does not log above debug;
+// mains and command implementations log. When stderr is connected to the journal (JOURNAL_STREAM
+// matches, as systemd sets it for services) messages go to the journal with structured fields;
+// otherwise one line per message goes to stderr.
+#pragma once
+
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace unbounded::log {
+
+enum class Level : int { Error = 3, Warning = 4, Notice = 5, Info = 6, Debug = 7 };
+
+struct Field {
+	std::string name;   // journal field name, e.g. "UNBOUNDED_NVIDIA_DRIVER_VERSION"
+	std::string value;
+};
+using Fields = std::vector<Field>;
+
+void init(std::string_view program_name, bool allow_journal);
+void set_max_level(Level level);
+bool journal_connected();
+
+void emit(Level level, std::string_view message, const Fields &fields = {});
+
+inline void error(std::string_view m, const Fields &f = {}) { emit(Level::Error, m, f); }
+inline void warning(std::string_view m, const Fields &f = {}) { emit(Level::Warning, m, f); }
+inline void notice(std::string_view m, const Fields &f = {}) { emit(Level::Notice, m, f); }
+inline void info(std::string_view m, const Fields &f = {}) { emit(Level::Info, m, f); }
+inline void debug(std::string_view m, const Fields &f = {}) { emit(Level::Debug, m, f); }
+
+}  // namespace unbounded::log

@@ -1,0 +1,15 @@
+// Journal MESSAGE_IDs, one per outcome, so operators can `journalctl MESSAGE_ID=...` across a fleet.
+// Listed in the README; never change a value once shipped.
+#pragma once
+
+namespace unbounded::message_id {
+
+inline constexpr const char *SETUP_READY = "a22c5f0c72d0426dbccb8b3dbb5eb396";
+inline constexpr const char *SETUP_FAILED = "59a6c10a04f94e3c9b5851e03f3004f7";
+inline constexpr const char *SETUP_NO_GPU = "cda7a464edbe433bb00a6bce0e98cb15";
+inline constexpr const char *VERIFY_FAILED = "b4e8983344df4099a49b91cf59d15fea";
+inline constexpr const char *LICENSE_APPLIED = "bcafdef73f1d4c3aba44e70fd75ca0d6";
+inline constexpr const char *LICENSE_ROLLED_BACK = "60946feb744847e99a94e6d6a04d7df9";
+inline constexpr const char *LICENSE_FAILED = "9628df5a7bc046b99b9ed4dc36ba15a6";
+
+}  // namespace unbounded::message_id

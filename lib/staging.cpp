@@ -1,0 +1,293 @@
+#include "staging.hpp"
+
+#include "fs.hpp"
+#include "mounts.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <deque>
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace unbounded {
+
+static constexpr int MAX_SYMLINK_HOPS = 40;  // what the kernel allows (ELOOP beyond)
+
+std::vector<std::string> split_path(std::string_view p)
+{
+	std::vector<std::string> out;
+	std::size_t i = 0;
+	while (i < p.size()) {
+		std::size_t j = p.find('/', i);
+		if (j == std::string_view::npos)
+			j = p.size();
+		if (j > i)
+			out.emplace_back(p.substr(i, j - i));
+		i = j + 1;
+	}
+	return out;
+}
+
+static std::string join_comps(const std::vector<std::string> &comps)
+{
+	std::string s;
+	for (const auto &c : comps) {
+		if (!s.empty())
+			s += '/';
+		s += c;
+	}
+	return s;
+}
+
+static bool numeric_less(const std::string &a, const std::string &b)
+{
+	auto is_num = [](const std::string &s) {
+		return !s.empty() && s.size() < 10 && std::all_of(s.begin(), s.end(), ::isdigit);
+	};
+	if (is_num(a) && is_num(b))
+		return std::stoul(a) < std::stoul(b);
+	if (is_num(a) != is_num(b))
+		return is_num(a);
+	return a < b;
+}
+
+Result<Staging> Staging::open(const std::string &real_parent, const std::string &display_parent,
+			      const MountTable *mounts)
+{
+	Staging s;
+	auto pfd = fs::open_dir(real_parent);
+	if (!pfd) {
+		if (pfd.error().errnum == ENOENT)
+			return s;
+		return fail(pfd.error());
+	}
+	auto names = fs::list_dir(pfd->get(), display_parent);
+	if (!names)
+		return fail(names.error());
+	std::sort(names->begin(), names->end(), numeric_less);
+	for (const auto &n : *names) {
+		if (n.starts_with("."))
+			continue;
+		int fd = ::openat(pfd->get(), n.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			continue;  // not a directory (or a symlink): not a staging tree
+		StagingTree t;
+		t.display = fs::join(display_parent, n);
+		t.fd.reset(fd);
+		if (mounts) {
+			if (auto m = mounts->mount_at(fs::join(real_parent, n))) {
+				t.mountpoint = true;
+				if (m->root != "/")
+					t.host_prefix = m->root;
+			}
+		}
+		s.trees_.push_back(std::move(t));
+	}
+	return s;
+}
+
+Result<Staging> Staging::from_dirs(const std::vector<std::pair<std::string, std::string>> &real_and_display)
+{
+	Staging s;
+	for (const auto &[real, display] : real_and_display) {
+		int fd = ::open(real.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			return fail(last_errno_error("Failed to open staging directory " + display));
+		StagingTree t;
+		t.display = display;
+		t.fd.reset(fd);
+		s.trees_.push_back(std::move(t));
+	}
+	return s;
+}
+
+// True when tree/comps exists without crossing any symlink (used to probe suffix candidates, so the
+// probe itself can never be led outside the tree).
+bool Staging::exists_plain(std::size_t tree, const std::vector<std::string> &comps) const
+{
+	UniqueFd cur(::fcntl(trees_[tree].fd.get(), F_DUPFD_CLOEXEC, 3));
+	for (std::size_t i = 0; i < comps.size(); i++) {
+		if (comps[i] == "..")
+			return false;
+		struct stat st{};
+		if (::fstatat(cur.get(), comps[i].c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0)
+			return false;
+		if (i + 1 == comps.size())
+			return true;
+		if (!S_ISDIR(st.st_mode))
+			return false;
+		int fd = ::openat(cur.get(), comps[i].c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			return false;
+		cur.reset(fd);
+	}
+	return !comps.empty();
+}
+
+Result<std::pair<std::size_t, std::string>> Staging::map_absolute(std::size_t from_tree, const std::string &link_rel,
+								    const std::string &target,
+								    const std::string &link_display) const
+{
+	// Exact mapping through the bind mounts' host source paths, the current tree first.
+	std::vector<std::size_t> order{from_tree};
+	for (std::size_t i = 0; i < trees_.size(); i++)
+		if (i != from_tree)
+			order.push_back(i);
+	for (std::size_t t : order) {
+		const std::string &p = trees_[t].host_prefix;
+		if (p.empty())
+			continue;
+		if (target == p)
+			return std::pair{t, std::string()};
+		if (target.size() > p.size() && target.compare(0, p.size(), p) == 0 && target[p.size()] == '/')
+			return std::pair{t, target.substr(p.size() + 1)};
+	}
+	// Longest suffix that exists in a tree: /usr/lib/x86_64-linux-gnu/nvidia/current/libcuda.so.1 is
+	// nvidia/current/libcuda.so.1 in a tree staged from /usr/lib/x86_64-linux-gnu.
+	const auto comps = split_path(target);
+	for (std::size_t drop = 1; drop < comps.size(); drop++) {
+		std::vector<std::string> suffix(comps.begin() + static_cast<long>(drop), comps.end());
+		for (std::size_t t : order) {
+			// A candidate that is the link itself would only loop (a link to /x/y/libcuda.so.1 named
+			// libcuda.so.1): look for the file elsewhere.
+			if (t == from_tree && join_comps(suffix) == link_rel)
+				continue;
+			if (exists_plain(t, suffix))
+				return std::pair{t, join_comps(suffix)};
+		}
+	}
+	return fail(errno_error(ENOENT, "Failed to resolve " + link_display + " (symlink to " + target +
+					       ", outside the staging mounts)"));
+}
+
+Result<ResolvedFile> Staging::resolve(std::size_t tree, std::string_view rel) const
+{
+	const std::string start_display = fs::join(trees_.at(tree).display, rel);
+	std::deque<std::string> todo;
+	for (auto &c : split_path(rel))
+		todo.push_back(std::move(c));
+	std::vector<std::string> comps;  // canonical directory we are in, relative to the tree
+	UniqueFd cur(::fcntl(trees_[tree].fd.get(), F_DUPFD_CLOEXEC, 3));
+	if (!cur)
+		return fail(last_errno_error("Failed to duplicate fd of " + trees_[tree].display));
+	int hops = 0;
+
+	auto reopen = [&]() -> Result<void> {
+		UniqueFd d(::fcntl(trees_[tree].fd.get(), F_DUPFD_CLOEXEC, 3));
+		for (const auto &c : comps) {
+			int fd = ::openat(d.get(), c.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (fd < 0)
+				return fail(last_errno_error("Failed to resolve " + start_display));
+			d.reset(fd);
+		}
+		cur = std::move(d);
+		return {};
+	};
+
+	while (!todo.empty()) {
+		std::string c = std::move(todo.front());
+		todo.pop_front();
+		if (c == ".")
+			continue;
+		if (c == "..") {
+			if (!comps.empty()) {  // clamp at the tree root, like RESOLVE_IN_ROOT
+				comps.pop_back();
+				if (auto r = reopen(); !r)
+					return fail(r.error());
+			}
+			continue;
+		}
+		struct stat st{};
+		const std::string here = fs::join(fs::join(trees_[tree].display, join_comps(comps)), c);
+		if (::fstatat(cur.get(), c.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			if (hops > 0)
+				return fail(last_errno_error("Failed to resolve " + start_display + " (dangling symlink, " +
+							     here + " is missing)"));
+			return fail(last_errno_error("Failed to resolve " + start_display));
+		}
+		if (S_ISLNK(st.st_mode)) {
+			if (++hops > MAX_SYMLINK_HOPS)
+				return fail(errno_error(ELOOP, "Failed to resolve " + start_display));
+			char buf[4096];
+			ssize_t n = ::readlinkat(cur.get(), c.c_str(), buf, sizeof(buf) - 1);
+			if (n < 0)
+				return fail(last_errno_error("Failed to read symlink " + here));
+			std::string target(buf, static_cast<std::size_t>(n));
+			std::vector<std::string> tcomps;
+			if (!target.empty() && target.front() == '/') {
+				auto mapped = map_absolute(tree, fs::join(join_comps(comps), c), target, here);
+				if (!mapped)
+					return fail(mapped.error());
+				tree = mapped->first;
+				comps.clear();
+				if (auto r = reopen(); !r)
+					return fail(r.error());
+				tcomps = split_path(mapped->second);
+			} else {
+				tcomps = split_path(target);
+			}
+			todo.insert(todo.begin(), tcomps.begin(), tcomps.end());
+			continue;
+		}
+		const bool last = std::all_of(todo.begin(), todo.end(), [](const std::string &s) { return s == "."; });
+		if (S_ISDIR(st.st_mode) && !last) {
+			int fd = ::openat(cur.get(), c.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (fd < 0)
+				return fail(last_errno_error("Failed to open " + here));
+			cur.reset(fd);
+			comps.push_back(std::move(c));
+			continue;
+		}
+		if (!last)
+			return fail(errno_error(ENOTDIR, "Failed to resolve " + start_display));
+		ResolvedFile f;
+		f.tree = tree;
+		comps.push_back(c);
+		f.rel = join_comps(comps);
+		f.display = fs::join(trees_[tree].display, f.rel);
+		f.dir = std::move(cur);
+		f.name = std::move(c);
+		f.st = st;
+		return f;
+	}
+	return fail(errno_error(EISDIR, "Failed to resolve " + start_display));
+}
+
+Result<UniqueFd> Staging::open_regular(const ResolvedFile &f) const
+{
+	int fd = ::openat(f.dir.get(), f.name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0)
+		return fail(last_errno_error("Failed to open " + f.display));
+	UniqueFd u(fd);
+	struct stat st{};
+	if (::fstat(u.get(), &st) < 0)
+		return fail(last_errno_error("Failed to stat " + f.display));
+	if (!S_ISREG(st.st_mode))
+		return fail(errno_error(EINVAL, "Refusing " + f.display + ", not a regular file"));
+	if (st.st_dev != f.st.st_dev || st.st_ino != f.st.st_ino)
+		return fail(errno_error(ESTALE, "Failed to open " + f.display + ", it changed while being read"));
+	return u;
+}
+
+Result<std::vector<std::string>> Staging::list(std::size_t tree, std::string_view rel_dir) const
+{
+	UniqueFd d(::fcntl(trees_.at(tree).fd.get(), F_DUPFD_CLOEXEC, 3));
+	for (const auto &c : split_path(rel_dir)) {
+		int fd = ::openat(d.get(), c.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0) {
+			if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP)
+				return std::vector<std::string>{};
+			return fail(last_errno_error("Failed to open " + fs::join(trees_[tree].display, rel_dir)));
+		}
+		d.reset(fd);
+	}
+	if (split_path(rel_dir).empty()) {
+		int fd = ::openat(d.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0)
+			return fail(last_errno_error("Failed to open " + trees_[tree].display));
+		d.reset(fd);
+	}
+	return fs::list_dir(d.get(), fs::join(trees_[tree].display, rel_dir));
+}
+
+}  // namespace unbounded

@@ -1,0 +1,66 @@
+// The host's read-only staging mounts (/run/host-nvidia/<N>/) and path resolution confined to them.
+//
+// Hosts stage their lib dirs with absolute symlink chains (libcuda.so.1 -> /usr/lib/.../nvidia/current/
+// libcuda.so.1 -> libcuda.so.<v>). Those targets name host paths, so the resolver walks every component
+// itself with O_NOFOLLOW, maps an absolute target onto the staging mount that holds that host path
+// (exactly, from the bind mount's source root in mountinfo; otherwise by the longest suffix of the
+// target that exists in a staging tree), and never opens anything outside the staging trees.
+#pragma once
+
+#include "error.hpp"
+#include "unique_fd.hpp"
+
+#include <string>
+#include <string_view>
+#include <sys/stat.h>
+#include <vector>
+
+namespace unbounded {
+
+class MountTable;
+
+struct StagingTree {
+	std::string display;      // path as the machine sees it: "/run/host-nvidia/0"
+	UniqueFd fd;              // O_PATH|O_DIRECTORY of the tree's root
+	std::string host_prefix;  // host path of the bind mount's source ("/usr/lib/x86_64-linux-gnu"), or ""
+	bool mountpoint = false;
+};
+
+struct ResolvedFile {
+	std::size_t tree = 0;     // tree the final file lives in
+	std::string rel;          // canonical path relative to that tree
+	std::string display;      // "/run/host-nvidia/0/nvidia/current/libcuda.so.535.1"
+	UniqueFd dir;             // O_PATH fd of the containing directory
+	std::string name;         // last component
+	struct stat st{};         // lstat of the final (non-symlink) file
+};
+
+class Staging {
+public:
+	// Opens every directory entry under `real_parent` (the staging path with --root applied);
+	// `display_parent` is the same path as shown to operators. Names sort numerically.
+	static Result<Staging> open(const std::string &real_parent, const std::string &display_parent,
+				    const MountTable *mounts);
+	// For tests: trees made from explicit directories.
+	static Result<Staging> from_dirs(const std::vector<std::pair<std::string, std::string>> &real_and_display);
+
+	const std::vector<StagingTree> &trees() const { return trees_; }
+	std::vector<StagingTree> &trees() { return trees_; }
+
+	// Resolves tree/rel following symlinks inside the staging trees (at most 40 hops).
+	Result<ResolvedFile> resolve(std::size_t tree, std::string_view rel) const;
+	// Opens a resolved regular file for reading and checks it is still the inode that was resolved.
+	Result<UniqueFd> open_regular(const ResolvedFile &f) const;
+	// Lists a directory inside a tree without following symlinks; missing directories give {}.
+	Result<std::vector<std::string>> list(std::size_t tree, std::string_view rel_dir) const;
+
+private:
+	bool exists_plain(std::size_t tree, const std::vector<std::string> &comps) const;
+	Result<std::pair<std::size_t, std::string>> map_absolute(std::size_t from_tree, const std::string &link_rel, const std::string &target,
+								   const std::string &link_display) const;
+	std::vector<StagingTree> trees_;
+};
+
+std::vector<std::string> split_path(std::string_view p);
+
+}  // namespace unbounded

@@ -1,0 +1,32 @@
+#include "report.hpp"
+
+#include "build_config.h"
+
+#include <cmath>
+
+namespace unbounded {
+
+std::string Report::to_json() const
+{
+	nlohmann::ordered_json j;
+	j["version"] = PROJECT_VERSION;
+	j["command"] = command;
+	j["ready"] = ready();
+	j["outcome"] = outcome;
+	for (const auto &[k, v] : details.items())
+		j[k] = v;
+	nlohmann::ordered_json t = nlohmann::ordered_json::object();
+	for (const auto &[k, v] : timings_ms.items())
+		t[k] = std::round(v.get<double>() * 1000.0) / 1000.0;
+	j["timings_ms"] = t;
+	j["warnings"] = warnings;
+	nlohmann::ordered_json p = nlohmann::ordered_json::array();
+	for (const auto &pr : problems)
+		p.push_back({{"path", pr.path}, {"message", pr.message}});
+	j["problems"] = p;
+	if (!error.empty())
+		j["error"] = error;
+	return j.dump(2) + "\n";
+}
+
+}  // namespace unbounded

@@ -1,0 +1,44 @@
+// The result of a command as one JSON object: printed with --json and, for setup, kept in
+// /run/unbounded-nvidia/status.json for the host's reconcile loop and for operators.
+#pragma once
+
+#include "driver_root.hpp"
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace unbounded {
+
+struct Report {
+	std::string command;
+	std::string outcome;                    // "ready", "no-gpu", "not-ready", "failed"
+	nlohmann::ordered_json details = nlohmann::ordered_json::object();
+	nlohmann::ordered_json timings_ms = nlohmann::ordered_json::object();
+	std::vector<std::string> warnings;
+	std::vector<Problem> problems;
+	std::string error;
+
+	bool ready() const { return outcome == "ready" || outcome == "no-gpu"; }
+	std::string to_json() const;
+};
+
+// Times a phase into report.timings_ms[name].
+class PhaseTimer {
+public:
+	PhaseTimer(Report &r, const char *name) : r_(r), name_(name), start_(std::chrono::steady_clock::now()) {}
+	~PhaseTimer()
+	{
+		r_.timings_ms[name_] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+	}
+	PhaseTimer(const PhaseTimer &) = delete;
+	PhaseTimer &operator=(const PhaseTimer &) = delete;
+
+private:
+	Report &r_;
+	const char *name_;
+	std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace unbounded

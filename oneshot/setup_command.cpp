@@ -1,0 +1,161 @@
+// `setup`: lock, wait for staging, discover, build and swap the driver root, verify, record the result.
+// Any failure leaves the previous driver root exactly as it was.
+#include "commands.hpp"
+
+#include "driver_discovery.hpp"
+#include "driver_root.hpp"
+#include "format.hpp"
+#include "lock.hpp"
+#include "log.hpp"
+#include "message_ids.hpp"
+#include "mounts.hpp"
+#include "notify.hpp"
+#include "staging.hpp"
+#include "staging_wait.hpp"
+
+namespace unbounded {
+namespace {
+
+int finish_failed(const Context &ctx, Report &report, const Error &e)
+{
+	report.outcome = "failed";
+	report.error = e.message;
+	log::error("Setup failed: " + e.message,
+		   {{"MESSAGE_ID", message_id::SETUP_FAILED},
+		    {"ERRNO", std::to_string(e.errnum)},
+		    {"UNBOUNDED_NVIDIA_DRIVER_ROOT", ctx.config.driver_root}});
+	notify_status("Failed: " + e.message);
+	return e.exit_code == EXIT_READY ? EXIT_NOT_READY : e.exit_code;
+}
+
+}  // namespace
+
+int run_setup(const Context &ctx, Report &report)
+{
+	report.command = "setup";
+	const Config &cfg = ctx.config;
+	report.details["driver_root"] = cfg.driver_root;
+	const auto total_start = std::chrono::steady_clock::now();
+
+	std::optional<RunLock> lock;
+	{
+		PhaseTimer t(report, "lock");
+		auto l = RunLock::acquire(ctx.real(std::string(RUN_DIR) + "/lock"), std::string(RUN_DIR) + "/lock", [] {
+			log::notice("Another unbounded-nvidia-setup is running, waiting for it to finish.");
+			notify_status("Waiting for another setup run to finish");
+		});
+		if (!l)
+			return finish_failed(ctx, report, l.error());
+		lock.emplace(std::move(*l));
+	}
+
+	StagingState state;
+	{
+		PhaseTimer t(report, "wait");
+		notify_status("Waiting for the staging mounts under " + cfg.staging + " and /dev/nvidiactl");
+		Millis waited{};
+		auto s = wait_for_staging(ctx, cfg.staging_timeout, &waited);
+		if (!s)
+			return finish_failed(ctx, report, s.error());
+		state = *s;
+	}
+	if (!state.nvidia_machine) {
+		report.outcome = "no-gpu";
+		log::info("No staging mounts under " + cfg.staging + " and no /dev/nvidiactl: not an NVIDIA machine, nothing to do.",
+			  {{"MESSAGE_ID", message_id::SETUP_NO_GPU}});
+		notify_status("Not an NVIDIA machine, nothing to do");
+		return EXIT_READY;
+	}
+
+	DriverSet driver;
+	Manifest plan;
+	{
+		PhaseTimer t(report, "discover");
+		auto mounts = MountTable::load();
+		auto staging = Staging::open(ctx.real(cfg.staging), cfg.staging, mounts ? &*mounts : nullptr);
+		if (!staging)
+			return finish_failed(ctx, report, staging.error());
+		report.details["staging"] = state.usable;
+		report.details["staging_mounts"] = state.mounts;
+		DiscoveryInput in{&*staging, ctx.real("/proc/driver/nvidia/version"), "/proc/driver/nvidia/version"};
+		auto d = discover_driver(in);
+		if (!d)
+			return finish_failed(ctx, report, d.error());
+		driver = std::move(*d);
+		report.details["driver_version"] = driver.version;
+		report.details["kernel_module_version"] = driver.kernel_version;
+		report.details["multiarch"] = driver.multiarch;
+		auto p = plan_manifest(driver, driver.warnings);
+		if (!p)
+			return finish_failed(ctx, report, p.error());
+		plan = std::move(*p);
+		for (const auto &w : driver.warnings) {
+			log::warning(w);
+			report.warnings.push_back(w);
+		}
+		if (driver.kernel_version.empty())
+			log::info("/proc/driver/nvidia/version is not readable here, skipping the kernel module version check.");
+	}
+
+	const RootLocation root{ctx.real(cfg.driver_root), cfg.driver_root};
+	InstallStats stats;
+	{
+		PhaseTimer t(report, "install");
+		notify_status("Building " + cfg.driver_root + " for driver " + driver.version);
+		auto s = install_driver_root(driver, plan, root);
+		if (!s)
+			return finish_failed(ctx, report, s.error());
+		stats = *s;
+	}
+	report.details["driver_root_fs"] = stats.fstype;
+	report.details["unchanged"] = stats.unchanged;
+	report.details["files"] = stats.files;
+	report.details["links"] = stats.links;
+	report.details["files_copied"] = stats.files_copied;
+	report.details["files_reused"] = stats.files_reused;
+	report.details["bytes_copied"] = stats.bytes_copied;
+	report.details["bytes_reused"] = stats.bytes_reused;
+	report.details["stale_trees_removed"] = stats.stale_trees_removed;
+	if (stats.fstype != "tmpfs") {
+		std::string w = "Driver root " + cfg.driver_root + " is on " + stats.fstype + ", expected tmpfs";
+		log::warning(w);
+		report.warnings.push_back(w);
+	}
+	if (stats.stale_trees_removed)
+		log::notice("Removed " + std::to_string(stats.stale_trees_removed) + " temporary tree(s) left by an interrupted run.");
+
+	{
+		PhaseTimer t(report, "verify");
+		report.problems = verify_driver_root(root);
+	}
+	const auto total = std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - total_start);
+	if (!report.problems.empty()) {
+		report.outcome = "not-ready";
+		for (const auto &p : report.problems)
+			log::error("Verification failed: " + p.message, {{"MESSAGE_ID", message_id::VERIFY_FAILED},
+									  {"UNBOUNDED_NVIDIA_PATH", p.path}});
+		report.error = std::to_string(report.problems.size()) + " verification problem(s), first: " +
+			       report.problems.front().message;
+		notify_status("Not ready: " + report.problems.front().message);
+		return EXIT_NOT_READY;
+	}
+
+	report.outcome = "ready";
+	std::string summary = "Driver " + driver.version + " ready in " + cfg.driver_root + ": " +
+			      std::to_string(stats.files) + " files, " +
+			      (stats.unchanged ? std::string("unchanged")
+					       : std::to_string(stats.files_copied) + " copied (" + format_bytes(stats.bytes_copied) +
+							 "), " + std::to_string(stats.files_reused) + " reused") +
+			      ", " + format_ms(total) + ".";
+	log::info(summary, {{"MESSAGE_ID", message_id::SETUP_READY},
+			    {"UNBOUNDED_NVIDIA_DRIVER_VERSION", driver.version},
+			    {"UNBOUNDED_NVIDIA_DRIVER_ROOT", cfg.driver_root},
+			    {"UNBOUNDED_NVIDIA_FILES", std::to_string(stats.files)},
+			    {"UNBOUNDED_NVIDIA_FILES_COPIED", std::to_string(stats.files_copied)},
+			    {"UNBOUNDED_NVIDIA_BYTES_COPIED", std::to_string(stats.bytes_copied)},
+			    {"UNBOUNDED_NVIDIA_DURATION_MS", std::to_string(total.count())}});
+	notify_status(summary);
+	return EXIT_READY;
+}
+
+}  // namespace unbounded

@@ -1,0 +1,136 @@
+// unbounded-nvidia-setup: command-line parsing and dispatch only; the work is in the commands.
+#include "build_config.h"
+#include "commands.hpp"
+#include "config.hpp"
+#include "context.hpp"
+#include "log.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <getopt.h>
+#include <iostream>
+
+using namespace unbounded;
+
+namespace {
+
+void print_help()
+{
+	std::printf("Usage: unbounded-nvidia-setup [OPTIONS] [COMMAND]\n\n"
+		    "Builds the NVIDIA driver root and CDI spec of a Kubernetes GPU machine.\n\n"
+		    "Commands:\n"
+		    "  setup           build the driver root, write the CDI spec, verify (default)\n"
+		    "  verify          check the live state without changing it\n"
+		    "  generate-cdi    print the CDI spec for the current driver root\n\n"
+		    "Options:\n"
+		    "  --root DIR      take every absolute path relative to DIR (also $UNBOUNDED_NVIDIA_ROOT)\n"
+		    "  --config FILE   configuration file (default %s under the root)\n"
+		    "  --json          print one JSON object describing the result on stdout\n"
+		    "  --output FILE   generate-cdi: write the spec to FILE ('-' for stdout, the default)\n"
+		    "  -h --help       show this help\n"
+		    "  --version       show the version\n\n"
+		    "Exit status: 0 ready (or nothing to do), 1 not ready, 2 usage or configuration error.\n",
+		    std::string(DEFAULT_CONFIG_PATH).c_str());
+}
+
+struct Args {
+	std::string root, config, output = "-", command = "setup";
+	bool json = false, config_given = false;
+};
+
+int parse_args(int argc, char **argv, Args &a)
+{
+	enum { OPT_ROOT = 0x100, OPT_CONFIG, OPT_JSON, OPT_OUTPUT, OPT_VERSION };
+	static const option opts[] = {
+		{"root", required_argument, nullptr, OPT_ROOT},   {"config", required_argument, nullptr, OPT_CONFIG},
+		{"json", no_argument, nullptr, OPT_JSON},         {"output", required_argument, nullptr, OPT_OUTPUT},
+		{"help", no_argument, nullptr, 'h'},              {"version", no_argument, nullptr, OPT_VERSION},
+		{nullptr, 0, nullptr, 0},
+	};
+	opterr = 0;
+	int c;
+	while ((c = getopt_long(argc, argv, "+h", opts, nullptr)) >= 0 || optind < argc) {
+		if (c < 0) {
+			// A command; options may follow it ("verify --json").
+			if (a.command != "setup" || std::string(argv[optind]) == "" ) {
+				std::fprintf(stderr, "unbounded-nvidia-setup: unexpected argument '%s'\n", argv[optind]);
+				return EXIT_USAGE;
+			}
+			a.command = argv[optind++];
+			if (a.command != "setup" && a.command != "verify" && a.command != "generate-cdi") {
+				std::fprintf(stderr, "unbounded-nvidia-setup: unknown command '%s' (see --help)\n", a.command.c_str());
+				return EXIT_USAGE;
+			}
+			a.command += "\x01";  // marks "given", stripped below
+			continue;
+		}
+		switch (c) {
+		case OPT_ROOT: a.root = optarg; break;
+		case OPT_CONFIG: a.config = optarg; a.config_given = true; break;
+		case OPT_JSON: a.json = true; break;
+		case OPT_OUTPUT: a.output = optarg; break;
+		case 'h': print_help(); return -1;
+		case OPT_VERSION: std::printf("unbounded-nvidia-setup %s\n", PROJECT_VERSION); return -1;
+		default:
+			std::fprintf(stderr, "unbounded-nvidia-setup: unknown or incomplete option '%s' (see --help)\n",
+				     argv[optind - 1]);
+			return EXIT_USAGE;
+		}
+	}
+	if (!a.command.empty() && a.command.back() == '\x01')
+		a.command.pop_back();
+	return 0;
+}
+
+int run(int argc, char **argv)
+{
+	log::init("unbounded-nvidia-setup", /*allow_journal=*/true);
+	Args args;
+	if (int r = parse_args(argc, argv, args); r != 0)
+		return r < 0 ? EXIT_READY : r;
+
+	Context ctx;
+	ctx.root = effective_root(args.root);
+	const std::string config_path = args.config_given ? args.config : ctx.real(DEFAULT_CONFIG_PATH);
+	auto cfg = load_config(config_path, args.config_given);
+	if (!cfg) {
+		log::error(cfg.error().message);
+		return EXIT_USAGE;
+	}
+	ctx.config = std::move(*cfg);
+
+	Report report;
+	report.command = args.command;
+	const auto start = std::chrono::steady_clock::now();
+	int rc = EXIT_USAGE;
+	if (args.command == "setup")
+		rc = run_setup(ctx, report);
+	report.timings_ms["total"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+
+	if (args.command == "setup") {
+		const std::string status = ctx.real(std::string(RUN_DIR) + "/status.json");
+		if (auto r = fs::mkdir_p(fs::dirname(status), 0755); !r)
+			log::warning(r.error().message + ", not recording the result");
+		else if (auto w = fs::write_file_atomic(status, report.to_json(), {.mode = 0644, .fsync = false, .skip_if_unchanged = false}); !w)
+			log::warning(w.error().message + ", not recording the result");
+	}
+	if (args.json)
+		std::cout << report.to_json() << std::flush;
+	return rc;
+}
+
+}  // namespace
+
+int main(int argc, char **argv)
+{
+	// Exceptions never cross main: anything that escaped the Result-based code is a bug, reported as one.
+	try {
+		return run(argc, argv);
+	} catch (const std::exception &e) {
+		std::fprintf(stderr, "unbounded-nvidia-setup: internal error: %s\n", e.what());
+	} catch (...) {
+		std::fprintf(stderr, "unbounded-nvidia-setup: internal error\n");
+	}
+	return EXIT_NOT_READY;
+}

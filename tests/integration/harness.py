@@ -1,0 +1,302 @@
+"""Shared pieces of the integration tests: fake machine roots assembled from the compiled fixtures,
+running the real binaries under --root, and a TAP runner so meson counts every test case."""
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import unittest
+
+FIXTURES = os.environ.get("FIXTURE_DIR", "")
+SETUP = os.environ.get("SETUP_BIN", "")
+GENERATOR = os.environ.get("GENERATOR_BIN", "")
+SCHEMA_DIR = os.environ.get("CDI_SCHEMA_DIR", "")
+
+V1 = "535.104.05"
+V2 = "550.54.15"
+
+DRIVER_LIBS = {
+    # name -> SONAME link the setup must create ("" when DT_SONAME is the file's own name)
+    "libcuda": "libcuda.so.1",
+    "libnvidia-ml": "libnvidia-ml.so.1",
+    "libnvidia-ptxjitcompiler": "libnvidia-ptxjitcompiler.so.1",
+    "libnvidia-allocator": "libnvidia-allocator.so.1",
+    "libnvidia-cfg": "libnvidia-cfg.so.1",
+    "libnvidia-opticalflow": "libnvidia-opticalflow.so.1",
+    "libnvidia-encode": "libnvidia-encode.so.1",
+    "libnvcuvid": "libnvcuvid.so.1",
+    "libEGL_nvidia": "libEGL_nvidia.so.0",
+    "libGLX_nvidia": "libGLX_nvidia.so.0",
+    "libnvidia-eglcore": "",
+    "libnvidia-glcore": "",
+}
+VDPAU_LIBS = {"libvdpau_nvidia": "libvdpau_nvidia.so.1"}
+COMPANIONS = {"libnvidia-egl-wayland.so.1.1.9": "libnvidia-egl-wayland.so.1",
+              "libnvidia-egl-gbm.so.1.1.0": "libnvidia-egl-gbm.so.1"}
+UNRELATED = ["libz.so.1.2.13", "libssl.so.3", "libGL.so.1.7.0"]
+HELPERS = ["nvidia-smi", "nvidia-debugdump", "nvidia-persistenced",
+           "nvidia-cuda-mps-control", "nvidia-cuda-mps-server"]
+ARCH = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu"}[os.uname().machine]
+
+IS_ROOT = os.geteuid() == 0
+
+
+def fixture(name):
+    path = os.path.join(FIXTURES, name)
+    if not os.path.exists(path):
+        raise RuntimeError(f"fixture {path} missing: build the project first (FIXTURE_DIR={FIXTURES!r})")
+    return path
+
+
+def proc_version_text(version, open_module=False):
+    if open_module:
+        return (f"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {version}  Release Build  "
+                "(dvs-builder@U16-I3-B13-4-3)  Mon Mar  3 10:00:00 UTC 2025\n"
+                "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n")
+    return (f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {version}  Sat Aug 19 01:15:15 UTC 2023\n"
+            "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n")
+
+
+def write(path, content, mode=0o644):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb" if isinstance(content, bytes) else "w") as f:
+        f.write(content)
+    os.chmod(path, mode)
+
+
+def make_chardev(path, major, minor, mode=0o666):
+    """A fake device node. mknod needs root, which CI has; without it, fail loudly."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if os.path.lexists(path):
+        os.unlink(path)
+    os.mknod(path, stat.S_IFCHR | mode, os.makedev(major, minor))
+
+
+class MachineRoot:
+    """A fake machine root: staging trees, /dev nodes, /proc/driver/nvidia, optional config."""
+
+    def __init__(self, testcase=None, tmp=None):
+        self.path = tmp or tempfile.mkdtemp(prefix="unbounded-test-")
+        if testcase is not None:
+            testcase.addCleanup(self.cleanup)
+
+    def cleanup(self):
+        shutil.rmtree(self.path, ignore_errors=True)
+
+    def p(self, absolute):
+        return os.path.join(self.path, absolute.lstrip("/"))
+
+    # -- staging layouts -------------------------------------------------------------------------
+    def stage_ubuntu(self, version, n=0, unrelated=True, extra_unrelated=0, setuid=False):
+        """Host lib dir like Ubuntu's: regular lib*.so.<v> files with SONAME links beside them."""
+        d = self.p(f"/run/host-nvidia/{n}")
+        os.makedirs(d, exist_ok=True)
+        for lib, soname in DRIVER_LIBS.items():
+            name = f"{lib}.so.{version}"
+            shutil.copy(fixture(name), os.path.join(d, name))
+            if setuid:
+                os.chmod(os.path.join(d, name), 0o6755)
+            if soname:
+                os.symlink(name, os.path.join(d, soname))
+        os.symlink("libcuda.so.1", os.path.join(d, "libcuda.so"))
+        os.makedirs(os.path.join(d, "vdpau"), exist_ok=True)
+        for lib, soname in VDPAU_LIBS.items():
+            name = f"{lib}.so.{version}"
+            shutil.copy(fixture(name), os.path.join(d, "vdpau", name))
+            os.symlink(name, os.path.join(d, "vdpau", soname))
+        for name, soname in COMPANIONS.items():
+            shutil.copy(fixture(name), os.path.join(d, name))
+            os.symlink(name, os.path.join(d, soname))
+        if unrelated:
+            self.add_unrelated(d, extra_unrelated)
+        return d
+
+    @staticmethod
+    def add_unrelated(d, extra=0):
+        """The rest of a host lib dir: unrelated libraries that must never be taken."""
+        for name in UNRELATED:
+            shutil.copy(fixture(name), os.path.join(d, name))
+        for i in range(extra):
+            os.link(os.path.join(d, "libz.so.1.2.13"), os.path.join(d, f"libunrelated{i}.so.{i % 7}.{i}"))
+
+    def stage_debian(self, version, n=0, extra_unrelated=0):
+        """Debian: real files in nvidia/current/, absolute symlinks into it from the lib dir."""
+        d = self.p(f"/run/host-nvidia/{n}")
+        cur = os.path.join(d, "nvidia", "current")
+        os.makedirs(cur, exist_ok=True)
+        host = f"/usr/lib/{ARCH}"
+        for lib, soname in DRIVER_LIBS.items():
+            name = f"{lib}.so.{version}"
+            shutil.copy(fixture(name), os.path.join(cur, name))
+            if soname:
+                os.symlink(name, os.path.join(cur, soname))
+                # absolute link, as update-alternatives makes them, naming the host's path
+                os.symlink(f"{host}/nvidia/current/{soname}", os.path.join(d, soname))
+        self.add_unrelated(d, extra_unrelated)
+        return d
+
+    def stage_bin(self, version, n=1, setuid_smi=False):
+        d = self.p(f"/run/host-nvidia/{n}")
+        os.makedirs(d, exist_ok=True)
+        for h in HELPERS:
+            shutil.copy(fixture(f"nvidia-smi-{version}"), os.path.join(d, h))
+            os.chmod(os.path.join(d, h), 0o4755 if setuid_smi else 0o755)
+        write(os.path.join(d, "unrelated-tool"), "#!/bin/sh\n", 0o755)
+        return d
+
+    def stage_firmware(self, version, n=2):
+        d = self.p(f"/run/host-nvidia/{n}/nvidia/{version}")
+        for name in ("gsp_ga10x.bin", "gsp_tu10x.bin"):
+            write(os.path.join(d, name), (version + name).encode() * 1000)
+        return d
+
+    def stage_all(self, version, layout="ubuntu", **kw):
+        if layout == "ubuntu":
+            self.stage_ubuntu(version, **kw)
+        else:
+            self.stage_debian(version)
+        self.stage_bin(version)
+        self.stage_firmware(version)
+
+    def clear_staging(self):
+        shutil.rmtree(self.p("/run/host-nvidia"), ignore_errors=True)
+
+    # -- kernel side ----------------------------------------------------------------------------
+    def set_proc_version(self, version, open_module=False):
+        write(self.p("/proc/driver/nvidia/version"), proc_version_text(version, open_module))
+
+    def add_gpu(self, minor, bus, uuid, model="NVIDIA H100 80GB HBM3"):
+        write(self.p(f"/proc/driver/nvidia/gpus/{bus}/information"),
+              f"Model: \t\t {model}\nIRQ:   \t\t 150\nGPU UUID: \t {uuid}\n"
+              f"Video BIOS: \t 96.00.74.00.0d\nBus Type: \t PCIe\nDMA Size: \t 52 bits\n"
+              f"DMA Mask: \t 0xfffffffffffff\nBus Location: \t {bus}\nDevice Minor: \t {minor}\n"
+              "GPU Excluded:\t No\n")
+        make_chardev(self.p(f"/dev/nvidia{minor}"), 195, minor)
+
+    def add_control_nodes(self, uvm_major=509, modeset=True):
+        make_chardev(self.p("/dev/nvidiactl"), 195, 255)
+        make_chardev(self.p("/dev/nvidia-uvm"), uvm_major, 0)
+        make_chardev(self.p("/dev/nvidia-uvm-tools"), uvm_major, 1)
+        if modeset:
+            make_chardev(self.p("/dev/nvidia-modeset"), 195, 254)
+
+    def config(self, text):
+        write(self.p("/etc/unbounded/nvidia.yaml"), text)
+
+    def standard(self, version=V1, layout="ubuntu", gpus=1, **kw):
+        """A complete single-driver machine."""
+        self.stage_all(version, layout, **kw)
+        self.set_proc_version(version)
+        self.add_control_nodes()
+        for i in range(gpus):
+            self.add_gpu(i, f"0000:{0x18 + i:02x}:00.0", f"GPU-{i:08x}-1111-2222-3333-444455556666")
+        return self
+
+    # -- running --------------------------------------------------------------------------------
+    def run(self, *args, binary=None, env=None, timeout=60):
+        e = dict(os.environ)
+        e.pop("NOTIFY_SOCKET", None)
+        e.pop("JOURNAL_STREAM", None)
+        e.pop("UNBOUNDED_NVIDIA_ROOT", None)
+        e.update(env or {})
+        cmd = [binary or SETUP, "--root", self.path, *args]
+        return subprocess.run(cmd, capture_output=True, text=True, env=e, timeout=timeout)
+
+    def setup(self, *args, **kw):
+        r = self.run("--json", "setup", *args, **kw)
+        try:
+            r.result = json.loads(r.stdout) if r.stdout.strip() else None
+        except json.JSONDecodeError:
+            r.result = None
+        return r
+
+    def driver_root(self):
+        return self.p("/run/nvidia/driver")
+
+    def libdir(self):
+        return os.path.join(self.driver_root(), "lib", ARCH)
+
+
+def snapshot(path):
+    """Every entry under path: relative name -> ('file', bytes-hash, mode) or ('link', target)."""
+    import hashlib
+    out = {}
+    if not os.path.lexists(path):
+        return None
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in dirnames + filenames:
+            full = os.path.join(dirpath, name)
+            rel = os.path.relpath(full, path)
+            st = os.lstat(full)
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = ("link", os.readlink(full))
+            elif stat.S_ISDIR(st.st_mode):
+                out[rel] = ("dir", stat.S_IMODE(st.st_mode))
+            else:
+                with open(full, "rb") as f:
+                    out[rel] = ("file", hashlib.sha256(f.read()).hexdigest(), stat.S_IMODE(st.st_mode))
+    return out
+
+
+class TapResult(unittest.TextTestResult):
+    """Prints one TAP line per test so meson (protocol: 'tap') counts every case."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.n = 0
+
+    def _line(self, ok, test, detail=""):
+        self.n += 1
+        name = test.id().split(".", 1)[-1]
+        print(f"{'ok' if ok else 'not ok'} {self.n} - {name}", flush=True)
+        for line in detail.splitlines():
+            print(f"# {line}", flush=True)
+
+    def addSuccess(self, test):
+        super().addSuccess(test)
+        self._line(True, test)
+
+    def addFailure(self, test, err):
+        super().addFailure(test, err)
+        self._line(False, test, self._exc_info_to_string(err, test))
+
+    def addError(self, test, err):
+        super().addError(test, err)
+        self._line(False, test, self._exc_info_to_string(err, test))
+
+    def addSkip(self, test, reason):
+        # A skipped test is a failure here: a missing prerequisite must be loud in CI.
+        super().addSkip(test, reason)
+        self._line(False, test, "skipped: " + reason)
+
+    def addExpectedFailure(self, test, err):
+        super().addExpectedFailure(test, err)
+        self._line(False, test, "expected failure is not allowed")
+
+    def addUnexpectedSuccess(self, test):
+        super().addUnexpectedSuccess(test)
+        self._line(False, test, "unexpected success")
+
+
+def main():
+    module = sys.modules["__main__"]
+    suite = unittest.defaultTestLoader.loadTestsFromModule(module)
+    if len(sys.argv) > 1:  # run only tests whose id contains an argument
+        flat = []
+
+        def walk(s):
+            for t in s:
+                if isinstance(t, unittest.TestSuite):
+                    walk(t)
+                else:
+                    flat.append(t)
+        walk(suite)
+        suite = unittest.TestSuite([t for t in flat if any(a in t.id() for a in sys.argv[1:])])
+    print(f"1..{suite.countTestCases()}", flush=True)
+    with open(os.devnull, "w") as devnull:
+        runner = unittest.TextTestRunner(stream=devnull, resultclass=TapResult, verbosity=0)
+        result = runner.run(suite)
+    sys.exit(0 if result.wasSuccessful() and not result.skipped else 1)

@@ -1,0 +1,114 @@
+#include "config.hpp"
+
+#include "temp_dir.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace unbounded;
+using namespace std::chrono_literals;
+
+TEST_CASE("durations parse like systemd time spans", "[config]")
+{
+	CHECK(parse_duration("30s").value() == 30s);
+	CHECK(parse_duration("500ms").value() == 500ms);
+	CHECK(parse_duration("2m").value() == 120s);
+	CHECK(parse_duration("1m30s").value() == 90s);
+	CHECK(parse_duration("1h").value() == 3600s);
+	CHECK(parse_duration("45").value() == 45s);
+	CHECK(parse_duration("0").value() == 0ms);
+	for (const char *bad : {"", "s", "soon", "-5s", "5 parsecs", "1.5s", "10x", "3s5"})
+		CHECK_FALSE(parse_duration(bad).has_value());
+	CHECK(format_duration(30s) == "30s");
+	CHECK(format_duration(300ms) == "300ms");
+}
+
+TEST_CASE("an empty or absent config gives the documented defaults", "[config]")
+{
+	auto c = parse_config("", "/etc/unbounded/nvidia.yaml");
+	REQUIRE(c);
+	CHECK(c->staging == "/run/host-nvidia");
+	CHECK(c->driver_root == "/run/nvidia/driver");
+	CHECK(c->cdi_spec == "/etc/cdi/nvidia.yaml");
+	CHECK(c->device_plugin_spec == "/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json");
+	CHECK(c->staging_timeout == 30s);
+	CHECK(c->enabled == Enabled::Auto);
+	CHECK_FALSE(c->licensing.section_present);
+	CHECK(c->licensing.jitter == 60s);
+	CHECK(c->licensing.reload_interval == 30s);
+
+	auto missing = load_config("/nonexistent/unbounded.yaml", false);
+	REQUIRE(missing);
+	CHECK(missing->driver_root == "/run/nvidia/driver");
+	auto required = load_config("/nonexistent/unbounded.yaml", true);
+	REQUIRE_FALSE(required);
+	CHECK(required.error().exit_code == EXIT_USAGE);
+	CHECK_THAT(required.error().message, Catch::Contains("/nonexistent/unbounded.yaml"));
+}
+
+TEST_CASE("every key is read", "[config]")
+{
+	auto c = parse_config(R"(enabled: true
+staging: /srv/staging/
+driver_root: /run/gpu/driver
+cdi_spec: /etc/cdi/gpu.yaml
+device_plugin_spec: /run/cdi/dp.json
+cdi_hook: /usr/local/bin/nvidia-cdi-hook
+staging_timeout: 1m
+licensing:
+  source_dir: /run/lic
+  legacy_files:
+    gridd_conf: /old/gridd.conf
+    client_token: /old/token.tok
+  jitter: 0s
+  auto_reload: false
+  reload_interval: 45s
+  settle_time: 2s
+  stop_timeout: 20s
+  gridd_unit: gridd.service
+)", "f.yaml");
+	REQUIRE(c);
+	CHECK(c->enabled == Enabled::Yes);
+	CHECK(c->staging == "/srv/staging");
+	CHECK(c->driver_root == "/run/gpu/driver");
+	CHECK(c->cdi_hook == "/usr/local/bin/nvidia-cdi-hook");
+	CHECK(c->staging_timeout == 60s);
+	CHECK(c->licensing.section_present);
+	CHECK(c->licensing.source_dir == "/run/lic");
+	CHECK(c->licensing.legacy_gridd_conf == "/old/gridd.conf");
+	CHECK(c->licensing.legacy_client_token == "/old/token.tok");
+	CHECK(c->licensing.jitter == 0s);
+	CHECK_FALSE(c->licensing.auto_reload);
+	CHECK(c->licensing.reload_interval == 45s);
+	CHECK(c->licensing.gridd_unit == "gridd.service");
+}
+
+TEST_CASE("bad configs name the file, the line and the key", "[config]")
+{
+	struct Case {
+		const char *yaml;
+		const char *expect;
+	};
+	const Case cases[] = {
+		{"staging: /a\nstagin: /b\n", "f.yaml:2: unknown key 'stagin'"},
+		{"licensing:\n  jitter: 5s\n  jiter: 5s\n", "f.yaml:3: unknown key 'licensing.jiter'"},
+		{"staging_timeout: forever\n", "f.yaml:1: invalid duration 'forever' for key 'staging_timeout'"},
+		{"driver_root: relative/path\n", "f.yaml:1: expected an absolute path for key 'driver_root'"},
+		{"enabled: maybe\n", "f.yaml:1: expected auto, true or false for key 'enabled'"},
+		{"licensing:\n  auto_reload: perhaps\n", "f.yaml:2: expected true or false for key 'licensing.auto_reload'"},
+		{"staging: [a, b]\n", "f.yaml:1: expected a string value for key 'staging'"},
+		{"- a\n- b\n", "f.yaml:1: expected a mapping at '(top level)'"},
+		{"staging: /a\n  bad: indent: here\n", "f.yaml:2:"},
+		{"driver_root: [unclosed\n", "f.yaml:"},
+		{"staging:\n", "f.yaml:1: missing value for key 'staging'"},
+		{"driver_root: /run\n", "driver_root must not be / or a top-level directory"},
+		{"licensing:\n  gridd_unit: gridd\n", "expected a service unit name for key 'licensing.gridd_unit'"},
+	};
+	for (const auto &c : cases) {
+		INFO(test::one_line(c.yaml));
+		auto r = parse_config(c.yaml, "f.yaml");
+		REQUIRE_FALSE(r);
+		CHECK(r.error().exit_code == EXIT_USAGE);
+		CHECK_THAT(r.error().message, Catch::Contains(c.expect));
+		CHECK(r.error().message.find('\n') == std::string::npos);
+	}
+}

@@ -1,0 +1,100 @@
+#include "fs.hpp"
+#include "manifest.hpp"
+#include "temp_dir.hpp"
+
+#include <catch2/catch.hpp>
+#include <sys/stat.h>
+
+using namespace unbounded;
+
+TEST_CASE("manifests round-trip byte for byte", "[manifest]")
+{
+	Manifest m;
+	m.driver_version = "535.104.05";
+	m.multiarch = "x86_64-linux-gnu";
+	ManifestEntry f;
+	f.path = "bin/nvidia-smi";
+	f.mode = 0755;
+	f.size = 42;
+	f.mtime_ns = 1700000000123456789;
+	f.source = "/run/host-nvidia/1/nvidia-smi";
+	f.source_id = "64768:1234";
+	ManifestEntry l;
+	l.type = ManifestEntry::Type::Link;
+	l.path = "lib/x86_64-linux-gnu/libcuda.so";
+	l.target = "libcuda.so.1";
+	m.entries = {f, l};
+	const std::string text = m.to_json();
+	auto back = Manifest::from_json(text, "m");
+	REQUIRE(back);
+	CHECK(back->to_json() == text);
+	REQUIRE(back->find("bin/nvidia-smi"));
+	CHECK(back->find("bin/nvidia-smi")->mode == 0755);
+	CHECK(back->find("nope") == nullptr);
+}
+
+TEST_CASE("malformed manifests are rejected, never crash", "[manifest]")
+{
+	for (const char *bad : {"", "{", "[]", "{\"format\":2}", "{\"format\":1,\"driver_version\":1}",
+				"{\"format\":1,\"driver_version\":\"1\",\"multiarch\":\"x\",\"entries\":[{\"path\":\"../x\",\"type\":\"link\",\"target\":\"y\"}]}",
+				"{\"format\":1,\"driver_version\":\"1\",\"multiarch\":\"x\",\"entries\":[{\"path\":\"x\",\"type\":\"fifo\"}]}",
+				"{\"format\":1,\"driver_version\":\"1\",\"multiarch\":\"x\",\"entries\":[{\"path\":\"b\",\"type\":\"link\",\"target\":\"y\"},{\"path\":\"a\",\"type\":\"link\",\"target\":\"y\"}]}"}) {
+		INFO(bad);
+		auto r = Manifest::from_json(bad, "m");
+		REQUIRE_FALSE(r);
+		CHECK_THAT(r.error().message, Catch::StartsWith("Invalid manifest m"));
+	}
+}
+
+TEST_CASE("path helpers", "[fs]")
+{
+	CHECK(fs::root_path("", "/run/x") == "/run/x");
+	CHECK(fs::root_path("/tmp/r/", "/run/x") == "/tmp/r/run/x");
+	CHECK(fs::dirname("/run/nvidia/driver") == "/run/nvidia");
+	CHECK(fs::dirname("driver") == ".");
+	CHECK(fs::basename("/run/nvidia/driver/") == "driver");
+	CHECK(fs::join("a", "b") == "a/b");
+	CHECK(fs::join("", "b") == "b");
+	CHECK(fs::random_suffix().size() == 6);
+}
+
+TEST_CASE("atomic writes replace whole files and skip identical content", "[fs]")
+{
+	test::TempDir t;
+	const std::string p = t / "spec.yaml";
+	auto w1 = fs::write_file_atomic(p, "one\n");
+	REQUIRE(w1);
+	CHECK(*w1 == fs::WriteOutcome::Written);
+	struct stat st1{};
+	REQUIRE(::stat(p.c_str(), &st1) == 0);
+	CHECK((st1.st_mode & 07777) == 0644);
+	auto w2 = fs::write_file_atomic(p, "one\n");
+	REQUIRE(w2);
+	CHECK(*w2 == fs::WriteOutcome::Unchanged);
+	struct stat st2{};
+	REQUIRE(::stat(p.c_str(), &st2) == 0);
+	CHECK(st1.st_ino == st2.st_ino);
+	auto w3 = fs::write_file_atomic(p, "two\n");
+	REQUIRE(w3);
+	CHECK(*w3 == fs::WriteOutcome::Written);
+	CHECK(fs::read_file(p).value() == "two\n");
+	auto dir = fs::open_dir(t.path());
+	REQUIRE(dir);
+	CHECK(fs::list_dir(dir->get(), t.path()).value() == std::vector<std::string>{"spec.yaml"});
+
+	auto missing_dir = fs::write_file_atomic(t / "nope/spec.yaml", "x");
+	REQUIRE_FALSE(missing_dir);
+	CHECK_THAT(missing_dir.error().message, Catch::Contains(t / "nope"));
+}
+
+TEST_CASE("remove_tree_at never follows symlinks", "[fs]")
+{
+	test::TempDir t;
+	t.write("keep/precious", "data");
+	t.write("tree/a/b/file", "x");
+	t.link(t / "keep", "tree/a/link-to-keep");
+	REQUIRE(fs::remove_tree_at(AT_FDCWD, t / "tree", "tree"));
+	CHECK(::access((t / "tree").c_str(), F_OK) != 0);
+	CHECK(fs::read_file(t / "keep/precious").value() == "data");
+	CHECK(fs::remove_tree_at(AT_FDCWD, t / "tree", "tree"));  // already gone: fine
+}
