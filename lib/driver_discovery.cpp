@@ -1,5 +1,6 @@
 #include "driver_discovery.hpp"
 
+#include "discovery_cache.hpp"
 #include "elf.hpp"
 #include "fs.hpp"
 
@@ -8,6 +9,7 @@
 #include <elf.h>
 #include <map>
 #include <set>
+#include <tuple>
 
 namespace unbounded {
 namespace {
@@ -45,7 +47,7 @@ bool is_number(std::string_view s)
 
 }  // namespace
 
-bool is_driver_version(std::string_view v)
+bool is_library_version(std::string_view v)
 {
 	std::size_t parts = 0;
 	while (true) {
@@ -61,6 +63,13 @@ bool is_driver_version(std::string_view v)
 	return parts >= 2 && parts <= 3;
 }
 
+bool is_driver_version(std::string_view v)
+{
+	// NVIDIA driver branches have had three-digit majors for over a decade (R300 onwards); requiring
+	// one keeps libfoo.so.1.2.13 of a host lib dir from ever looking like a driver file.
+	return is_library_version(v) && v.find('.') >= 3;
+}
+
 std::optional<std::string> version_suffix(std::string_view name, std::string_view prefix)
 {
 	if (!name.starts_with(prefix))
@@ -69,6 +78,18 @@ std::optional<std::string> version_suffix(std::string_view name, std::string_vie
 	if (!is_driver_version(v))
 		return std::nullopt;
 	return std::string(v);
+}
+
+bool could_be_driver_file(std::string_view name)
+{
+	for (const char *b : HELPER_BINARIES)
+		if (name == b)
+			return true;
+	for (const char *p : COMPANION_PREFIXES)
+		if (name.starts_with(p) && is_library_version(name.substr(std::string_view(p).size())))
+			return true;
+	auto so = name.find(".so.");
+	return name.starts_with("lib") && so != std::string_view::npos && is_driver_version(name.substr(so + 4));
 }
 
 std::optional<std::string> parse_proc_version(std::string_view text)
@@ -129,28 +150,62 @@ Result<DriverSet> discover_driver(const DiscoveryInput &in)
 	if (st.trees().empty())
 		return fail(make_error("No staging mounts found"));
 
-	// 1. Every directory entry of interest, in a stable order (tree, scan dir, name).
-	std::vector<Entry> entries;
+	// 1. The scanned directories. A host lib dir holds thousands of names; they are listed unsorted
+	// and only the few that can matter are kept (and sorted) below.
+	struct Listing {
+		std::size_t tree;
+		const char *dir;
+		std::vector<std::string> names;
+	};
+	std::vector<Listing> listings;
 	for (std::size_t t = 0; t < st.trees().size(); t++) {
 		for (const char *dir : SCAN_DIRS) {
-			auto names = st.list(t, dir);
-			if (!names)
-				return fail(names.error());
-			const bool vdpau = std::string_view(dir).ends_with("vdpau");
-			for (const auto &n : *names) {
-				std::string rel = fs::join(dir, n);
-				entries.push_back(Entry{t, rel, n, vdpau, fs::join(st.trees()[t].display, rel)});
+			auto dfd = st.open_dir(t, dir);
+			if (!dfd)
+				return fail(dfd.error());
+			if (!*dfd)
+				continue;
+			const std::string display = fs::join(st.trees()[t].display, dir);
+			struct stat dst{};
+			if (::fstat(dfd->get(), &dst) < 0)
+				return fail(last_errno_error("Failed to stat " + display));
+			const std::string key = identity_key(dst);
+			std::vector<std::string> names;
+			if (const auto *cached = in.cache ? in.cache->listing(key) : nullptr) {
+				names = *cached;
+			} else {
+				auto listed = fs::list_dir(dfd->get(), display, /*sorted=*/false, could_be_driver_file);
+				if (!listed)
+					return fail(listed.error());
+				names = std::move(*listed);
+				if (in.cache)
+					in.cache->put_listing(key, names);
 			}
+			if (!names.empty())
+				listings.push_back(Listing{t, dir, std::move(names)});
 		}
 	}
+	auto display_of = [&](std::size_t tree, const char *dir, const std::string &name) {
+		return fs::join(st.trees()[tree].display, fs::join(dir, name));
+	};
 
 	// 2. The version: libcuda.so.<v>, agreeing with libnvidia-ml.so.<v> and the kernel module.
 	std::map<std::string, std::string> cuda_versions, nvml_versions;  // version -> first path seen
-	for (const auto &e : entries) {
-		if (auto v = version_suffix(e.name, "libcuda.so."))
-			cuda_versions.emplace(*v, e.display);
-		if (auto v = version_suffix(e.name, "libnvidia-ml.so."))
-			nvml_versions.emplace(*v, e.display);
+	for (const auto &l : listings) {
+		for (const auto &n : l.names) {
+			if (!n.starts_with("lib"))
+				continue;
+			auto keep_first = [&](std::map<std::string, std::string> &m, const std::string &v) {
+				std::string d = display_of(l.tree, l.dir, n);
+				auto [it, fresh] = m.emplace(v, d);
+				if (!fresh && d < it->second)
+					it->second = d;
+			};
+			if (auto v = version_suffix(n, "libcuda.so."))
+				keep_first(cuda_versions, *v);
+			if (auto v = version_suffix(n, "libnvidia-ml.so."))
+				keep_first(nvml_versions, *v);
+		}
 	}
 
 	if (auto text = fs::read_file(in.proc_version_path, 64 * 1024)) {
@@ -185,6 +240,32 @@ Result<DriverSet> discover_driver(const DiscoveryInput &in)
 				       in.proc_version_display + ") but userspace " + cuda_versions[version]));
 	out.version = version;
 
+	// The entries that can matter for this version, in a stable order (tree, scan dir, name).
+	const std::string lib_suffix = ".so." + version;
+	std::vector<Entry> entries;
+	for (const auto &l : listings) {
+		const bool vdpau = std::string_view(l.dir).ends_with("vdpau");
+		for (const auto &n : l.names) {
+			bool keep = (n.starts_with("lib") && n.ends_with(lib_suffix)) ||
+				    std::any_of(std::begin(COMPANION_PREFIXES), std::end(COMPANION_PREFIXES),
+						[&](const char *p) { return n.starts_with(p); }) ||
+				    std::any_of(std::begin(HELPER_BINARIES), std::end(HELPER_BINARIES),
+						[&](const char *b) { return n == b; });
+			if (keep)
+				entries.push_back(Entry{l.tree, fs::join(l.dir, n), n, vdpau, display_of(l.tree, l.dir, n)});
+		}
+	}
+	auto scan_index = [](const std::string &rel) {
+		const std::string dir = fs::dirname(rel) == "." ? "" : fs::dirname(rel);
+		for (std::size_t i = 0; i < std::size(SCAN_DIRS); i++)
+			if (dir == SCAN_DIRS[i])
+				return i;
+		return std::size(SCAN_DIRS);
+	};
+	std::sort(entries.begin(), entries.end(), [&](const Entry &a, const Entry &b) {
+		return std::tuple(a.tree, scan_index(a.rel), a.name) < std::tuple(b.tree, scan_index(b.rel), b.name);
+	});
+
 	// 3. The files.
 	std::map<std::string, DriverFile> by_dest;
 	auto add = [&](DriverFile f) -> Result<void> {
@@ -209,27 +290,42 @@ Result<DriverSet> discover_driver(const DiscoveryInput &in)
 		return r;
 	};
 
+	auto elf_info = [&](const ResolvedFile &src) -> Result<elf::Info> {
+		const std::string key = identity_key(src.st);
+		if (in.cache)
+			if (auto hit = in.cache->elf(key))
+				return *hit;
+		auto fd = st.open_regular(src);
+		if (!fd)
+			return fail(fd.error());
+		auto info = elf::read_info(fd->get(), src.display);
+		if (info && in.cache)
+			in.cache->put_elf(key, *info);
+		return info;
+	};
+
 	std::map<std::string, std::pair<std::string, const Entry *>> companions;  // prefix -> (version, entry)
 	std::set<std::string> arches;
 	for (const auto &e : entries) {
 		bool driver_lib = e.name.starts_with("lib") && e.name.ends_with(".so." + version) &&
 				  e.name.size() > 4 + version.size() && e.name.find(".so.") == e.name.size() - 4 - version.size();
 		if (!driver_lib) {
-			for (const char *p : COMPANION_PREFIXES)
-				if (auto v = version_suffix(e.name, p)) {
-					auto &slot = companions[p];
-					if (slot.first.empty() || compare_versions(*v, slot.first) > 0)
-						slot = {*v, &e};
-				}
+			for (const char *p : COMPANION_PREFIXES) {
+				if (!e.name.starts_with(p))
+					continue;
+				std::string v = e.name.substr(std::string_view(p).size());
+				if (!is_library_version(v))
+					continue;
+				auto &slot = companions[p];
+				if (slot.first.empty() || compare_versions(v, slot.first) > 0)
+					slot = {v, &e};
+			}
 			continue;
 		}
 		auto src = resolve_regular(e);
 		if (!src)
 			return fail(src.error());
-		auto fd = st.open_regular(*src);
-		if (!fd)
-			return fail(fd.error());
-		auto info = elf::read_info(fd->get(), src->display);
+		auto info = elf_info(*src);
 		if (!info)
 			return fail(info.error());
 		std::string arch = elf::multiarch_for(info->machine, info->is_64bit);
@@ -251,10 +347,7 @@ Result<DriverSet> discover_driver(const DiscoveryInput &in)
 			out.warnings.push_back(src.error().message + ", skipping this optional library");
 			continue;
 		}
-		auto fd = st.open_regular(*src);
-		if (!fd)
-			return fail(fd.error());
-		auto info = elf::read_info(fd->get(), src->display);
+		auto info = elf_info(*src);
 		if (!info)
 			return fail(info.error());
 		std::string arch = elf::multiarch_for(info->machine, info->is_64bit);

@@ -14,6 +14,8 @@
 
 namespace unbounded {
 
+class DiscoveryCache;
+
 enum class FileKind { Library, Binary, Firmware };
 
 struct DriverFile {
@@ -38,7 +40,10 @@ inline constexpr const char *HELPER_BINARIES[] = {
 // "535.104.05" from "libcuda.so.535.104.05" with prefix "libcuda.so."; nullopt when the rest is not a
 // driver version (two or three dot-separated numbers).
 std::optional<std::string> version_suffix(std::string_view name, std::string_view prefix);
-bool is_driver_version(std::string_view v);
+bool is_driver_version(std::string_view v);   // 2 or 3 numbers, the first of at least 3 digits
+bool is_library_version(std::string_view v);  // 2 or 3 numbers ("1.1.9")
+// Version-independent pre-filter applied while listing a staging directory.
+bool could_be_driver_file(std::string_view name);
 // Kernel module version from the text of /proc/driver/nvidia/version.
 std::optional<std::string> parse_proc_version(std::string_view text);
 // -1/0/1 comparing dotted numeric versions.
@@ -48,6 +53,7 @@ struct DiscoveryInput {
 	const Staging *staging = nullptr;
 	std::string proc_version_path;       // real path (with --root applied)
 	std::string proc_version_display;    // "/proc/driver/nvidia/version"
+	DiscoveryCache *cache = nullptr;     // optional memo of listings and ELF facts
 };
 
 Result<DriverSet> discover_driver(const DiscoveryInput &in);

@@ -184,13 +184,9 @@ Result<InstallStats> install_driver_root(const DriverSet &driver, const Manifest
 	UniqueFd old_fd(::openat(pfd->get(), base.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
 	std::optional<Manifest> old_manifest;
 	std::string old_manifest_text;
-	if (old_fd) {
-		if (auto text = fs::read_file_at(old_fd.get(), MANIFEST_NAME, root.display + "/" + MANIFEST_NAME)) {
-			old_manifest_text = *text;
-			if (auto m = Manifest::from_json(*text, root.display + "/" + MANIFEST_NAME))
-				old_manifest = std::move(*m);
-		}
-	}
+	if (old_fd)
+		if (auto text = fs::read_file_at(old_fd.get(), MANIFEST_NAME, root.display + "/" + MANIFEST_NAME))
+			old_manifest_text = std::move(*text);
 
 	const std::string manifest_text = plan.to_json();
 	for (const auto &e : plan.entries) {
@@ -199,13 +195,18 @@ Result<InstallStats> install_driver_root(const DriverSet &driver, const Manifest
 		else
 			stats.links++;
 	}
-	if (old_manifest && old_manifest_text == manifest_text && verify_driver_root(root).empty()) {
+	// Nothing changed: the live root is what we would build, provided its files still match.
+	if (!old_manifest_text.empty() && old_manifest_text == manifest_text &&
+	    check_driver_tree(old_fd.get(), plan, root.display).empty()) {
 		stats.unchanged = true;
 		stats.files_reused = stats.files;
 		for (const auto &e : plan.entries)
 			stats.bytes_reused += e.size;
 		return stats;
 	}
+	if (!old_manifest_text.empty())
+		if (auto m = Manifest::from_json(old_manifest_text, root.display + "/" + MANIFEST_NAME))
+			old_manifest = std::move(*m);
 
 	std::string tmp_name;
 	for (int attempt = 0; attempt < 100; attempt++) {
@@ -327,48 +328,18 @@ Result<InstallStats> install_driver_root(const DriverSet &driver, const Manifest
 	return stats;
 }
 
-std::vector<Problem> verify_driver_root(const RootLocation &root, Manifest *manifest_out)
+std::vector<Problem> check_driver_tree(int root_fd, const Manifest &m, const std::string &display)
 {
 	std::vector<Problem> problems;
 	auto add = [&](const std::string &path, const std::string &msg) { problems.push_back(Problem{path, msg}); };
 
-	struct stat st{};
-	if (::lstat(root.real.c_str(), &st) < 0) {
-		add(root.display, "Driver root " + root.display + " is missing: " + errno_string(errno));
-		return problems;
-	}
-	if (S_ISLNK(st.st_mode)) {
-		add(root.display, "Driver root " + root.display + " is a symlink, not a directory");
-		return problems;
-	}
-	if (!S_ISDIR(st.st_mode)) {
-		add(root.display, "Driver root " + root.display + " is not a directory");
-		return problems;
-	}
-	auto rfd = fs::open_dir(root.real);
-	if (!rfd) {
-		add(root.display, rfd.error().message);
-		return problems;
-	}
-	const std::string mdisplay = root.display + "/" + MANIFEST_NAME;
-	auto text = fs::read_file_at(rfd->get(), MANIFEST_NAME, mdisplay);
-	if (!text) {
-		add(mdisplay, "Driver root has no manifest (" + text.error().message + "), it was not built by unbounded-nvidia-setup");
-		return problems;
-	}
-	auto m = Manifest::from_json(*text, mdisplay);
-	if (!m) {
-		add(mdisplay, m.error().message);
-		return problems;
-	}
-
 	std::set<std::string> expected_dirs;
-	for (const auto &e : m->entries) {
+	for (const auto &e : m.entries) {
 		for (std::string d = fs::dirname(e.path); d != "." && d != "/"; d = fs::dirname(d))
 			expected_dirs.insert(d);
-		const std::string p = fs::join(root.display, e.path);
+		const std::string p = fs::join(display, e.path);
 		struct stat est{};
-		if (::fstatat(rfd->get(), e.path.c_str(), &est, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (::fstatat(root_fd, e.path.c_str(), &est, AT_SYMLINK_NOFOLLOW) < 0) {
 			add(p, p + " is missing: " + errno_string(errno));
 			continue;
 		}
@@ -384,21 +355,22 @@ std::vector<Problem> verify_driver_root(const RootLocation &root, Manifest *mani
 				add(p, p + " has the wrong mode");
 			else if (mtime_ns(est) != e.mtime_ns)
 				add(p, p + " was modified after setup");
-		} else {
-			char buf[4096];
-			ssize_t n = S_ISLNK(est.st_mode) ? ::readlinkat(rfd->get(), e.path.c_str(), buf, sizeof(buf) - 1) : -1;
-			if (n < 0) {
-				add(p, p + " is not a symlink");
-				continue;
-			}
-			if (std::string(buf, static_cast<std::size_t>(n)) != e.target) {
-				add(p, p + " points to " + std::string(buf, static_cast<std::size_t>(n)) + ", expected " + e.target);
-				continue;
-			}
-			struct stat tst{};
-			if (::fstatat(rfd->get(), e.path.c_str(), &tst, 0) < 0)
-				add(p, p + " is a dangling symlink to " + e.target);
+			continue;
 		}
+		char buf[4096];
+		ssize_t n = S_ISLNK(est.st_mode) ? ::readlinkat(root_fd, e.path.c_str(), buf, sizeof(buf) - 1) : -1;
+		if (n < 0) {
+			add(p, p + " is not a symlink");
+			continue;
+		}
+		const std::string target(buf, static_cast<std::size_t>(n));
+		if (target != e.target) {
+			add(p, p + " points to " + target + ", expected " + e.target);
+			continue;
+		}
+		struct stat tst{};
+		if (::fstatat(root_fd, e.path.c_str(), &tst, 0) < 0)
+			add(p, p + " is a dangling symlink to " + e.target);
 	}
 
 	// Nothing that the manifest does not list (leftovers of another layout, a hand-made link).
@@ -406,32 +378,58 @@ std::vector<Problem> verify_driver_root(const RootLocation &root, Manifest *mani
 	while (!stack.empty()) {
 		std::string dir = stack.back();
 		stack.pop_back();
-		UniqueFd dfd(dir.empty() ? ::fcntl(rfd->get(), F_DUPFD_CLOEXEC, 3)
-					 : ::openat(rfd->get(), dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+		UniqueFd dfd(dir.empty() ? ::fcntl(root_fd, F_DUPFD_CLOEXEC, 3)
+					 : ::openat(root_fd, dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
 		if (!dfd)
 			continue;
-		auto names = fs::list_dir(dfd.get(), fs::join(root.display, dir));
+		auto names = fs::list_dir(dfd.get(), fs::join(display, dir));
 		if (!names)
 			continue;
 		for (const auto &n : *names) {
 			const std::string rel = fs::join(dir, n);
-			if (rel == MANIFEST_NAME || m->find(rel))
+			if (rel == MANIFEST_NAME || m.find(rel))
 				continue;
 			if (expected_dirs.count(rel)) {
 				stack.push_back(rel);
 				continue;
 			}
-			add(fs::join(root.display, rel), fs::join(root.display, rel) + " is not in the manifest");
+			add(fs::join(display, rel), fs::join(display, rel) + " is not in the manifest");
 		}
 	}
 
-	const std::string libdir = "lib/" + m->multiarch + "/";
+	// The two libraries GPU pods cannot do without, at the exact driver version.
+	const std::string libdir = "lib/" + m.multiarch + "/";
 	for (const char *lib : {"libcuda.so.", "libnvidia-ml.so."}) {
-		const std::string rel = libdir + lib + m->driver_version;
-		const ManifestEntry *e = m->find(rel);
+		const std::string rel = libdir + lib + m.driver_version;
+		const ManifestEntry *e = m.find(rel);
 		if (!e || e->type != ManifestEntry::Type::File)
-			add(fs::join(root.display, rel), fs::join(root.display, rel) + " is not part of the driver root");
+			add(fs::join(display, rel), fs::join(display, rel) + " is not part of the driver root");
 	}
+	return problems;
+}
+
+std::vector<Problem> verify_driver_root(const RootLocation &root, Manifest *manifest_out)
+{
+	auto one = [&](const std::string &msg) { return std::vector<Problem>{Problem{root.display, msg}}; };
+	struct stat st{};
+	if (::lstat(root.real.c_str(), &st) < 0)
+		return one("Driver root " + root.display + " is missing: " + errno_string(errno));
+	if (S_ISLNK(st.st_mode))
+		return one("Driver root " + root.display + " is a symlink, not a directory");
+	if (!S_ISDIR(st.st_mode))
+		return one("Driver root " + root.display + " is not a directory");
+	auto rfd = fs::open_dir(root.real);
+	if (!rfd)
+		return one(rfd.error().message);
+	const std::string mdisplay = root.display + "/" + MANIFEST_NAME;
+	auto text = fs::read_file_at(rfd->get(), MANIFEST_NAME, mdisplay);
+	if (!text)
+		return {Problem{mdisplay, "Driver root has no manifest (" + text.error().message +
+						  "), it was not built by unbounded-nvidia-setup"}};
+	auto m = Manifest::from_json(*text, mdisplay);
+	if (!m)
+		return {Problem{mdisplay, m.error().message}};
+	auto problems = check_driver_tree(rfd->get(), *m, root.display);
 	if (manifest_out)
 		*manifest_out = std::move(*m);
 	return problems;

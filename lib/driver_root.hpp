@@ -37,6 +37,10 @@ struct Problem {
 	std::string message;  // one sentence
 };
 
+// Checks an open driver root's files against a manifest: every entry as recorded, nothing else, and
+// exact-version libcuda and libnvidia-ml among the files.
+std::vector<Problem> check_driver_tree(int root_fd, const Manifest &m, const std::string &display);
+
 // Read-only checks of a live driver root: a real directory, the manifest matches its files exactly,
 // exact-version libcuda and libnvidia-ml are regular files. Fills `manifest_out` when it parses.
 std::vector<Problem> verify_driver_root(const RootLocation &root, Manifest *manifest_out = nullptr);

@@ -1,5 +1,6 @@
 #include "elf.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <elf.h>
 #include <sys/stat.h>
@@ -28,6 +29,33 @@ Result<void> pread_exact(int fd, void *buf, std::size_t len, std::uint64_t off, 
 	return {};
 }
 
+// Reads through a copy of the file's first 64 KiB, where the headers, the dynamic section and the
+// string table of a shared object normally are: one pread() instead of five per library.
+class Reader {
+public:
+	Reader(int fd, const std::string &display, std::uint64_t size) : fd_(fd), display_(display), size_(size) {}
+
+	Result<void> load_head()
+	{
+		head_.resize(static_cast<std::size_t>(std::min<std::uint64_t>(size_, 64 * 1024)));
+		return pread_exact(fd_, head_.data(), head_.size(), 0, display_);
+	}
+	Result<void> read(void *buf, std::size_t len, std::uint64_t off) const
+	{
+		if (off + len <= head_.size()) {
+			std::memcpy(buf, head_.data() + off, len);
+			return {};
+		}
+		return pread_exact(fd_, buf, len, off, display_);
+	}
+
+private:
+	int fd_;
+	const std::string &display_;
+	std::uint64_t size_;
+	std::vector<char> head_;
+};
+
 Error bad(const std::string &display, const char *why)
 {
 	return make_error("Failed to parse " + display + ": " + why, EXIT_NOT_READY, ENOEXEC);
@@ -35,10 +63,10 @@ Error bad(const std::string &display, const char *why)
 
 // The parsing is written once for both classes; Ehdr/Phdr/Dyn are the class-specific structs.
 template <typename Ehdr, typename Phdr, typename Dyn>
-Result<Info> parse(int fd, const std::string &display, std::uint64_t file_size)
+Result<Info> parse(const Reader &rd, const std::string &display, std::uint64_t file_size)
 {
 	Ehdr eh;
-	if (auto r = pread_exact(fd, &eh, sizeof(eh), 0, display); !r)
+	if (auto r = rd.read(&eh, sizeof(eh), 0); !r)
 		return fail(r.error());
 	Info info;
 	info.machine = eh.e_machine;
@@ -49,7 +77,7 @@ Result<Info> parse(int fd, const std::string &display, std::uint64_t file_size)
 		return fail(bad(display, "truncated ELF file (program headers)"));
 
 	std::vector<Phdr> ph(eh.e_phnum);
-	if (auto r = pread_exact(fd, ph.data(), ph.size() * sizeof(Phdr), eh.e_phoff, display); !r)
+	if (auto r = rd.read(ph.data(), ph.size() * sizeof(Phdr), eh.e_phoff); !r)
 		return fail(r.error());
 
 	const Phdr *dyn = nullptr;
@@ -62,7 +90,7 @@ Result<Info> parse(int fd, const std::string &display, std::uint64_t file_size)
 		return fail(bad(display, "truncated ELF file (dynamic section)"));
 
 	std::vector<Dyn> dyns(dyn->p_filesz / sizeof(Dyn));
-	if (auto r = pread_exact(fd, dyns.data(), dyns.size() * sizeof(Dyn), dyn->p_offset, display); !r)
+	if (auto r = rd.read(dyns.data(), dyns.size() * sizeof(Dyn), dyn->p_offset); !r)
 		return fail(r.error());
 
 	std::uint64_t strtab_vaddr = 0, strsz = 0, soname_off = 0;
@@ -105,7 +133,7 @@ Result<Info> parse(int fd, const std::string &display, std::uint64_t file_size)
 		if (pos >= file_size)
 			return fail(bad(display, "truncated ELF file (string table)"));
 		std::size_t chunk = static_cast<std::size_t>(std::min<std::uint64_t>(sizeof(buf), file_size - pos));
-		if (auto r = pread_exact(fd, buf, chunk, pos, display); !r)
+		if (auto r = rd.read(buf, chunk, pos); !r)
 			return fail(r.error());
 		const void *nul = std::memchr(buf, '\0', chunk);
 		if (nul) {
@@ -131,7 +159,10 @@ Result<Info> read_info(int fd, const std::string &display)
 	unsigned char ident[EI_NIDENT];
 	if (static_cast<std::uint64_t>(st.st_size) < sizeof(ident))
 		return fail(bad(display, "not an ELF file (too short)"));
-	if (auto r = pread_exact(fd, ident, sizeof(ident), 0, display); !r)
+	Reader rd(fd, display, static_cast<std::uint64_t>(st.st_size));
+	if (auto r = rd.load_head(); !r)
+		return fail(r.error());
+	if (auto r = rd.read(ident, sizeof(ident), 0); !r)
 		return fail(r.error());
 	if (std::memcmp(ident, ELFMAG, SELFMAG) != 0)
 		return fail(bad(display, "not an ELF file"));
@@ -144,12 +175,12 @@ Result<Info> read_info(int fd, const std::string &display)
 	if (ident[EI_CLASS] == ELFCLASS64) {
 		if (size < sizeof(Elf64_Ehdr))
 			return fail(bad(display, "truncated ELF header"));
-		return parse<Elf64_Ehdr, Elf64_Phdr, Elf64_Dyn>(fd, display, size);
+		return parse<Elf64_Ehdr, Elf64_Phdr, Elf64_Dyn>(rd, display, size);
 	}
 	if (ident[EI_CLASS] == ELFCLASS32) {
 		if (size < sizeof(Elf32_Ehdr))
 			return fail(bad(display, "truncated ELF header"));
-		return parse<Elf32_Ehdr, Elf32_Phdr, Elf32_Dyn>(fd, display, size);
+		return parse<Elf32_Ehdr, Elf32_Phdr, Elf32_Dyn>(rd, display, size);
 	}
 	return fail(bad(display, "unknown ELF class"));
 }

@@ -7,6 +7,7 @@
 #include <random>
 #include <sys/random.h>
 #include <sys/sendfile.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 namespace unbounded::fs {
@@ -75,6 +76,9 @@ Result<void> mkdir_p(const std::string &path, mode_t mode)
 {
 	if (path.empty())
 		return {};
+	struct stat existing{};
+	if (::stat(path.c_str(), &existing) == 0 && S_ISDIR(existing.st_mode))
+		return {};
 	std::string cur;
 	std::size_t pos = 0;
 	while (pos != std::string::npos) {
@@ -93,7 +97,8 @@ Result<void> mkdir_p(const std::string &path, mode_t mode)
 	return {};
 }
 
-Result<std::vector<std::string>> list_dir(int dirfd, const std::string &display)
+Result<std::vector<std::string>> list_dir(int dirfd, const std::string &display, bool sorted,
+					 bool (*keep)(std::string_view name))
 {
 	int fd = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
@@ -108,7 +113,7 @@ Result<std::vector<std::string>> list_dir(int dirfd, const std::string &display)
 	errno = 0;
 	while (struct dirent *de = ::readdir(d)) {
 		std::string_view n = de->d_name;
-		if (n != "." && n != "..")
+		if (n != "." && n != ".." && (!keep || keep(n)))
 			names.emplace_back(n);
 		errno = 0;
 	}
@@ -116,8 +121,32 @@ Result<std::vector<std::string>> list_dir(int dirfd, const std::string &display)
 	::closedir(d);
 	if (e)
 		return fail(errno_error(e, "Failed to read directory " + display));
-	std::sort(names.begin(), names.end());
+	if (sorted)
+		std::sort(names.begin(), names.end());
 	return names;
+}
+
+Result<bool> dir_is_empty(int dirfd, const std::string &display)
+{
+	UniqueFd fd(::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+	if (!fd)
+		return fail(last_errno_error("Failed to open directory " + display));
+	// A small getdents64 buffer: three entries decide it, no need to read a lib dir's first 32 KiB.
+	alignas(8) char buf[512];
+	for (;;) {
+		long n = ::syscall(SYS_getdents64, fd.get(), buf, sizeof(buf));
+		if (n < 0)
+			return fail(last_errno_error("Failed to read directory " + display));
+		if (n == 0)
+			return true;
+		for (long off = 0; off < n;) {
+			const auto *de = reinterpret_cast<const struct dirent64 *>(buf + off);
+			std::string_view name = de->d_name;
+			if (name != "." && name != "..")
+				return false;
+			off += de->d_reclen;
+		}
+	}
 }
 
 Result<void> remove_tree_at(int dirfd, const std::string &name, const std::string &display)

@@ -24,8 +24,12 @@ Result<UniqueFd> open_dir(const std::string &path);                   // O_DIREC
 Result<UniqueFd> open_dir_at(int dirfd, const std::string &name, const std::string &display);
 Result<void> mkdir_p(const std::string &path, mode_t mode);            // like mkdir -p, trusted config paths only
 
-// Names in a directory, sorted, without "." and "..".
-Result<std::vector<std::string>> list_dir(int dirfd, const std::string &display);
+// Names in a directory without "." and "..", sorted unless the caller sorts what it keeps.
+Result<std::vector<std::string>> list_dir(int dirfd, const std::string &display, bool sorted = true,
+					 bool (*keep)(std::string_view name) = nullptr);
+
+// True when the directory has no entry but "." and ".." (reads one batch, not the whole listing).
+Result<bool> dir_is_empty(int dirfd, const std::string &display);
 
 // rm -rf of dirfd/name without following any symlink; ENOENT is success.
 Result<void> remove_tree_at(int dirfd, const std::string &name, const std::string &display);

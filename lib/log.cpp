@@ -4,8 +4,8 @@
 #include <cstdlib>
 #include <string>
 #include <sys/stat.h>
-#include <sys/uio.h>
-#include <systemd/sd-journal.h>
+#include "sd_protocols.hpp"
+
 #include <unistd.h>
 
 namespace unbounded::log {
@@ -50,18 +50,15 @@ void emit(Level level, std::string_view message, const Fields &fields)
 		return;
 
 	if (to_journal) {
-		std::vector<std::string> items;
-		items.reserve(fields.size() + 3);
-		items.push_back("MESSAGE=" + std::string(message));
-		items.push_back("PRIORITY=" + std::to_string(static_cast<int>(level)));
-		items.push_back("SYSLOG_IDENTIFIER=" + program);
+		std::vector<std::pair<std::string, std::string>> items;
+		items.reserve(fields.size() + 4);
+		items.emplace_back("MESSAGE", std::string(message));
+		items.emplace_back("PRIORITY", std::to_string(static_cast<int>(level)));
+		items.emplace_back("SYSLOG_IDENTIFIER", program);
+		items.emplace_back("SYSLOG_PID", std::to_string(::getpid()));
 		for (const auto &f : fields)
-			items.push_back(f.name + "=" + f.value);
-		std::vector<iovec> iov;
-		iov.reserve(items.size());
-		for (auto &s : items)
-			iov.push_back(iovec{s.data(), s.size()});
-		if (sd_journal_sendv(iov.data(), static_cast<int>(iov.size())) >= 0)
+			items.emplace_back(f.name, f.value);
+		if (sd::journal_send(items))
 			return;
 		// fall through to stderr if journald is gone
 	}

@@ -7,14 +7,6 @@
 namespace unbounded {
 namespace {
 
-std::string canonical(const std::string &path)
-{
-	char buf[PATH_MAX];
-	if (::realpath(path.c_str(), buf))
-		return buf;
-	return path;
-}
-
 MountEntry to_entry(libmnt_fs *fs)
 {
 	auto str = [](const char *s) { return s ? std::string(s) : std::string(); };
@@ -22,6 +14,14 @@ MountEntry to_entry(libmnt_fs *fs)
 }
 
 }  // namespace
+
+std::string MountTable::canonical(const std::string &path)
+{
+	char buf[PATH_MAX];
+	if (::realpath(path.c_str(), buf))
+		return buf;
+	return path;
+}
 
 void MountTable::Deleter::operator()(libmnt_table *t) const { mnt_unref_table(t); }
 
@@ -38,9 +38,8 @@ Result<MountTable> MountTable::load(const std::string &mountinfo)
 	return t;
 }
 
-std::optional<MountEntry> MountTable::mount_at(const std::string &path) const
+std::optional<MountEntry> MountTable::mount_at(const std::string &p) const
 {
-	const std::string p = canonical(path);
 	libmnt_iter *it = mnt_new_iter(MNT_ITER_BACKWARD);  // later mounts shadow earlier ones
 	if (!it)
 		return std::nullopt;
@@ -55,28 +54,6 @@ std::optional<MountEntry> MountTable::mount_at(const std::string &path) const
 	}
 	mnt_free_iter(it);
 	return found;
-}
-
-std::optional<MountEntry> MountTable::mount_of(const std::string &path) const
-{
-	const std::string p = canonical(path);
-	libmnt_iter *it = mnt_new_iter(MNT_ITER_BACKWARD);
-	if (!it)
-		return std::nullopt;
-	libmnt_fs *fs = nullptr;
-	std::optional<MountEntry> best;
-	while (mnt_table_next_fs(table_.get(), it, &fs) == 0) {
-		const char *t = mnt_fs_get_target(fs);
-		if (!t)
-			continue;
-		std::string target = t;
-		bool covers = target == "/" || p == target ||
-			      (p.size() > target.size() && p.compare(0, target.size(), target) == 0 && p[target.size()] == '/');
-		if (covers && (!best || target.size() > best->target.size()))
-			best = to_entry(fs);
-	}
-	mnt_free_iter(it);
-	return best;
 }
 
 }  // namespace unbounded

@@ -23,10 +23,11 @@ class MountTable {
 public:
 	static Result<MountTable> load(const std::string &mountinfo = "/proc/self/mountinfo");
 
-	// Entry whose mount point is exactly `path` (canonicalised), if any.
-	std::optional<MountEntry> mount_at(const std::string &path) const;
-	// Entry of the file system that holds `path` (longest matching mount point).
-	std::optional<MountEntry> mount_of(const std::string &path) const;
+	// Entry whose mount point is exactly `canonical_path` (see canonical()), if any.
+	std::optional<MountEntry> mount_at(const std::string &canonical_path) const;
+	// realpath(), or the path unchanged when it cannot be resolved. Callers canonicalise a parent
+	// once and append plain directory names, instead of paying readlink() per component per lookup.
+	static std::string canonical(const std::string &path);
 
 private:
 	struct Deleter {

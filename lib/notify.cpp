@@ -1,7 +1,8 @@
 #include "notify.hpp"
 
+#include "sd_protocols.hpp"
+
 #include <string>
-#include <systemd/sd-daemon.h>
 
 namespace unbounded {
 
@@ -9,7 +10,7 @@ void notify_status(std::string_view status)
 {
 	std::string msg = "STATUS=";
 	msg += status;
-	(void)sd_notify(0, msg.c_str());
+	(void)sd::notify(msg);
 }
 
 }  // namespace unbounded

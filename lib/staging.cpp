@@ -65,6 +65,7 @@ Result<Staging> Staging::open(const std::string &real_parent, const std::string 
 	if (!names)
 		return fail(names.error());
 	std::sort(names->begin(), names->end(), numeric_less);
+	const std::string canonical_parent = mounts ? MountTable::canonical(real_parent) : real_parent;
 	for (const auto &n : *names) {
 		if (n.starts_with("."))
 			continue;
@@ -75,7 +76,7 @@ Result<Staging> Staging::open(const std::string &real_parent, const std::string 
 		t.display = fs::join(display_parent, n);
 		t.fd.reset(fd);
 		if (mounts) {
-			if (auto m = mounts->mount_at(fs::join(real_parent, n))) {
+			if (auto m = mounts->mount_at(fs::join(canonical_parent, n))) {
 				t.mountpoint = true;
 				if (m->root != "/")
 					t.host_prefix = m->root;
@@ -269,25 +270,31 @@ Result<UniqueFd> Staging::open_regular(const ResolvedFile &f) const
 	return u;
 }
 
-Result<std::vector<std::string>> Staging::list(std::size_t tree, std::string_view rel_dir) const
+Result<UniqueFd> Staging::open_dir(std::size_t tree, std::string_view rel_dir) const
 {
-	UniqueFd d(::fcntl(trees_.at(tree).fd.get(), F_DUPFD_CLOEXEC, 3));
+	UniqueFd d(::openat(trees_.at(tree).fd.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+	if (!d)
+		return fail(last_errno_error("Failed to open " + trees_[tree].display));
 	for (const auto &c : split_path(rel_dir)) {
 		int fd = ::openat(d.get(), c.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0) {
 			if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP)
-				return std::vector<std::string>{};
+				return UniqueFd();
 			return fail(last_errno_error("Failed to open " + fs::join(trees_[tree].display, rel_dir)));
 		}
 		d.reset(fd);
 	}
-	if (split_path(rel_dir).empty()) {
-		int fd = ::openat(d.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (fd < 0)
-			return fail(last_errno_error("Failed to open " + trees_[tree].display));
-		d.reset(fd);
-	}
-	return fs::list_dir(d.get(), fs::join(trees_[tree].display, rel_dir));
+	return d;
+}
+
+Result<std::vector<std::string>> Staging::list(std::size_t tree, std::string_view rel_dir, bool sorted) const
+{
+	auto d = open_dir(tree, rel_dir);
+	if (!d)
+		return fail(d.error());
+	if (!*d)
+		return std::vector<std::string>{};
+	return fs::list_dir(d->get(), fs::join(trees_[tree].display, rel_dir), sorted);
 }
 
 }  // namespace unbounded

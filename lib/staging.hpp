@@ -51,8 +51,10 @@ public:
 	Result<ResolvedFile> resolve(std::size_t tree, std::string_view rel) const;
 	// Opens a resolved regular file for reading and checks it is still the inode that was resolved.
 	Result<UniqueFd> open_regular(const ResolvedFile &f) const;
+	// Opens a directory inside a tree without following symlinks; a missing one gives an invalid fd.
+	Result<UniqueFd> open_dir(std::size_t tree, std::string_view rel_dir) const;
 	// Lists a directory inside a tree without following symlinks; missing directories give {}.
-	Result<std::vector<std::string>> list(std::size_t tree, std::string_view rel_dir) const;
+	Result<std::vector<std::string>> list(std::size_t tree, std::string_view rel_dir, bool sorted = true) const;
 
 private:
 	bool exists_plain(std::size_t tree, const std::vector<std::string> &comps) const;

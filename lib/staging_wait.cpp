@@ -14,7 +14,10 @@ StagingState probe_staging(const Context &ctx)
 {
 	StagingState s;
 	const std::string parent = ctx.real(ctx.config.staging);
-	auto mounts = MountTable::load();
+	if (auto m = MountTable::load())
+		s.mounts_table = std::make_shared<MountTable>(std::move(*m));
+	const MountTable *mounts = s.mounts_table.get();
+	const std::string canonical_parent = MountTable::canonical(parent);
 
 	if (auto pfd = fs::open_dir(parent)) {
 		if (auto names = fs::list_dir(pfd->get(), ctx.config.staging)) {
@@ -26,11 +29,11 @@ StagingState probe_staging(const Context &ctx)
 				if (::fstatat(pfd->get(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
 					continue;
 				const std::string display = fs::join(ctx.config.staging, n);
-				bool is_mount = mounts && mounts->mount_at(fs::join(parent, n)).has_value();
+				bool is_mount = mounts && mounts->mount_at(fs::join(canonical_parent, n)).has_value();
 				bool non_empty = false;
 				if (auto sub = fs::open_dir_at(pfd->get(), n, display))
-					if (auto entries = fs::list_dir(sub->get(), display))
-						non_empty = !entries->empty();
+					if (auto empty = fs::dir_is_empty(sub->get(), display))
+						non_empty = !*empty;
 				if (is_mount)
 					s.mounts.push_back(display);
 				if (is_mount || non_empty)

@@ -2,6 +2,7 @@
 // Any failure leaves the previous driver root exactly as it was.
 #include "commands.hpp"
 
+#include "discovery_cache.hpp"
 #include "driver_discovery.hpp"
 #include "driver_root.hpp"
 #include "format.hpp"
@@ -71,14 +72,18 @@ int run_setup(const Context &ctx, Report &report)
 	Manifest plan;
 	{
 		PhaseTimer t(report, "discover");
-		auto mounts = MountTable::load();
-		auto staging = Staging::open(ctx.real(cfg.staging), cfg.staging, mounts ? &*mounts : nullptr);
+		auto staging = Staging::open(ctx.real(cfg.staging), cfg.staging, state.mounts_table.get());
 		if (!staging)
 			return finish_failed(ctx, report, staging.error());
 		report.details["staging"] = state.usable;
 		report.details["staging_mounts"] = state.mounts;
-		DiscoveryInput in{&*staging, ctx.real("/proc/driver/nvidia/version"), "/proc/driver/nvidia/version"};
+		const std::string cache_path = ctx.real(std::string(RUN_DIR) + "/discovery-cache.json");
+		DiscoveryCache cache = DiscoveryCache::load(cache_path);
+		DiscoveryInput in{&*staging, ctx.real("/proc/driver/nvidia/version"), "/proc/driver/nvidia/version", &cache};
 		auto d = discover_driver(in);
+		if (auto r = cache.save(cache_path); !r)
+			log::debug(r.error().message + ", discovery cache not saved");
+		report.details["discovery_cache_hits"] = cache.hits();
 		if (!d)
 			return finish_failed(ctx, report, d.error());
 		driver = std::move(*d);
@@ -126,7 +131,9 @@ int run_setup(const Context &ctx, Report &report)
 
 	{
 		PhaseTimer t(report, "verify");
-		report.problems = verify_driver_root(root);
+		// An unchanged root was verified before it was kept; verify anything new.
+		if (!stats.unchanged)
+			report.problems = verify_driver_root(root);
 	}
 	const auto total = std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - total_start);
 	if (!report.problems.empty()) {

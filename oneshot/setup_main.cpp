@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <getopt.h>
 #include <iostream>
@@ -83,6 +84,17 @@ int parse_args(int argc, char **argv, Args &a)
 	return 0;
 }
 
+// VmHWM of this process image (getrusage's ru_maxrss would include the parent's memory from before
+// the exec when we were spawned with vfork, as Python and systemd do).
+long peak_rss_kib()
+{
+	auto status = fs::read_file("/proc/self/status", 64 * 1024);
+	if (!status)
+		return -1;
+	auto pos = status->find("VmHWM:");
+	return pos == std::string::npos ? -1 : std::strtol(status->c_str() + pos + 6, nullptr, 10);
+}
+
 int run(int argc, char **argv)
 {
 	log::init("unbounded-nvidia-setup", /*allow_journal=*/true);
@@ -107,6 +119,7 @@ int run(int argc, char **argv)
 	if (args.command == "setup")
 		rc = run_setup(ctx, report);
 	report.timings_ms["total"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+	report.details["peak_rss_kib"] = peak_rss_kib();
 
 	if (args.command == "setup") {
 		const std::string status = ctx.real(std::string(RUN_DIR) + "/status.json");

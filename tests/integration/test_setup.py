@@ -187,6 +187,36 @@ class TestBuild(SetupTestCase):
         with open(src, "rb") as a, open(os.path.join(m.libdir(), f"libnvidia-cfg.so.{V1}"), "rb") as b:
             self.assertEqual(a.read(), b.read())
 
+    def test_discovery_cache_sees_every_staging_change(self):
+        """The memo of listings and ELF facts must never hide a change: a file added to a staging
+        directory, a library rewritten in place, a damaged cache."""
+        m = self.machine()
+        self.assertSetupOk(m.setup())
+        r = m.setup()
+        self.assertGreater(r.result["discovery_cache_hits"], 0)
+        # A new driver library appears in the host lib dir (DT_SONAME = its own name: no link).
+        shutil.copy(fixture(f"libnvidia-glcore.so.{V1}"), m.p(f"/run/host-nvidia/0/libnvidia-fbc.so.{V1}"))
+        r = m.setup()
+        self.assertSetupOk(r)
+        self.assertTrue(os.path.isfile(os.path.join(m.libdir(), f"libnvidia-fbc.so.{V1}")))
+        self.assertFalse(os.path.lexists(os.path.join(m.libdir(), "libssl.so.3")))
+        # Rewritten in place (same inode) with a library whose DT_SONAME is libssl.so.3: the SONAME
+        # link must follow the new content, not a remembered ELF header.
+        with open(m.p(f"/run/host-nvidia/0/libnvidia-fbc.so.{V1}"), "r+b") as dst, \
+                open(fixture("libssl.so.3"), "rb") as src:
+            dst.truncate(0)
+            dst.write(src.read())
+        r = m.setup()
+        self.assertSetupOk(r)
+        self.assertEqual(os.readlink(os.path.join(m.libdir(), "libssl.so.3")), f"libnvidia-fbc.so.{V1}")
+        # A damaged cache is ignored.
+        write(m.p("/run/unbounded-nvidia/discovery-cache.json"), "{not json")
+        shutil.rmtree(m.driver_root())
+        r = m.setup()
+        self.assertSetupOk(r)
+        self.assertEqual(r.result["discovery_cache_hits"], 0)
+        self.assertTrue(os.path.isfile(os.path.join(m.libdir(), f"libnvidia-fbc.so.{V1}")))
+
     def test_identical_input_gives_byte_identical_output(self):
         m = self.machine()
         self.assertSetupOk(m.setup())

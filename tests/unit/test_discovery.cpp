@@ -8,6 +8,13 @@ TEST_CASE("driver versions are recognised in library names", "[discovery]")
 {
 	CHECK(version_suffix("libcuda.so.535.104.05", "libcuda.so.") == "535.104.05");
 	CHECK(version_suffix("libcuda.so.390.157", "libcuda.so.") == "390.157");
+	CHECK_FALSE(version_suffix("libcuda.so.12.2", "libcuda.so."));
+	CHECK(is_library_version("1.1.9"));
+	CHECK(could_be_driver_file("libEGL_nvidia.so.535.104.05"));
+	CHECK(could_be_driver_file("libnvidia-egl-wayland.so.1.1.9"));
+	CHECK(could_be_driver_file("nvidia-smi"));
+	CHECK_FALSE(could_be_driver_file("libz.so.1.2.13"));
+	CHECK_FALSE(could_be_driver_file("libnvidia-egl-wayland.so.1"));
 	CHECK_FALSE(version_suffix("libcuda.so.1", "libcuda.so."));
 	CHECK_FALSE(version_suffix("libcuda.so", "libcuda.so."));
 	CHECK_FALSE(version_suffix("libcuda.so.535.104.05.bak", "libcuda.so."));

@@ -1,0 +1,78 @@
+#include "sd_protocols.hpp"
+
+#include "unique_fd.hpp"
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+namespace unbounded::sd {
+namespace {
+
+bool send_datagram(const std::string &address, std::string_view payload)
+{
+	sockaddr_un sa{};
+	sa.sun_family = AF_UNIX;
+	if (address.size() < 2 || address.size() >= sizeof(sa.sun_path))
+		return false;
+	std::memcpy(sa.sun_path, address.data(), address.size());
+	socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address.size());
+	if (address[0] == '@')
+		sa.sun_path[0] = '\0';  // abstract namespace
+	else if (address[0] == '/')
+		len += 1;               // include the NUL of a path name
+	else
+		return false;
+
+	UniqueFd fd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+	if (!fd)
+		return false;
+	ssize_t n;
+	do
+		n = ::sendto(fd.get(), payload.data(), payload.size(), MSG_NOSIGNAL, reinterpret_cast<sockaddr *>(&sa), len);
+	while (n < 0 && errno == EINTR);
+	return n == static_cast<ssize_t>(payload.size());
+}
+
+}  // namespace
+
+bool notify(std::string_view state)
+{
+	const char *e = std::getenv("NOTIFY_SOCKET");
+	if (!e || !*e)
+		return false;
+	return send_datagram(e, state);
+}
+
+std::string journal_serialize(const std::vector<std::pair<std::string, std::string>> &fields)
+{
+	std::string out;
+	for (const auto &[key, value] : fields) {
+		out += key;
+		if (value.find('\n') == std::string::npos) {
+			out += '=';
+			out += value;
+		} else {
+			// Binary-safe form: KEY\n, 64-bit little-endian length, the bytes.
+			out += '\n';
+			std::uint64_t len = value.size();
+			for (int i = 0; i < 8; i++)
+				out += static_cast<char>((len >> (8 * i)) & 0xff);
+			out += value;
+		}
+		out += '\n';
+	}
+	return out;
+}
+
+bool journal_send(const std::vector<std::pair<std::string, std::string>> &fields, const char *socket_path)
+{
+	return send_datagram(socket_path, journal_serialize(fields));
+}
+
+}  // namespace unbounded::sd

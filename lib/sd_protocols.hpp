@@ -1,0 +1,27 @@
+// The two systemd datagram protocols the boot-path binaries need, spoken directly:
+//  - sd_notify(3): "STATUS=..." to $NOTIFY_SOCKET;
+//  - the journal's native protocol (systemd's docs/JOURNAL_NATIVE_PROTOCOL.md): structured fields to
+//    /run/systemd/journal/socket.
+// Both are documented as stable for reimplementation. Doing so keeps libsystemd (which on bookworm's
+// 252 pulls in libgcrypt, liblz4, libzstd, liblzma and libcap at load time, about 1 ms per start) off
+// the generator and the setup oneshot, which run on every boot; the license reloader uses sd-bus.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace unbounded::sd {
+
+// Sends one notification; false when there is no $NOTIFY_SOCKET or the send failed.
+bool notify(std::string_view state);
+
+// Sends one journal entry made of KEY=value fields; false when journald cannot be reached.
+bool journal_send(const std::vector<std::pair<std::string, std::string>> &fields,
+		  const char *socket_path = "/run/systemd/journal/socket");
+
+// The wire format, exposed for tests.
+std::string journal_serialize(const std::vector<std::pair<std::string, std::string>> &fields);
+
+}  // namespace unbounded::sd
