@@ -12,38 +12,17 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "build"))
-os.environ.setdefault("FIXTURE_DIR", os.path.join(BUILD, "tests", "fixtures"))
-os.environ.setdefault("SETUP_BIN", os.path.join(BUILD, "oneshot", "unbounded-nvidia-setup"))
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
-from harness import SETUP, V1, MachineRoot  # noqa: E402
+from benchlib import ENV, scratch_base, timed
+from harness import SETUP, V1, MachineRoot
 
 RUNS = 11
 PADDING_MB = {"libcuda": 70, "libnvidia-glcore": 40, "libnvidia-eglcore": 20, "libnvidia-ptxjitcompiler": 25}
 
 
-def timed(cmd, env=None):
-    """Wall time of one child process (its peak RSS comes from its own report: the rusage of a child
-    of this Python process would include Python's memory from before the exec)."""
-    t = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-    out = p.stdout.read()
-    _, status, rusage = os.wait4(p.pid, 0)
-    p.returncode = os.waitstatus_to_exitcode(status)
-    elapsed = time.perf_counter() - t
-    if p.returncode != 0:
-        raise SystemExit(f"{cmd[0]} failed with {p.returncode}")
-    return elapsed, rusage.ru_maxrss, out
-
-
 def main():
-    base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    base = scratch_base()
     tmp = tempfile.mkdtemp(prefix="unbounded-bench-", dir=base)
     try:
         m = MachineRoot(tmp=os.path.join(tmp, "machine"))
@@ -51,11 +30,10 @@ def main():
         for lib, mb in PADDING_MB.items():
             with open(m.p(f"/run/host-nvidia/0/{lib}.so.{V1}"), "ab") as f:
                 f.write(os.urandom(mb << 20))
-        env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "JOURNAL_STREAM")}
         cmd = [SETUP, "--root", m.path, "--json", "setup"]
 
         # One warm-up run, then the list of files it copied (the manifest's sources) for cp -L.
-        timed(cmd, env)
+        timed(cmd)
         manifest = json.load(open(os.path.join(m.driver_root(), ".unbounded-manifest.json")))
         sources = [m.p(e["source"]) for e in manifest["entries"] if e["type"] == "file"]
         total_bytes = sum(e["size"] for e in manifest["entries"] if e["type"] == "file")
@@ -63,12 +41,12 @@ def main():
         full, rerun, cp, rss = [], [], [], []
         for _ in range(RUNS):
             shutil.rmtree(m.driver_root())
-            t, _, out = timed(cmd, env)
+            t, out = timed(cmd)
             res = json.loads(out)
             assert res["bytes_copied"] == total_bytes, res
             full.append(t)
             rss.append(res["peak_rss_kib"])
-            t, _, out = timed(cmd, env)
+            t, out = timed(cmd)
             res = json.loads(out)
             assert res["bytes_copied"] == 0, res
             rerun.append(t)
@@ -76,7 +54,7 @@ def main():
             dest = os.path.join(tmp, "cp")
             shutil.rmtree(dest, ignore_errors=True)
             os.makedirs(dest)
-            t, _, _ = timed(["cp", "-L", *sources, dest])
+            t, _ = timed(["cp", "-L", *sources, dest])
             cp.append(t)
 
         f, r, c = statistics.median(full), statistics.median(rerun), statistics.median(cp)

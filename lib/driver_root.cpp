@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <map>
 #include <set>
+#include <utility>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -63,6 +64,7 @@ public:
 		return r;
 	}
 	const std::string &name() const { return name_; }
+	std::string release() { return std::exchange(name_, std::string()); }
 
 private:
 	int parent_;
@@ -76,7 +78,7 @@ Result<UniqueFd> mkdirs_at(int base, const std::string &rel, std::map<std::strin
 	int parent = base;
 	UniqueFd holder;
 	std::string sofar;
-	for (const auto &c : split_path(rel)) {
+	for (const auto &c : fs::split_path(rel)) {
 		sofar = fs::join(sofar, c);
 		if (auto it = cache.find(sofar); it != cache.end()) {
 			parent = it->second.get();
@@ -151,7 +153,8 @@ Result<Manifest> plan_manifest(const DriverSet &driver, std::vector<std::string>
 	return m;
 }
 
-Result<InstallStats> install_driver_root(const DriverSet &driver, const Manifest &plan, const RootLocation &root)
+Result<InstallStats> install_driver_root(const DriverSet &driver, const Manifest &plan, const RootLocation &root,
+					std::optional<PreviousRoot> *previous)
 {
 	InstallStats stats;
 	const std::string parent = fs::dirname(root.real), base = fs::basename(root.real);
@@ -316,16 +319,55 @@ Result<InstallStats> install_driver_root(const DriverSet &driver, const Manifest
 
 	// Swap. With no live root, a plain rename (RENAME_NOREPLACE, so a racing creator is not clobbered);
 	// otherwise exchange, whatever the live entry is (a directory, or a symlink from an older layout).
+	bool exchanged = false;
 	if (::renameat2(pfd->get(), tmp_name.c_str(), pfd->get(), base.c_str(), RENAME_NOREPLACE) < 0) {
 		if (errno != EEXIST)
 			return fail(last_errno_error("Failed to move " + tmp_display + " to " + root.display));
 		if (::renameat2(pfd->get(), tmp_name.c_str(), pfd->get(), base.c_str(), RENAME_EXCHANGE) < 0)
 			return fail(last_errno_error("Failed to exchange " + tmp_display + " with " + root.display));
+		exchanged = true;
 	}
-	// The guard now names the old tree (or nothing, after a plain rename).
+	// The temp name now holds the old tree (or nothing, after a plain rename).
+	if (previous) {
+		previous->emplace(std::move(*pfd), base, guard.release(), root.display, exchanged);
+		return stats;
+	}
 	if (auto r = guard.remove(); !r)
 		return fail(with_context(r.error(), "New driver root is in place, but removing the old one failed"));
 	return stats;
+}
+
+PreviousRoot::PreviousRoot(UniqueFd parent, std::string base, std::string held_name, std::string display, bool existed)
+	: parent_(std::move(parent)), base_(std::move(base)), held_(std::move(held_name)), display_(std::move(display)),
+	  existed_(existed)
+{
+}
+
+PreviousRoot::~PreviousRoot()
+{
+	if (!done_)
+		(void)commit();
+}
+
+Result<void> PreviousRoot::commit()
+{
+	done_ = true;
+	if (!existed_)
+		return {};
+	return fs::remove_tree_at(parent_.get(), held_, fs::join(fs::dirname(display_), held_));
+}
+
+Result<void> PreviousRoot::rollback()
+{
+	done_ = true;
+	const std::string held_display = fs::join(fs::dirname(display_), held_);
+	if (existed_) {
+		if (::renameat2(parent_.get(), held_.c_str(), parent_.get(), base_.c_str(), RENAME_EXCHANGE) < 0)
+			return fail(last_errno_error("Failed to put the previous " + display_ + " back"));
+	} else if (::renameat2(parent_.get(), base_.c_str(), parent_.get(), held_.c_str(), RENAME_NOREPLACE) < 0) {
+		return fail(last_errno_error("Failed to move the new " + display_ + " away"));
+	}
+	return fs::remove_tree_at(parent_.get(), held_, held_display);
 }
 
 std::vector<Problem> check_driver_tree(int root_fd, const Manifest &m, const std::string &display)
@@ -408,8 +450,11 @@ std::vector<Problem> check_driver_tree(int root_fd, const Manifest &m, const std
 	return problems;
 }
 
-std::vector<Problem> verify_driver_root(const RootLocation &root, Manifest *manifest_out)
+std::vector<Problem> verify_driver_root(const RootLocation &root, Manifest *manifest_out, const Manifest *expected,
+					bool *is_expected)
 {
+	if (is_expected)
+		*is_expected = false;
 	auto one = [&](const std::string &msg) { return std::vector<Problem>{Problem{root.display, msg}}; };
 	struct stat st{};
 	if (::lstat(root.real.c_str(), &st) < 0)
@@ -426,6 +471,14 @@ std::vector<Problem> verify_driver_root(const RootLocation &root, Manifest *mani
 	if (!text)
 		return {Problem{mdisplay, "Driver root has no manifest (" + text.error().message +
 						  "), it was not built by unbounded-nvidia-setup"}};
+	if (expected && *text == expected->to_json()) {
+		auto problems = check_driver_tree(rfd->get(), *expected, root.display);
+		if (manifest_out)
+			*manifest_out = *expected;
+		if (is_expected)
+			*is_expected = true;
+		return problems;
+	}
 	auto m = Manifest::from_json(*text, mdisplay);
 	if (!m)
 		return {Problem{mdisplay, m.error().message}};

@@ -7,7 +7,10 @@
 #include "error.hpp"
 #include "manifest.hpp"
 
+#include "unique_fd.hpp"
+
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,7 +33,27 @@ struct InstallStats {
 	std::string fstype;              // file system of the driver root's parent ("tmpfs" expected)
 };
 
-Result<InstallStats> install_driver_root(const DriverSet &driver, const Manifest &plan, const RootLocation &root);
+// After a swap, the tree that was live before (if any), kept until the caller has finished the steps
+// that belong with the new root: commit() removes it, rollback() puts it back and removes the new
+// one. Destroying it commits. A kill -9 in between leaves a temp tree the next run removes.
+class PreviousRoot {
+public:
+	PreviousRoot(UniqueFd parent, std::string base, std::string held_name, std::string display, bool existed);
+	PreviousRoot(const PreviousRoot &) = delete;
+	PreviousRoot &operator=(const PreviousRoot &) = delete;
+	~PreviousRoot();
+	Result<void> commit();
+	Result<void> rollback();
+
+private:
+	UniqueFd parent_;
+	std::string base_, held_, display_;
+	bool existed_, done_ = false;
+};
+
+// Builds and swaps in the new root. With `previous`, the old tree is handed over instead of removed.
+Result<InstallStats> install_driver_root(const DriverSet &driver, const Manifest &plan, const RootLocation &root,
+					 std::optional<PreviousRoot> *previous = nullptr);
 
 struct Problem {
 	std::string path;     // what is wrong, as operators see it
@@ -43,7 +66,10 @@ std::vector<Problem> check_driver_tree(int root_fd, const Manifest &m, const std
 
 // Read-only checks of a live driver root: a real directory, the manifest matches its files exactly,
 // exact-version libcuda and libnvidia-ml are regular files. Fills `manifest_out` when it parses.
-std::vector<Problem> verify_driver_root(const RootLocation &root, Manifest *manifest_out = nullptr);
+// With `expected`, a manifest file with exactly its bytes is taken as it, without parsing, and
+// *is_expected says whether that happened.
+std::vector<Problem> verify_driver_root(const RootLocation &root, Manifest *manifest_out = nullptr,
+					const Manifest *expected = nullptr, bool *is_expected = nullptr);
 
 // Prefix of temp trees beside the root: ".driver-" for /run/nvidia/driver.
 std::string temp_prefix(const std::string &root_path);

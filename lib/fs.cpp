@@ -56,6 +56,21 @@ std::string basename(std::string_view path)
 	return std::string(pos == std::string_view::npos ? path : path.substr(pos + 1));
 }
 
+std::vector<std::string> split_path(std::string_view p)
+{
+	std::vector<std::string> out;
+	std::size_t i = 0;
+	while (i < p.size()) {
+		std::size_t j = p.find('/', i);
+		if (j == std::string_view::npos)
+			j = p.size();
+		if (j > i)
+			out.emplace_back(p.substr(i, j - i));
+		i = j + 1;
+	}
+	return out;
+}
+
 Result<UniqueFd> open_dir(const std::string &path)
 {
 	int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -257,10 +272,18 @@ Result<WriteOutcome> write_file_atomic(const std::string &path, std::string_view
 			return WriteOutcome::Unchanged;
 	}
 
+	// Temp files of a writer that was killed before its rename: callers hold their lock, so any
+	// that exist are dead.
+	const std::string tmp_prefix = "." + base + ".tmp-";
+	if (auto names = list_dir(dfd->get(), dir, /*sorted=*/false))
+		for (const auto &n : *names)
+			if (n.starts_with(tmp_prefix))
+				(void)::unlinkat(dfd->get(), n.c_str(), 0);
+
 	std::string tmp;
 	UniqueFd f;
 	for (int attempt = 0; attempt < 100 && !f; attempt++) {
-		tmp = "." + base + ".tmp-" + random_suffix();
+		tmp = tmp_prefix + random_suffix();
 		int fd = ::openat(dfd->get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd < 0 && errno != EEXIST)
 			return fail(last_errno_error("Failed to create temporary file in " + dir));

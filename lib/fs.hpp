@@ -19,6 +19,8 @@ std::string root_path(std::string_view root, std::string_view absolute);
 std::string join(std::string_view dir, std::string_view name);
 std::string dirname(std::string_view path);
 std::string basename(std::string_view path);
+// Non-empty components of a path ("a//b/" -> {"a", "b"}); "." and ".." are kept for the caller.
+std::vector<std::string> split_path(std::string_view p);
 
 Result<UniqueFd> open_dir(const std::string &path);                   // O_DIRECTORY|O_NOFOLLOW on the last component
 Result<UniqueFd> open_dir_at(int dirfd, const std::string &name, const std::string &display);
@@ -46,6 +48,7 @@ struct AtomicWriteOptions {
 };
 enum class WriteOutcome { Written, Unchanged };
 // Writes path via a temp file in the same directory, then rename(); readers see old or new bytes.
+// Temp files of this path that a killed writer left are removed first (callers hold a lock).
 Result<WriteOutcome> write_file_atomic(const std::string &path, std::string_view content,
 				       const AtomicWriteOptions &opts = {});
 

@@ -13,21 +13,6 @@ namespace unbounded {
 
 static constexpr int MAX_SYMLINK_HOPS = 40;  // what the kernel allows (ELOOP beyond)
 
-std::vector<std::string> split_path(std::string_view p)
-{
-	std::vector<std::string> out;
-	std::size_t i = 0;
-	while (i < p.size()) {
-		std::size_t j = p.find('/', i);
-		if (j == std::string_view::npos)
-			j = p.size();
-		if (j > i)
-			out.emplace_back(p.substr(i, j - i));
-		i = j + 1;
-	}
-	return out;
-}
-
 static std::string join_comps(const std::vector<std::string> &comps)
 {
 	std::string s;
@@ -145,7 +130,7 @@ Result<std::pair<std::size_t, std::string>> Staging::map_absolute(std::size_t fr
 	}
 	// Longest suffix that exists in a tree: /usr/lib/x86_64-linux-gnu/nvidia/current/libcuda.so.1 is
 	// nvidia/current/libcuda.so.1 in a tree staged from /usr/lib/x86_64-linux-gnu.
-	const auto comps = split_path(target);
+	const auto comps = fs::split_path(target);
 	for (std::size_t drop = 1; drop < comps.size(); drop++) {
 		std::vector<std::string> suffix(comps.begin() + static_cast<long>(drop), comps.end());
 		for (std::size_t t : order) {
@@ -165,7 +150,7 @@ Result<ResolvedFile> Staging::resolve(std::size_t tree, std::string_view rel) co
 {
 	const std::string start_display = fs::join(trees_.at(tree).display, rel);
 	std::deque<std::string> todo;
-	for (auto &c : split_path(rel))
+	for (auto &c : fs::split_path(rel))
 		todo.push_back(std::move(c));
 	std::vector<std::string> comps;  // canonical directory we are in, relative to the tree
 	UniqueFd cur(::fcntl(trees_[tree].fd.get(), F_DUPFD_CLOEXEC, 3));
@@ -223,9 +208,9 @@ Result<ResolvedFile> Staging::resolve(std::size_t tree, std::string_view rel) co
 				comps.clear();
 				if (auto r = reopen(); !r)
 					return fail(r.error());
-				tcomps = split_path(mapped->second);
+				tcomps = fs::split_path(mapped->second);
 			} else {
-				tcomps = split_path(target);
+				tcomps = fs::split_path(target);
 			}
 			todo.insert(todo.begin(), tcomps.begin(), tcomps.end());
 			continue;
@@ -275,7 +260,7 @@ Result<UniqueFd> Staging::open_dir(std::size_t tree, std::string_view rel_dir) c
 	UniqueFd d(::openat(trees_.at(tree).fd.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
 	if (!d)
 		return fail(last_errno_error("Failed to open " + trees_[tree].display));
-	for (const auto &c : split_path(rel_dir)) {
+	for (const auto &c : fs::split_path(rel_dir)) {
 		int fd = ::openat(d.get(), c.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0) {
 			if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP)

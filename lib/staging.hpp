@@ -63,6 +63,4 @@ private:
 	std::vector<StagingTree> trees_;
 };
 
-std::vector<std::string> split_path(std::string_view p);
-
 }  // namespace unbounded

@@ -1,15 +1,31 @@
 // The commands of unbounded-nvidia-setup. Each fills a Report and returns the exit code.
 #pragma once
 
+#include "cdi_state.hpp"
 #include "context.hpp"
+#include "driver_root.hpp"
 #include "report.hpp"
 
 #include <string>
+#include <vector>
 
 namespace unbounded {
 
 inline constexpr const char *RUN_DIR = "/run/unbounded-nvidia";
 
 int run_setup(const Context &ctx, Report &report);
+int run_verify(const Context &ctx, Report &report);
+int run_generate_cdi(const Context &ctx, Report &report, const std::string &output);
+
+// The checks of `verify`, shared with the last step of `setup`: the driver root against its
+// manifest and the kernel module, our CDI spec (valid, every hostPath present, not stale) and the
+// device plugin's spec when it exists.
+// `known` carries what setup has just computed (the manifest and the spec for the current devices),
+// which the checks then use instead of deriving them again; the files are still read and compared.
+struct KnownState {
+	const Manifest *manifest = nullptr;
+	const SpecForState *cdi = nullptr;
+};
+std::vector<Problem> check_live_state(const Context &ctx, Report &report, const KnownState *known = nullptr);
 
 }  // namespace unbounded

@@ -2,6 +2,7 @@
 // Any failure leaves the previous driver root exactly as it was.
 #include "commands.hpp"
 
+#include "cdi_state.hpp"
 #include "discovery_cache.hpp"
 #include "driver_discovery.hpp"
 #include "driver_root.hpp"
@@ -102,16 +103,66 @@ int run_setup(const Context &ctx, Report &report)
 			log::info("/proc/driver/nvidia/version is not readable here, skipping the kernel module version check.");
 	}
 
+	// The spec depends only on the planned root and the devices: generate it before touching
+	// anything, so a device problem fails the run with the old root and spec untouched.
+	SpecForState cdi;
+	{
+		PhaseTimer t(report, "cdi");
+		auto s = spec_for_state(ctx, plan);
+		if (!s)
+			return finish_failed(ctx, report, s.error());
+		cdi = std::move(*s);
+		for (const auto &w : cdi.devices.warnings) {
+			log::warning(w);
+			report.warnings.push_back(w);
+		}
+		report.details["gpus"] = cdi.devices.gpus.size();
+		report.details["gpu_source"] = cdi.devices.source;
+		report.details["cdi_version"] = cdi.spec.cdi_version;
+		report.details["cdi_devices"] = cdi.spec.devices;
+		report.details["cdi_mounts"] = cdi.spec.mounts;
+		report.details["cdi_hooks"] = cdi.spec.hooks;
+	}
+
 	const RootLocation root{ctx.real(cfg.driver_root), cfg.driver_root};
 	InstallStats stats;
+	std::optional<PreviousRoot> previous;
 	{
 		PhaseTimer t(report, "install");
 		notify_status("Building " + cfg.driver_root + " for driver " + driver.version);
-		auto s = install_driver_root(driver, plan, root);
+		auto s = install_driver_root(driver, plan, root, &previous);
 		if (!s)
 			return finish_failed(ctx, report, s.error());
 		stats = *s;
 	}
+
+	{
+		// The spec goes in after the root it describes; if it cannot be written, the old root goes
+		// back, so root and spec never disagree because of a failed run.
+		PhaseTimer t(report, "write_cdi");
+		const std::string spec_path = ctx.real(cfg.cdi_spec);
+		Result<fs::WriteOutcome> w = fs::WriteOutcome::Unchanged;
+		if (auto d = fs::mkdir_p(fs::dirname(spec_path), 0755); !d)
+			w = fail(d.error());
+		else
+			w = fs::write_file_atomic(spec_path, cdi.spec.yaml, {.mode = 0644, .fsync = true, .skip_if_unchanged = true});
+		if (w)
+			report.details["cdi_spec_written"] = *w == fs::WriteOutcome::Written;
+		if (!w) {
+			Error e = w.error();
+			if (previous) {
+				if (auto r = previous->rollback(); !r)
+					e.message += "; and putting the previous driver root back failed: " + r.error().message;
+				else
+					e.message += "; the previous driver root was put back";
+			}
+			return finish_failed(ctx, report, e);
+		}
+		if (previous)
+			if (auto r = previous->commit(); !r)
+				log::warning(r.error().message + ", the next run removes it");
+	}
+	report.details["cdi_spec"] = cfg.cdi_spec;
 	report.details["driver_root_fs"] = stats.fstype;
 	report.details["unchanged"] = stats.unchanged;
 	report.details["files"] = stats.files;
@@ -131,15 +182,14 @@ int run_setup(const Context &ctx, Report &report)
 
 	{
 		PhaseTimer t(report, "verify");
-		// An unchanged root was verified before it was kept; verify anything new.
-		if (!stats.unchanged)
-			report.problems = verify_driver_root(root);
+		const KnownState known{&plan, &cdi};
+		report.problems = check_live_state(ctx, report, &known);
 	}
 	const auto total = std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - total_start);
 	if (!report.problems.empty()) {
 		report.outcome = "not-ready";
 		for (const auto &p : report.problems)
-			log::error("Verification failed: " + p.message, {{"MESSAGE_ID", message_id::VERIFY_FAILED},
+			log::error("Not ready: " + p.message, {{"MESSAGE_ID", message_id::VERIFY_FAILED},
 									  {"UNBOUNDED_NVIDIA_PATH", p.path}});
 		report.error = std::to_string(report.problems.size()) + " verification problem(s), first: " +
 			       report.problems.front().message;
@@ -153,7 +203,7 @@ int run_setup(const Context &ctx, Report &report)
 			      (stats.unchanged ? std::string("unchanged")
 					       : std::to_string(stats.files_copied) + " copied (" + format_bytes(stats.bytes_copied) +
 							 "), " + std::to_string(stats.files_reused) + " reused") +
-			      ", " + format_ms(total) + ".";
+			      ", " + std::to_string(cdi.devices.gpus.size()) + " GPU(s) in " + cfg.cdi_spec + ", " + format_ms(total) + ".";
 	log::info(summary, {{"MESSAGE_ID", message_id::SETUP_READY},
 			    {"UNBOUNDED_NVIDIA_DRIVER_VERSION", driver.version},
 			    {"UNBOUNDED_NVIDIA_DRIVER_ROOT", cfg.driver_root},

@@ -81,6 +81,14 @@ int parse_args(int argc, char **argv, Args &a)
 	}
 	if (!a.command.empty() && a.command.back() == '\x01')
 		a.command.pop_back();
+	if (a.json && a.command == "generate-cdi" && a.output == "-") {
+		std::fprintf(stderr, "unbounded-nvidia-setup: generate-cdi --json needs --output FILE (stdout carries the JSON)\n");
+		return EXIT_USAGE;
+	}
+	if (a.output != "-" && a.command != "generate-cdi") {
+		std::fprintf(stderr, "unbounded-nvidia-setup: --output only applies to generate-cdi\n");
+		return EXIT_USAGE;
+	}
 	return 0;
 }
 
@@ -118,6 +126,10 @@ int run(int argc, char **argv)
 	int rc = EXIT_USAGE;
 	if (args.command == "setup")
 		rc = run_setup(ctx, report);
+	else if (args.command == "verify")
+		rc = run_verify(ctx, report);
+	else if (args.command == "generate-cdi")
+		rc = run_generate_cdi(ctx, report, args.output);
 	report.timings_ms["total"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 	report.details["peak_rss_kib"] = peak_rss_kib();
 

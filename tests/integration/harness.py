@@ -73,6 +73,7 @@ def make_chardev(path, major, minor, mode=0o666):
     if os.path.lexists(path):
         os.unlink(path)
     os.mknod(path, stat.S_IFCHR | mode, os.makedev(major, minor))
+    os.chmod(path, mode)  # mknod applies the umask
 
 
 class MachineRoot:
@@ -235,6 +236,8 @@ def snapshot(path):
                 out[rel] = ("link", os.readlink(full))
             elif stat.S_ISDIR(st.st_mode):
                 out[rel] = ("dir", stat.S_IMODE(st.st_mode))
+            elif not stat.S_ISREG(st.st_mode):
+                out[rel] = ("special", st.st_mode, st.st_rdev)
             else:
                 with open(full, "rb") as f:
                     out[rel] = ("file", hashlib.sha256(f.read()).hexdigest(), stat.S_IMODE(st.st_mode))

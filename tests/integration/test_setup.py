@@ -112,6 +112,7 @@ class TestBuild(SetupTestCase):
             shutil.copy(fixture(name), os.path.join(d, name))
         m.set_proc_version(V1)
         m.add_control_nodes()
+        m.add_gpu(0, "0000:18:00.0", "GPU-00000000-1111-2222-3333-444455556666")
         r = m.setup()
         self.assertSetupOk(r)
         self.assertCompleteRoot(m, V1)
@@ -145,6 +146,7 @@ class TestBuild(SetupTestCase):
         m.stage_firmware(V1)
         m.set_proc_version(V1)
         m.add_control_nodes()
+        m.add_gpu(0, "0000:18:00.0", "GPU-00000000-1111-2222-3333-444455556666")
         self.assertSetupOk(m.setup())
         self.assertCompleteRoot(m, V1)
 
@@ -314,6 +316,8 @@ class TestBadInput(SetupTestCase):
     def prepared(self):
         m = self.machine()
         self.assertSetupOk(m.setup())
+        with open(m.p("/etc/cdi/nvidia.yaml")) as f:
+            self.spec_before = f.read()
         return m, snapshot(m.driver_root())
 
     def assertFailsCleanly(self, m, before, rc, *needles):
@@ -324,6 +328,8 @@ class TestBadInput(SetupTestCase):
         for n in needles:
             self.assertIn(n, lines[0])
         self.assertEqual(snapshot(m.driver_root()), before, "the previous driver root changed")
+        with open(m.p("/etc/cdi/nvidia.yaml")) as f:
+            self.assertEqual(f.read(), self.spec_before, "the previous CDI spec changed")
         self.assertEqual(sorted(os.listdir(m.p("/run/nvidia"))), ["driver"], "temp tree left behind")
         return lines[0]
 
@@ -503,20 +509,25 @@ class TestKill(SetupTestCase):
             shutil.move(t.p("/run/host-nvidia"), m.p(f"/run/host-nvidia-{name}"))
             write(m.p(f"/etc/unbounded/{name}.yaml"), f"staging: /run/host-nvidia-{name}\n")
         m.add_control_nodes()
+        m.add_gpu(0, "0000:18:00.0", "GPU-00000000-1111-2222-3333-444455556666")
 
         def run(name):
             return subprocess.run([SETUP, "--root", m.path, "--config", m.p(f"/etc/unbounded/{name}.yaml"), "setup"],
                                   capture_output=True, text=True)
 
         # Reference trees, and how long a full build takes.
-        refs, durations = {}, []
+        refs, specs, durations = {}, {}, []
+        spec_path = m.p("/etc/cdi/nvidia.yaml")
         for name in ("a", "b", "a", "b"):
             t = time.monotonic()
             r = run(name)
             durations.append(time.monotonic() - t)
             self.assertEqual(r.returncode, 0, r.stderr)
             refs[name] = snapshot(m.driver_root())
+            specs[name] = open(spec_path).read()
+        self.assertNotEqual(specs["a"], specs["b"])
         shutil.rmtree(m.driver_root())
+        os.unlink(spec_path)
         full = max(durations)
 
         rng = random.Random(int(os.environ.get("KILL_SEED", "1234")))
@@ -539,10 +550,14 @@ class TestKill(SetupTestCase):
                 outcomes["b"] += 1
             else:
                 self.fail(f"trial {trial}: driver root is neither whole version")
+            if os.path.exists(spec_path):
+                self.assertIn(open(spec_path).read(), (specs["a"], specs["b"]), f"trial {trial}: partial CDI spec")
         # After the last kill, the next run completes and cleans up.
         r = run("a")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(snapshot(m.driver_root()), refs["a"])
+        self.assertEqual(open(spec_path).read(), specs["a"])
+        self.assertEqual(os.listdir(m.p("/etc/cdi")), ["nvidia.yaml"], "temporary spec files piled up")
         self.assertEqual(sorted(os.listdir(m.p("/run/nvidia"))), ["driver"])
         print(f"# kill outcomes over {self.TRIALS} trials: {outcomes}, full run {full * 1000:.0f}ms")
         self.assertGreater(outcomes["a"] + outcomes["b"], 0)

@@ -1,0 +1,384 @@
+#include "cdi_check.hpp"
+
+#include "fs.hpp"
+
+#include <cctype>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <set>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+namespace unbounded {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+json yaml_to_json(const YAML::Node &n)
+{
+	switch (n.Type()) {
+	case YAML::NodeType::Map: {
+		json o = json::object();
+		for (const auto &kv : n)
+			o[kv.first.Scalar()] = yaml_to_json(kv.second);
+		return o;
+	}
+	case YAML::NodeType::Sequence: {
+		json a = json::array();
+		for (const auto &v : n)
+			a.push_back(yaml_to_json(v));
+		return a;
+	}
+	case YAML::NodeType::Scalar: {
+		const std::string &s = n.Scalar();
+		if (n.Tag() == "!")  // quoted: always a string
+			return s;
+		if (!s.empty() && s.size() < 19 &&
+		    std::all_of(s.begin() + (s[0] == '-' ? 1 : 0), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }) &&
+		    s != "-")
+			return std::stoll(s);
+		if (s == "true" || s == "false")
+			return s == "true";
+		return s;
+	}
+	default:
+		return nullptr;
+	}
+}
+
+bool valid_vendor_class(const std::string &s)
+{
+	// vendor and class: start with a letter, end alphanumeric, inside [A-Za-z0-9_.-]
+	if (s.empty() || !std::isalpha(static_cast<unsigned char>(s.front())) || !std::isalnum(static_cast<unsigned char>(s.back())))
+		return false;
+	return std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-'; });
+}
+
+bool valid_device_name(const std::string &s)
+{
+	if (s.empty() || !std::isalnum(static_cast<unsigned char>(s.front())) || !std::isalnum(static_cast<unsigned char>(s.back())))
+		return false;
+	return std::all_of(s.begin(), s.end(), [](char c) {
+		return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-' || c == ':';
+	});
+}
+
+int version_rank(const std::string &v)
+{
+	static const char *known[] = {"0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "1.0.0", "1.1.0"};
+	for (int i = 0; i < static_cast<int>(std::size(known)); i++)
+		if (v == known[i])
+			return i;
+	return -1;
+}
+
+struct Checker {
+	const std::string &display;
+	std::vector<Problem> &problems;
+	int required_rank = version_rank("0.3.0");
+	std::string required_why;
+
+	void bad(const std::string &what) { problems.push_back(Problem{display, display + ": " + what}); }
+	void need(const char *version, const std::string &why)
+	{
+		if (version_rank(version) > required_rank) {
+			required_rank = version_rank(version);
+			required_why = why;
+		}
+	}
+
+	bool fields(const json &o, const std::string &where, std::initializer_list<const char *> allowed)
+	{
+		if (!o.is_object()) {
+			bad(where + " is not a mapping");
+			return false;
+		}
+		for (const auto &[k, v] : o.items())
+			if (std::find_if(allowed.begin(), allowed.end(), [&](const char *a) { return k == a; }) == allowed.end())
+				bad("unknown field '" + k + "' in " + where);
+		return true;
+	}
+
+	bool string_field(const json &o, const char *key, const std::string &where, bool required, bool absolute = false)
+	{
+		if (!o.contains(key)) {
+			if (required)
+				bad(where + " has no " + key);
+			return false;
+		}
+		if (!o[key].is_string()) {
+			bad(std::string(key) + " of " + where + " is not a string");
+			return false;
+		}
+		if (absolute && (o[key].get<std::string>().empty() || o[key].get<std::string>().front() != '/')) {
+			bad(std::string(key) + " of " + where + " is not an absolute path");
+			return false;
+		}
+		return true;
+	}
+
+	void edits(const json &e, const std::string &where)
+	{
+		if (!fields(e, where, {"env", "deviceNodes", "hooks", "mounts", "intelRdt", "additionalGids", "netDevices"}))
+			return;
+		if (e.contains("env")) {
+			if (!e["env"].is_array())
+				bad("env of " + where + " is not a list");
+			else
+				for (const auto &v : e["env"])
+					if (!v.is_string() || v.get<std::string>().find('=') == std::string::npos)
+						bad("env of " + where + " has an entry that is not NAME=value");
+		}
+		if (e.contains("deviceNodes")) {
+			std::size_t i = 0;
+			for (const auto &d : e["deviceNodes"]) {
+				const std::string w = where + ".deviceNodes[" + std::to_string(i++) + "]";
+				if (!fields(d, w, {"path", "hostPath", "type", "major", "minor", "fileMode", "permissions", "uid", "gid"}))
+					continue;
+				string_field(d, "path", w, true, true);
+				if (string_field(d, "hostPath", w, false, true))
+					need("0.5.0", "deviceNodes hostPath");
+				for (const char *k : {"major", "minor", "fileMode", "uid", "gid"})
+					if (d.contains(k) && !d[k].is_number_integer())
+						bad(std::string(k) + " of " + w + " is not an integer");
+			}
+		}
+		if (e.contains("mounts")) {
+			std::size_t i = 0;
+			for (const auto &m : e["mounts"]) {
+				const std::string w = where + ".mounts[" + std::to_string(i++) + "]";
+				if (!fields(m, w, {"hostPath", "containerPath", "type", "options"}))
+					continue;
+				string_field(m, "hostPath", w, true);
+				string_field(m, "containerPath", w, true, true);
+				if (m.contains("type"))
+					need("0.4.0", "mount type");
+			}
+		}
+		if (e.contains("hooks")) {
+			static const std::set<std::string> names = {"prestart", "createRuntime", "createContainer",
+								    "startContainer", "poststart", "poststop"};
+			std::size_t i = 0;
+			for (const auto &h : e["hooks"]) {
+				const std::string w = where + ".hooks[" + std::to_string(i++) + "]";
+				if (!fields(h, w, {"hookName", "path", "args", "env", "timeout"}))
+					continue;
+				if (string_field(h, "hookName", w, true) && !names.count(h["hookName"].get<std::string>()))
+					bad("hookName of " + w + " is not a valid hook name");
+				string_field(h, "path", w, true, true);
+			}
+		}
+		if (e.contains("additionalGids"))
+			need("0.7.0", "additionalGids");
+		if (e.contains("intelRdt"))
+			need("0.7.0", "intelRdt");
+		if (e.contains("netDevices"))
+			need("1.1.0", "netDevices");
+	}
+};
+
+// Opens `path` (absolute, as in the machine) with every symlink resolved inside the root.
+UniqueFd open_in_root(const Context &ctx, const std::string &path, bool follow_last)
+{
+	const std::string root = ctx.root.empty() ? "/" : ctx.root;
+	UniqueFd rfd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+	if (!rfd)
+		return UniqueFd();
+	open_how how{};
+	how.flags = O_PATH | O_CLOEXEC | (follow_last ? 0 : O_NOFOLLOW);
+	how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+	std::string rel = path;
+	while (!rel.empty() && rel.front() == '/')
+		rel.erase(0, 1);
+	if (rel.empty())
+		rel = ".";
+	long fd = ::syscall(SYS_openat2, rfd.get(), rel.c_str(), &how, sizeof(how));
+	return UniqueFd(static_cast<int>(fd));
+}
+
+}  // namespace
+
+Result<nlohmann::ordered_json> parse_yaml_document(const std::string &text, const std::string &display)
+{
+	try {
+		YAML::Node n = YAML::Load(text);
+		return yaml_to_json(n);
+	} catch (const YAML::Exception &e) {
+		return fail(make_error("Failed to parse " + display + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg));
+	} catch (const std::exception &e) {
+		return fail(make_error("Failed to parse " + display + ": " + e.what()));
+	}
+}
+
+void check_cdi_structure(const nlohmann::ordered_json &doc, const std::string &display, std::vector<Problem> &problems)
+{
+	Checker c{display, problems, version_rank("0.3.0"), ""};
+	if (!c.fields(doc, "the spec", {"cdiVersion", "kind", "annotations", "devices", "containerEdits"}))
+		return;
+	std::string version;
+	if (c.string_field(doc, "cdiVersion", "the spec", true)) {
+		version = doc["cdiVersion"].get<std::string>();
+		if (version_rank(version) < 0)
+			c.bad("unknown cdiVersion '" + version + "'");
+	}
+	if (c.string_field(doc, "kind", "the spec", true)) {
+		const std::string kind = doc["kind"].get<std::string>();
+		auto slash = kind.find('/');
+		if (slash == std::string::npos || !valid_vendor_class(kind.substr(0, slash)) || !valid_vendor_class(kind.substr(slash + 1)))
+			c.bad("invalid kind '" + kind + "'");
+		else if (kind.substr(slash + 1).find('.') != std::string::npos)
+			c.need("0.6.0", "a dot in the class name");
+	}
+	if (doc.contains("annotations"))
+		c.need("0.6.0", "annotations");
+	if (!doc.contains("devices") || !doc["devices"].is_array() || doc["devices"].empty()) {
+		c.bad("no devices");
+	} else {
+		std::set<std::string> seen;
+		std::size_t i = 0;
+		for (const auto &d : doc["devices"]) {
+			const std::string w = "devices[" + std::to_string(i++) + "]";
+			if (!c.fields(d, w, {"name", "annotations", "containerEdits"}))
+				continue;
+			std::string name = w;
+			if (c.string_field(d, "name", w, true)) {
+				name = d["name"].get<std::string>();
+				if (!valid_device_name(name))
+					c.bad("invalid device name '" + name + "'");
+				else if (std::isdigit(static_cast<unsigned char>(name.front())))
+					c.need("0.5.0", "device names starting with a digit");
+				if (!seen.insert(name).second)
+					c.bad("device '" + name + "' is defined twice");
+			}
+			if (d.contains("annotations"))
+				c.need("0.6.0", "annotations");
+			if (!d.contains("containerEdits") || !d["containerEdits"].is_object() || d["containerEdits"].empty())
+				c.bad("device '" + name + "' has empty containerEdits");
+			else
+				c.edits(d["containerEdits"], "device '" + name + "'");
+		}
+	}
+	if (doc.contains("containerEdits"))
+		c.edits(doc["containerEdits"], "containerEdits");
+	if (!version.empty() && version_rank(version) >= 0 && version_rank(version) < c.required_rank)
+		c.bad("cdiVersion " + version + " is lower than " + c.required_why + " requires");
+}
+
+void check_cdi_host_paths(const Context &ctx, const nlohmann::ordered_json &doc, const std::string &display,
+			  std::vector<Problem> &problems)
+{
+	auto each_edits = [&](auto &&fn) {
+		if (doc.contains("containerEdits") && doc["containerEdits"].is_object())
+			fn(doc["containerEdits"]);
+		if (doc.contains("devices") && doc["devices"].is_array())
+			for (const auto &d : doc["devices"])
+				if (d.is_object() && d.contains("containerEdits") && d["containerEdits"].is_object())
+					fn(d["containerEdits"]);
+	};
+	std::set<std::string> checked;
+	auto check = [&](const std::string &path, bool device) {
+		if (path.empty() || path.front() != '/' || !checked.insert(path + (device ? "\1" : "")).second)
+			return;
+		UniqueFd fd = open_in_root(ctx, path, !device);
+		struct stat st{};
+		if (!fd || ::fstat(fd.get(), &st) < 0) {
+			problems.push_back(Problem{path, display + ": " + (device ? "device node " : "hostPath ") + path + " does not exist"});
+			return;
+		}
+		if (device && !S_ISCHR(st.st_mode))
+			problems.push_back(Problem{path, display + ": device node " + path + " is not a character device"});
+	};
+	each_edits([&](const json &e) {
+		if (e.contains("mounts") && e["mounts"].is_array())
+			for (const auto &m : e["mounts"])
+				if (m.is_object() && m.contains("hostPath") && m["hostPath"].is_string())
+					check(m["hostPath"].get<std::string>(), false);
+		if (e.contains("deviceNodes") && e["deviceNodes"].is_array())
+			for (const auto &d : e["deviceNodes"]) {
+				if (!d.is_object())
+					continue;
+				const char *key = d.contains("hostPath") ? "hostPath" : "path";
+				if (d.contains(key) && d[key].is_string())
+					check(d[key].get<std::string>(), true);
+			}
+		if (e.contains("hooks") && e["hooks"].is_array())
+			for (const auto &h : e["hooks"])
+				if (h.is_object() && h.contains("path") && h["path"].is_string())
+					check(h["path"].get<std::string>(), false);
+	});
+}
+
+void check_core_mounts(const nlohmann::ordered_json &doc, const std::string &display, const std::string &version,
+		       std::vector<Problem> &problems)
+{
+	std::set<std::string> bases;
+	if (doc.contains("containerEdits") && doc["containerEdits"].is_object() && doc["containerEdits"].contains("mounts") &&
+	    doc["containerEdits"]["mounts"].is_array())
+		for (const auto &m : doc["containerEdits"]["mounts"])
+			if (m.is_object() && m.contains("hostPath") && m["hostPath"].is_string())
+				bases.insert(fs::basename(m["hostPath"].get<std::string>()));
+	for (const std::string lib : {"libcuda.so.", "libnvidia-ml.so."})
+		if (!bases.count(lib + version))
+			problems.push_back(Problem{display, display + " has no mount of " + lib + version});
+}
+
+std::vector<Problem> verify_cdi_spec(const Context &ctx, const std::string &path, const std::string &driver_version,
+				     const CdiSpec *expected)
+{
+	std::vector<Problem> problems;
+	auto text = fs::read_file(ctx.real(path), 64u << 20);
+	if (!text) {
+		problems.push_back(Problem{path, "CDI spec " + path + " is unreadable: " + errno_string(text.error().errnum)});
+		return problems;
+	}
+	if (expected && *text == expected->yaml) {
+		// The file is exactly the spec for the current state, which is valid by construction:
+		// what is left to check is the world it points at.
+		check_cdi_host_paths(ctx, expected->doc, path, problems);
+		if (!driver_version.empty())
+			check_core_mounts(expected->doc, path, driver_version, problems);
+		return problems;
+	}
+	auto doc = parse_yaml_document(*text, path);
+	if (!doc) {
+		problems.push_back(Problem{path, doc.error().message});
+		return problems;
+	}
+	check_cdi_structure(*doc, path, problems);
+	if (!problems.empty())
+		return problems;
+	if ((*doc)["kind"] != CDI_KIND)
+		problems.push_back(Problem{path, path + ": kind is " + (*doc)["kind"].get<std::string>() + ", expected " + CDI_KIND});
+	check_cdi_host_paths(ctx, *doc, path, problems);
+	if (!driver_version.empty())
+		check_core_mounts(*doc, path, driver_version, problems);
+	if (expected)
+		problems.push_back(Problem{path, "CDI spec " + path + " is stale: it differs from the spec for the current driver root and devices"});
+	return problems;
+}
+
+std::vector<Problem> verify_device_plugin_spec(const Context &ctx, const std::string &path, const std::string &driver_version)
+{
+	std::vector<Problem> problems;
+	auto text = fs::read_file(ctx.real(path), 64u << 20);
+	if (!text) {
+		if (text.error().errnum != ENOENT)
+			problems.push_back(Problem{path, "Device plugin CDI spec " + path + " is unreadable: " + errno_string(text.error().errnum)});
+		return problems;  // absent: the device plugin has not written it (yet), nothing to check
+	}
+	json doc = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+	if (doc.is_discarded()) {
+		problems.push_back(Problem{path, "Device plugin CDI spec " + path + " is not valid JSON"});
+		return problems;
+	}
+	check_cdi_structure(doc, path, problems);
+	if (!problems.empty())
+		return problems;
+	check_core_mounts(doc, path, driver_version, problems);
+	check_cdi_host_paths(ctx, doc, path, problems);
+	return problems;
+}
+
+}  // namespace unbounded

@@ -1,0 +1,44 @@
+// Checks of CDI spec files as the container runtime will read them: strict structure (unknown fields
+// fail the whole file in the CDI library, so they fail here), a cdiVersion no lower than the content
+// needs, and every hostPath present, resolved inside the machine root. Used by setup (step 7), by
+// `verify`, and for the NVIDIA device plugin's JSON spec.
+#pragma once
+
+#include "context.hpp"
+#include "cdi_spec.hpp"
+#include "driver_root.hpp"
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace unbounded {
+
+// YAML (or JSON) text to a JSON value; quoted scalars stay strings, plain ones become numbers or
+// booleans where they look like one. Fails with file and line on malformed input.
+Result<nlohmann::ordered_json> parse_yaml_document(const std::string &text, const std::string &display);
+
+// Structure and version rules of the CDI spec (cncf-tags/container-device-interface 1.1.0).
+void check_cdi_structure(const nlohmann::ordered_json &doc, const std::string &display, std::vector<Problem> &problems);
+
+// Every mount hostPath (followed, inside the root), every device node (lstat: a character device)
+// and every hook path exists.
+void check_cdi_host_paths(const Context &ctx, const nlohmann::ordered_json &doc, const std::string &display,
+			  std::vector<Problem> &problems);
+
+// Whether the spec's top-level mounts include libcuda.so.<v> and libnvidia-ml.so.<v>.
+void check_core_mounts(const nlohmann::ordered_json &doc, const std::string &display, const std::string &version,
+		       std::vector<Problem> &problems);
+
+// Our spec at `path`: present, parses, valid, kind nvidia.com/gpu, host paths present, and (when
+// `expected` is given) byte-identical to what generate-cdi produces now, i.e. not stale. When the
+// bytes are the expected ones, the expected document stands for the parsed file.
+std::vector<Problem> verify_cdi_spec(const Context &ctx, const std::string &path, const std::string &driver_version,
+				     const CdiSpec *expected);
+
+// The device plugin's JSON spec, when it exists.
+std::vector<Problem> verify_device_plugin_spec(const Context &ctx, const std::string &path,
+					       const std::string &driver_version);
+
+}  // namespace unbounded

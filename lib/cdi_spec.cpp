@@ -1,0 +1,216 @@
+#include "cdi_spec.hpp"
+
+#include "fs.hpp"
+
+#include <algorithm>
+#include <set>
+#include "yaml_emit.hpp"
+
+namespace unbounded {
+namespace {
+
+struct Mount {
+	std::string host, container;
+};
+
+// What one set of container edits holds; devices and the top level share the emitter.
+struct Edits {
+	std::vector<std::string> env;
+	std::vector<DeviceNode> nodes;
+	std::vector<std::vector<std::string>> hooks;  // argv of each createContainer hook
+	std::vector<Mount> mounts;
+	std::set<unsigned> additional_gids;
+};
+
+// nvidia-ctk (internal/edits/device.go): a node owned by a non-root group and not world read-write
+// needs that group in the container, which makes the spec 0.7.0.
+void add_node(Edits &e, const DeviceNode &n)
+{
+	e.nodes.push_back(n);
+	if (n.gid != 0 && (n.mode & 0006) != 0006)
+		e.additional_gids.insert(n.gid);
+}
+
+nlohmann::ordered_json edits_json(const Edits &e, const std::optional<std::string> &hook_path)
+{
+	nlohmann::ordered_json j = nlohmann::ordered_json::object();
+	if (!e.env.empty())
+		j["env"] = e.env;
+	if (!e.nodes.empty()) {
+		auto &nodes = j["deviceNodes"] = nlohmann::ordered_json::array();
+		for (const auto &n : e.nodes) {
+			nlohmann::ordered_json d;
+			d["path"] = n.path;
+			if (n.major)  // omitempty, as in the CDI Go types
+				d["major"] = n.major;
+			if (n.minor)
+				d["minor"] = n.minor;
+			d["fileMode"] = n.mode;
+			d["permissions"] = "rwm";
+			if (n.gid)
+				d["gid"] = n.gid;
+			nodes.push_back(std::move(d));
+		}
+	}
+	if (!e.hooks.empty() && hook_path) {
+		auto &hooks = j["hooks"] = nlohmann::ordered_json::array();
+		for (const auto &argv : e.hooks) {
+			nlohmann::ordered_json h;
+			h["hookName"] = "createContainer";
+			h["path"] = *hook_path;
+			h["args"] = argv;
+			h["env"] = {"NVIDIA_CTK_DEBUG=false"};
+			hooks.push_back(std::move(h));
+		}
+	}
+	if (!e.mounts.empty()) {
+		auto &mounts = j["mounts"] = nlohmann::ordered_json::array();
+		for (const auto &m : e.mounts) {
+			nlohmann::ordered_json o;
+			o["hostPath"] = m.host;
+			o["containerPath"] = m.container;
+			o["options"] = CDI_MOUNT_OPTIONS;
+			mounts.push_back(std::move(o));
+		}
+	}
+	if (!e.additional_gids.empty())
+		j["additionalGids"] = e.additional_gids;
+	return j;
+}
+
+std::size_t depth(const std::string &p) { return static_cast<std::size_t>(std::count(p.begin(), p.end(), '/')); }
+
+}  // namespace
+
+CdiSpec generate_cdi(const CdiInputs &in)
+{
+	const Manifest &m = *in.manifest;
+	const std::string libdir = "/lib/" + m.multiarch;  // container path of the driver's lib dir
+	CdiSpec spec;
+
+	Edits common;
+	common.env = {"NVIDIA_CTK_LIBCUDA_DIR=" + libdir, "NVIDIA_VISIBLE_DEVICES=void"};
+	for (const auto &n : in.devices->control)
+		add_node(common, n);
+
+	// One read-only bind mount per driver file, at its standard place in the container.
+	std::set<std::string> files;
+	for (const auto &e : m.entries)
+		if (e.type == ManifestEntry::Type::File) {
+			common.mounts.push_back(Mount{fs::join(in.driver_root, e.path), "/" + e.path});
+			files.insert(e.path);
+		}
+	bool has_vdpau = false;
+	for (const auto &e : m.entries)
+		has_vdpau |= e.path.starts_with("lib/" + m.multiarch + "/vdpau/");
+
+	if (in.hook_path) {
+		// The links the hook recreates in the container: every symlink of the driver root
+		// (SONAME links, libcuda.so, ...) plus GLVND's indirect GLX entry point.
+		std::vector<std::string> argv{fs::basename(*in.hook_path), "create-symlinks"};
+		std::vector<std::pair<std::string, std::string>> links;
+		for (const auto &e : m.entries)
+			if (e.type == ManifestEntry::Type::Link)
+				links.emplace_back(e.target, "/" + e.path);
+		const std::string glx = "lib/" + m.multiarch + "/libGLX_nvidia.so." + m.driver_version;
+		if (files.count(glx))
+			links.emplace_back(fs::basename(glx), libdir + "/libGLX_indirect.so.0");
+		std::sort(links.begin(), links.end(), [](const auto &a, const auto &b) { return a.second < b.second; });
+		for (const auto &[target, link] : links) {
+			argv.push_back("--link");
+			argv.push_back(target + "::" + link);
+		}
+		common.hooks.push_back(std::move(argv));
+		common.hooks.push_back({fs::basename(*in.hook_path), "enable-cuda-compat", "--host-driver-version=" + m.driver_version});
+		std::vector<std::string> ldcache{fs::basename(*in.hook_path), "update-ldcache", "--folder", libdir};
+		if (has_vdpau) {
+			ldcache.push_back("--folder");
+			ldcache.push_back(libdir + "/vdpau");
+		}
+		common.hooks.push_back(std::move(ldcache));
+		common.hooks.push_back({fs::basename(*in.hook_path), "disable-device-node-modification"});
+	} else {
+		// Without the hook nobody creates libcuda.so.1 and friends in the container: bind the
+		// files at their link names too, so dlopen("libcuda.so.1") works anyway.
+		for (const auto &e : m.entries) {
+			if (e.type != ManifestEntry::Type::Link)
+				continue;
+			std::string target_rel = fs::join(fs::dirname(e.path), e.target);
+			// Normalise "dir/../file" (the gbm link) and follow link chains (libcuda.so -> .so.1 -> .so.<v>).
+			for (int hops = 0; hops < 8; hops++) {
+				std::vector<std::string> parts;
+				for (auto &c : fs::split_path(target_rel)) {
+					if (c == ".." && !parts.empty())
+						parts.pop_back();
+					else if (c != "." && c != "..")
+						parts.push_back(c);
+				}
+				target_rel.clear();
+				for (const auto &p : parts)
+					target_rel = fs::join(target_rel, p);
+				const ManifestEntry *t = m.find(target_rel);
+				if (!t || t->type == ManifestEntry::Type::File)
+					break;
+				target_rel = fs::join(fs::dirname(target_rel), t->target);
+			}
+			if (files.count(target_rel))
+				common.mounts.push_back(Mount{fs::join(in.driver_root, target_rel), "/" + e.path});
+		}
+	}
+	std::sort(common.mounts.begin(), common.mounts.end(), [](const Mount &a, const Mount &b) {
+		return std::pair(depth(a.container), a.container) < std::pair(depth(b.container), b.container);
+	});
+
+	// Devices: by index, by UUID where fully known, and "all"; sorted by name as nvidia-ctk does.
+	std::vector<std::pair<std::string, Edits>> devices;
+	Edits all;
+	for (std::size_t i = 0; i < in.devices->gpus.size(); i++) {
+		const Gpu &g = in.devices->gpus[i];
+		Edits e;
+		for (const auto &n : g.nodes) {
+			add_node(e, n);
+			add_node(all, n);
+		}
+		devices.emplace_back(std::to_string(i), e);
+		if (g.uuid)
+			devices.emplace_back(*g.uuid, e);
+	}
+	std::sort(devices.begin(), devices.end(), [](const auto &a, const auto &b) {
+		// numeric names in numeric order ("2" before "10"), then the rest by name
+		auto numeric = [](const std::string &s) { return !s.empty() && std::all_of(s.begin(), s.end(), ::isdigit); };
+		if (numeric(a.first) && numeric(b.first))
+			return std::stoul(a.first) < std::stoul(b.first);
+		if (numeric(a.first) != numeric(b.first))
+			return numeric(a.first);
+		return a.first < b.first;
+	});
+	devices.emplace_back("all", all);
+
+	// The lowest cdiVersion the content needs: names starting with a digit need 0.5.0,
+	// additionalGids 0.7.0 (CDI specs-go/version.go).
+	bool gids = !common.additional_gids.empty();
+	for (const auto &[name, e] : devices)
+		gids |= !e.additional_gids.empty();
+	spec.cdi_version = gids ? "0.7.0" : "0.5.0";
+
+	nlohmann::ordered_json &doc = spec.doc;
+	doc["cdiVersion"] = spec.cdi_version;
+	doc["kind"] = CDI_KIND;
+	auto &devs = doc["devices"] = nlohmann::ordered_json::array();
+	for (const auto &[name, e] : devices) {
+		nlohmann::ordered_json d;
+		d["name"] = name;
+		d["containerEdits"] = edits_json(e, in.hook_path);
+		devs.push_back(std::move(d));
+		spec.device_nodes += e.nodes.size();
+	}
+	doc["containerEdits"] = edits_json(common, in.hook_path);
+	spec.yaml = emit_block_yaml(doc);
+	spec.devices = devices.size();
+	spec.mounts = common.mounts.size();
+	spec.device_nodes += common.nodes.size();
+	spec.hooks = in.hook_path ? common.hooks.size() : 0;
+	return spec;
+}
+
+}  // namespace unbounded

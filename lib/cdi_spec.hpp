@@ -1,0 +1,37 @@
+// The CDI spec for the driver root, as `nvidia-ctk cdi generate --driver-root=/run/nvidia/driver
+// --dev-root=/` writes it (reference/cdi-and-nvidia-ctk.md), generated natively: kind nvidia.com/gpu,
+// devices "0".."N-1" (PCI order), GPU-<uuid> where known and "all"; top-level env, control nodes, one
+// read-only mount per driver file, and the nvidia-cdi-hook hooks only when that binary exists.
+// Deterministic: the same root and devices give the same bytes.
+#pragma once
+
+#include "devices.hpp"
+#include "manifest.hpp"
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace unbounded {
+
+inline constexpr const char *CDI_KIND = "nvidia.com/gpu";
+inline const std::vector<std::string> CDI_MOUNT_OPTIONS = {"ro", "nosuid", "nodev", "rbind", "rprivate"};
+
+struct CdiInputs {
+	const Manifest *manifest = nullptr;
+	std::string driver_root;                // as in the machine: "/run/nvidia/driver"
+	const DeviceInventory *devices = nullptr;
+	std::optional<std::string> hook_path;   // set only when the hook binary exists in the machine
+};
+
+struct CdiSpec {
+	nlohmann::ordered_json doc;             // the spec as data
+	std::string yaml;                       // the file's bytes
+	std::string cdi_version;
+	std::size_t devices = 0, mounts = 0, device_nodes = 0, hooks = 0;
+};
+
+CdiSpec generate_cdi(const CdiInputs &in);
+
+}  // namespace unbounded

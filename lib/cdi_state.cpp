@@ -1,0 +1,28 @@
+#include "cdi_state.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+namespace unbounded {
+
+std::optional<std::string> cdi_hook_in_machine(const Context &ctx)
+{
+	struct stat st{};
+	if (::stat(ctx.real(ctx.config.cdi_hook).c_str(), &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111))
+		return ctx.config.cdi_hook;
+	return std::nullopt;
+}
+
+Result<SpecForState> spec_for_state(const Context &ctx, const Manifest &manifest)
+{
+	auto devices = enumerate_devices(ctx);
+	if (!devices)
+		return fail(devices.error());
+	SpecForState s;
+	s.devices = std::move(*devices);
+	CdiInputs in{&manifest, ctx.config.driver_root, &s.devices, cdi_hook_in_machine(ctx)};
+	s.spec = generate_cdi(in);
+	return s;
+}
+
+}  // namespace unbounded

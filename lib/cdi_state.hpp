@@ -1,0 +1,25 @@
+// The CDI spec that belongs to a driver root and the devices the machine has right now.
+#pragma once
+
+#include "cdi_spec.hpp"
+#include "context.hpp"
+#include "devices.hpp"
+#include "error.hpp"
+#include "manifest.hpp"
+
+#include <optional>
+#include <string>
+
+namespace unbounded {
+
+// The nvidia-cdi-hook path when that binary exists (a regular executable file) in the machine.
+std::optional<std::string> cdi_hook_in_machine(const Context &ctx);
+
+struct SpecForState {
+	CdiSpec spec;
+	DeviceInventory devices;
+};
+
+Result<SpecForState> spec_for_state(const Context &ctx, const Manifest &manifest);
+
+}  // namespace unbounded

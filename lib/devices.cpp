@@ -1,0 +1,167 @@
+#include "devices.hpp"
+
+#include "fs.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+namespace unbounded {
+
+bool is_complete_gpu_uuid(std::string_view u)
+{
+	if (!u.starts_with("GPU-"))
+		return false;
+	u.remove_prefix(4);
+	static constexpr std::size_t groups[] = {8, 4, 4, 4, 12};
+	for (std::size_t g = 0; g < 5; g++) {
+		if (u.size() < groups[g])
+			return false;
+		for (std::size_t i = 0; i < groups[g]; i++)
+			if (!std::isxdigit(static_cast<unsigned char>(u[i])))
+				return false;
+		u.remove_prefix(groups[g]);
+		if (g < 4) {
+			if (u.empty() || u.front() != '-')
+				return false;
+			u.remove_prefix(1);
+		}
+	}
+	return u.empty();
+}
+
+std::optional<DeviceNode> read_device_node(const Context &ctx, const std::string &path)
+{
+	struct stat st{};
+	if (::lstat(ctx.real(path).c_str(), &st) < 0 || !S_ISCHR(st.st_mode))
+		return std::nullopt;
+	return DeviceNode{path, ::major(st.st_rdev), ::minor(st.st_rdev), static_cast<unsigned>(st.st_mode & 0777),
+			  static_cast<unsigned>(st.st_gid)};
+}
+
+namespace {
+
+std::map<std::string, std::string> parse_information(const std::string &text)
+{
+	std::map<std::string, std::string> kv;
+	std::size_t pos = 0;
+	while (pos < text.size()) {
+		std::size_t end = text.find('\n', pos);
+		if (end == std::string::npos)
+			end = text.size();
+		std::string line = text.substr(pos, end - pos);
+		pos = end + 1;
+		auto colon = line.find(':');
+		if (colon == std::string::npos)
+			continue;
+		auto trim = [](std::string s) {
+			auto b = s.find_first_not_of(" \t\r");
+			auto e = s.find_last_not_of(" \t\r");
+			return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+		};
+		kv[trim(line.substr(0, colon))] = trim(line.substr(colon + 1));
+	}
+	return kv;
+}
+
+// DRM nodes of a GPU, as nvidia-ctk adds them: /sys/bus/pci/devices/<pci>/drm/{cardN,renderDN}, when
+// the node exists in the machine.
+void add_drm_nodes(const Context &ctx, Gpu &gpu)
+{
+	if (gpu.pci.empty())
+		return;
+	auto dir = fs::open_dir(ctx.real("/sys/bus/pci/devices/" + gpu.pci + "/drm"));
+	if (!dir)
+		return;
+	auto names = fs::list_dir(dir->get(), "drm");
+	if (!names)
+		return;
+	for (const auto &n : *names)
+		if (n.starts_with("card") || n.starts_with("renderD"))
+			if (auto node = read_device_node(ctx, "/dev/dri/" + n))
+				gpu.nodes.push_back(*node);
+}
+
+bool all_digits(std::string_view s)
+{
+	return !s.empty() && s.size() < 4 && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+}
+
+}  // namespace
+
+Result<DeviceInventory> enumerate_devices(const Context &ctx)
+{
+	DeviceInventory inv;
+	for (const char *p : CONTROL_NODES)
+		if (auto n = read_device_node(ctx, p))
+			inv.control.push_back(*n);
+		else if (std::string_view(p) == "/dev/nvidiactl" || std::string_view(p) == "/dev/nvidia-uvm")
+			inv.warnings.push_back(std::string(p) + " is missing or not a character device; CUDA needs it");
+
+	const std::string gpus_dir = "/proc/driver/nvidia/gpus";
+	auto dir = fs::open_dir(ctx.real(gpus_dir));
+	if (dir) {
+		inv.source = "proc";
+		auto names = fs::list_dir(dir->get(), gpus_dir);  // sorted: fixed-width hex bus ids sort in bus order
+		if (!names)
+			return fail(names.error());
+		for (const auto &pci : *names) {
+			const std::string info_path = gpus_dir + "/" + pci + "/information";
+			auto text = fs::read_file(ctx.real(info_path), 64 * 1024);
+			if (!text)
+				return fail(text.error());
+			auto kv = parse_information(*text);
+			if (kv["GPU Excluded"] == "Yes") {
+				inv.warnings.push_back("GPU " + pci + " is excluded by the driver, skipping it");
+				continue;
+			}
+			auto minor_it = kv.find("Device Minor");
+			if (minor_it == kv.end() || !all_digits(minor_it->second))
+				return fail(make_error("Failed to parse " + info_path + ": no valid 'Device Minor'"));
+			Gpu g;
+			g.pci = pci;
+			g.minor = static_cast<unsigned>(std::stoul(minor_it->second));
+			if (auto u = kv.find("GPU UUID"); u != kv.end() && is_complete_gpu_uuid(u->second))
+				g.uuid = u->second;
+			const std::string node_path = "/dev/nvidia" + std::to_string(g.minor);
+			auto node = read_device_node(ctx, node_path);
+			if (!node)
+				return fail(make_error("GPU " + pci + " (Device Minor " + std::to_string(g.minor) + ") has no character device " +
+						       node_path, EXIT_NOT_READY, ENOENT));
+			g.nodes.push_back(*node);
+			add_drm_nodes(ctx, g);
+			inv.gpus.push_back(std::move(g));
+		}
+	} else {
+		// No /proc/driver/nvidia here (a container without it): the GPU nodes are the inventory.
+		inv.source = "dev";
+		auto dev = fs::open_dir(ctx.real("/dev"));
+		if (dev) {
+			auto names = fs::list_dir(dev->get(), "/dev");
+			if (!names)
+				return fail(names.error());
+			std::vector<unsigned> minors;
+			for (const auto &n : *names)
+				if (n.starts_with("nvidia") && all_digits(std::string_view(n).substr(6)))
+					minors.push_back(static_cast<unsigned>(std::stoul(n.substr(6))));
+			std::sort(minors.begin(), minors.end());
+			for (unsigned m : minors) {
+				auto node = read_device_node(ctx, "/dev/nvidia" + std::to_string(m));
+				if (!node)
+					continue;
+				Gpu g;
+				g.minor = m;
+				g.nodes.push_back(*node);
+				inv.gpus.push_back(std::move(g));
+			}
+		}
+	}
+	if (inv.gpus.empty())
+		return fail(make_error(std::string("No GPUs found in ") + (inv.source == "proc" ? gpus_dir : "/dev/nvidia<N>"),
+				       EXIT_NOT_READY, ENODEV));
+	return inv;
+}
+
+}  // namespace unbounded

@@ -1,0 +1,49 @@
+// The GPUs and NVIDIA device nodes the machine was given, read the way nvidia-ctk reads them without
+// NVML: /proc/driver/nvidia/gpus/<pci>/information (index = PCI bus order, "Device Minor" N means
+// /dev/nvidiaN), falling back to the /dev/nvidia<N> nodes themselves when those entries are absent.
+// Majors and minors always come from the nodes, never from assumptions (nvidia-uvm's is dynamic).
+#pragma once
+
+#include "context.hpp"
+#include "error.hpp"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace unbounded {
+
+struct DeviceNode {
+	std::string path;        // in the machine: "/dev/nvidia0"
+	unsigned major = 0, minor = 0;
+	unsigned mode = 0;       // permission bits
+	unsigned gid = 0;
+};
+
+struct Gpu {
+	std::string pci;                  // "0000:18:00.0", "" when enumerated from /dev only
+	unsigned minor = 0;
+	std::optional<std::string> uuid;  // only when fully known (not "GPU-????????-...")
+	std::vector<DeviceNode> nodes;    // /dev/nvidia<minor>, then its DRM nodes
+};
+
+struct DeviceInventory {
+	std::vector<Gpu> gpus;                 // index order
+	std::vector<DeviceNode> control;       // nvidia-modeset, nvidia-uvm, nvidia-uvm-tools, nvidiactl (those that exist)
+	std::string source;                    // "proc" or "dev"
+	std::vector<std::string> warnings;
+};
+
+inline constexpr const char *CONTROL_NODES[] = {"/dev/nvidia-modeset", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
+						"/dev/nvidiactl"};
+
+// Fails when a listed GPU has no device node, or there are no GPUs at all.
+Result<DeviceInventory> enumerate_devices(const Context &ctx);
+
+// A character device at `path` (machine path) under the root; nullopt when missing or not a char device.
+std::optional<DeviceNode> read_device_node(const Context &ctx, const std::string &path);
+
+// "GPU-3f1c0a52-8e4b-4d0e-9c1a-2b7e6d5f4a10" and nothing that is partly unknown.
+bool is_complete_gpu_uuid(std::string_view uuid);
+
+}  // namespace unbounded

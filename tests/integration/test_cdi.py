@@ -1,0 +1,355 @@
+#!/usr/bin/env python3
+"""The CDI spec (golden files, schema, atomic writes) and `verify`, on fake machine roots."""
+
+import json
+import os
+import random
+import shutil
+import stat
+import subprocess
+import tempfile
+import unittest
+
+import cdi_schema
+from harness import ARCH, IS_ROOT, SETUP, V1, V2, MachineRoot, main, snapshot, write
+
+GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "golden", "cdi")
+UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
+SPEC = "/etc/cdi/nvidia.yaml"
+PLUGIN_SPEC = "/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json"
+
+
+def plugin_spec(m, version, with_libcuda=True):
+    """A device plugin spec like k8s-device-plugin writes (JSON, uuid-named devices, no 'all')."""
+    lib = f"/run/nvidia/driver/lib/{ARCH}"
+    mounts = [{"hostPath": f"{lib}/libnvidia-ml.so.{version}", "containerPath": f"/lib/{ARCH}/libnvidia-ml.so.{version}",
+               "options": ["ro", "nosuid", "nodev", "rbind", "rprivate"]}]
+    if with_libcuda:
+        mounts.insert(0, {"hostPath": f"{lib}/libcuda.so.{version}", "containerPath": f"/lib/{ARCH}/libcuda.so.{version}",
+                          "options": ["ro", "nosuid", "nodev", "rbind", "rprivate"]})
+    return json.dumps({
+        "cdiVersion": "0.5.0", "kind": "k8s.device-plugin.nvidia.com/gpu",
+        "devices": [{"name": "GPU-00000000-1111-2222-3333-444455556666",
+                     "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia0", "hostPath": "/dev/nvidia0"}]}}],
+        "containerEdits": {"env": ["NVIDIA_VISIBLE_DEVICES=void"],
+                           "deviceNodes": [{"path": "/dev/nvidiactl", "hostPath": "/dev/nvidiactl"}],
+                           "mounts": mounts}})
+
+
+class CdiCase(unittest.TestCase):
+    def ready_machine(self, **kw):
+        m = MachineRoot(self).standard(**kw)
+        r = m.setup()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return m
+
+    def generate(self, m):
+        r = m.run("generate-cdi")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stdout
+
+    def assertGolden(self, name, text):
+        path = os.path.join(GOLDEN, name)
+        text = text.replace(ARCH, "@MULTIARCH@")
+        if UPDATE:
+            os.makedirs(GOLDEN, exist_ok=True)
+            with open(path, "w") as f:
+                f.write(text)
+        with open(path) as f:
+            expected = f.read()
+        if text != expected:
+            import difflib
+            diff = "".join(difflib.unified_diff(expected.splitlines(True), text.splitlines(True), path, "generated"))
+            self.fail(f"spec differs from {name}:\n{diff}")
+
+    def assertSchemaValid(self, text):
+        self.assertEqual(cdi_schema.errors(text), [])
+
+
+class TestGolden(CdiCase):
+    def check(self, m, name):
+        spec = self.generate(m)
+        self.assertSchemaValid(spec)
+        self.assertGolden(name, spec)
+        with open(m.p(SPEC)) as f:
+            self.assertEqual(f.read(), spec, "setup and generate-cdi disagree")
+        return spec
+
+    def test_one_gpu(self):
+        spec = self.check(self.ready_machine(gpus=1), "1-gpu.yaml")
+        self.assertIn('name: "0"', spec)
+        self.assertIn("name: GPU-00000000-1111-2222-3333-444455556666", spec)
+        self.assertIn("name: all", spec)
+        self.assertIn("cdiVersion: 0.5.0", spec)
+
+    def test_eight_gpus(self):
+        spec = self.check(self.ready_machine(gpus=8), "8-gpus.yaml")
+        for i in range(8):
+            self.assertIn(f'name: "{i}"', spec)
+
+    def test_no_proc_driver_nvidia(self):
+        m = MachineRoot(self).standard(gpus=2)
+        shutil.rmtree(m.p("/proc/driver/nvidia"))
+        self.assertEqual(m.setup().returncode, 0)
+        spec = self.check(m, "no-proc.yaml")
+        self.assertNotIn("GPU-", spec)
+
+    def test_uninitialised_uuids(self):
+        m = MachineRoot(self).standard(gpus=0)
+        m.add_gpu(0, "0000:18:00.0", "GPU-????????-????-????-????-????????????")
+        m.add_gpu(1, "0000:3b:00.0", "GPU-00000001-1111-2222-3333-444455556666")
+        self.assertEqual(m.setup().returncode, 0)
+        spec = self.check(m, "uninitialised-uuids.yaml")
+        self.assertNotIn("?", spec)
+        self.assertIn("GPU-00000001-1111-2222-3333-444455556666", spec)
+
+    def test_with_hook_binary(self):
+        m = MachineRoot(self).standard(gpus=1)
+        write(m.p("/usr/bin/nvidia-cdi-hook"), "#!/bin/sh\n", 0o755)
+        self.assertEqual(m.setup().returncode, 0)
+        spec = self.check(m, "1-gpu-hook.yaml")
+        for hook in ("create-symlinks", "enable-cuda-compat", "update-ldcache", "disable-device-node-modification"):
+            self.assertIn(hook, spec)
+        self.assertIn(f"libcuda.so.{V1}::/lib/{ARCH}/libcuda.so.1", spec)
+
+    def test_pci_bus_order_not_minor_order(self):
+        m = MachineRoot(self).standard(gpus=0)
+        m.add_gpu(3, "0000:18:00.0", "GPU-00000003-1111-2222-3333-444455556666")
+        m.add_gpu(0, "0000:af:00.0", "GPU-00000000-1111-2222-3333-444455556666")
+        self.assertEqual(m.setup().returncode, 0)
+        spec = self.generate(m)
+        dev0 = spec[spec.index('name: "0"'):spec.index('name: "1"')]
+        self.assertIn("/dev/nvidia3", dev0)
+
+    def test_non_root_group_nodes_need_additional_gids(self):
+        m = MachineRoot(self).standard(gpus=1)
+        os.chown(m.p("/dev/nvidia0"), 0, 44)
+        os.chmod(m.p("/dev/nvidia0"), 0o660)
+        self.assertEqual(m.setup().returncode, 0)
+        spec = self.generate(m)
+        self.assertIn("cdiVersion: 0.7.0", spec)
+        self.assertIn("additionalGids:\n        - 44", spec)
+        self.assertSchemaValid(spec)
+
+
+class TestWrite(CdiCase):
+    def test_spec_is_0644_and_not_rewritten_when_unchanged(self):
+        m = self.ready_machine()
+        st = os.stat(m.p(SPEC))
+        self.assertEqual(stat.S_IMODE(st.st_mode), 0o644)
+        r = m.setup()
+        self.assertEqual(r.returncode, 0)
+        self.assertFalse(r.result["cdi_spec_written"])
+        self.assertEqual(os.stat(m.p(SPEC)).st_ino, st.st_ino)
+        self.assertEqual(sorted(os.listdir(m.p("/etc/cdi"))), ["nvidia.yaml"])
+
+    def test_new_version_rewrites_the_spec_without_stale_paths(self):
+        m = self.ready_machine()
+        m.clear_staging()
+        m.stage_all(V2)
+        m.set_proc_version(V2)
+        r = m.setup()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(r.result["cdi_spec_written"])
+        spec = open(m.p(SPEC)).read()
+        self.assertNotIn(V1, spec)
+        self.assertIn(f"libcuda.so.{V2}", spec)
+
+    def test_generate_cdi_to_a_file(self):
+        m = self.ready_machine()
+        out = m.p("/tmp/out.yaml")
+        os.makedirs(os.path.dirname(out))
+        r = m.run("generate-cdi", "--output", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(open(out).read(), open(m.p(SPEC)).read())
+        self.assertEqual(m.run("--json", "generate-cdi").returncode, 2)
+
+    @unittest.skipUnless(IS_ROOT and shutil.which("unshare"), "needs root and unshare for a private tmpfs")
+    def test_spec_write_failure_puts_the_old_root_back(self):
+        """ENOSPC writing /etc/cdi/nvidia.yaml after the root swap: the old root comes back, so the
+        driver root and the spec still describe the same driver."""
+        m = self.ready_machine()
+        old_spec = open(m.p(SPEC)).read()
+        b = MachineRoot(self)
+        b.stage_all(V2)
+        shutil.move(b.p("/run/host-nvidia"), m.p("/run/host-nvidia-b"))
+        write(m.p("/etc/unbounded/b.yaml"), "staging: /run/host-nvidia-b\n")
+        m.set_proc_version(V2)
+        out = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, out, True)
+        spec_dir = m.p("/etc/cdi")
+        script = f"""
+            set -u
+            cp "{spec_dir}/nvidia.yaml" "{out}/saved"
+            mount -t tmpfs -o size=12k tmpfs "{spec_dir}" || exit 90
+            cp "{out}/saved" "{spec_dir}/nvidia.yaml"
+            head -c 4096 /dev/zero > "{spec_dir}/filler" 2>/dev/null
+            "{SETUP}" --root "{m.path}" --config "{m.p('/etc/unbounded/b.yaml')}" setup 2>"{out}/err"
+            echo $? > "{out}/rc"
+            cp "{spec_dir}/nvidia.yaml" "{out}/spec-after"
+        """
+        before = snapshot(m.driver_root())
+        p = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(open(f"{out}/rc").read().strip(), "1")
+        err = open(f"{out}/err").read()
+        self.assertIn("No space left on device", err)
+        self.assertIn("previous driver root was put back", err)
+        self.assertEqual(open(f"{out}/spec-after").read(), old_spec)
+        self.assertEqual(snapshot(m.driver_root()), before)
+        self.assertEqual(sorted(os.listdir(m.p("/run/nvidia"))), ["driver"])
+
+
+class TestVerify(CdiCase):
+    def verify(self, m):
+        r = m.run("--json", "verify")
+        r.result = json.loads(r.stdout)
+        return r
+
+    def assertNotReady(self, m, *needles):
+        r = self.verify(m)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertFalse(r.result["ready"])
+        text = "\n".join(p["message"] for p in r.result["problems"])
+        for n in needles:
+            self.assertIn(n, text)
+        self.assertIn(needles[0], r.stderr)
+        return r
+
+    def test_ready_machine_verifies(self):
+        m = self.ready_machine(gpus=2)
+        write(m.p(PLUGIN_SPEC), plugin_spec(m, V1))
+        r = self.verify(m)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(r.result["ready"])
+        self.assertEqual(r.result["problems"], [])
+        self.assertEqual(r.result["driver_version"], V1)
+        self.assertEqual(r.result["gpus"], 2)
+
+    def test_verify_changes_nothing(self):
+        m = self.ready_machine()
+        os.unlink(os.path.join(m.libdir(), f"libcuda.so.{V1}"))
+        before = snapshot(m.path)
+        self.verify(m)
+        self.assertEqual(snapshot(m.path), before)
+
+    def test_libcuda_missing(self):
+        m = self.ready_machine()
+        os.unlink(os.path.join(m.libdir(), f"libcuda.so.{V1}"))
+        self.assertNotReady(m, f"/run/nvidia/driver/lib/{ARCH}/libcuda.so.{V1} is missing",
+                            f"hostPath /run/nvidia/driver/lib/{ARCH}/libcuda.so.{V1} does not exist")
+
+    def test_libnvidia_ml_truncated(self):
+        m = self.ready_machine()
+        with open(os.path.join(m.libdir(), f"libnvidia-ml.so.{V1}"), "r+b") as f:
+            f.truncate(10)
+        self.assertNotReady(m, f"libnvidia-ml.so.{V1} has 10 bytes", "truncated")
+
+    def test_libcuda_replaced_by_a_symlink(self):
+        m = self.ready_machine()
+        lib = os.path.join(m.libdir(), f"libcuda.so.{V1}")
+        os.unlink(lib)
+        os.symlink(f"/run/host-nvidia/0/libcuda.so.{V1}", lib)
+        self.assertNotReady(m, f"libcuda.so.{V1} is a symlink, expected a regular file")
+
+    def test_spec_missing(self):
+        m = self.ready_machine()
+        os.unlink(m.p(SPEC))
+        self.assertNotReady(m, f"CDI spec {SPEC} is unreadable: No such file or directory")
+
+    def test_spec_truncated(self):
+        m = self.ready_machine()
+        text = open(m.p(SPEC)).read()
+        write(m.p(SPEC), text[: len(text) // 3])
+        r = self.assertNotReady(m, SPEC)
+
+    def test_spec_stale(self):
+        m = self.ready_machine(gpus=2)
+        text = open(m.p(SPEC)).read()
+        # A GPU removed since the spec was written: everything in it still exists, but it is stale.
+        shutil.rmtree(m.p("/proc/driver/nvidia/gpus/0000:19:00.0"))
+        self.assertNotReady(m, "is stale")
+
+    def test_device_node_missing(self):
+        m = self.ready_machine()
+        os.unlink(m.p("/dev/nvidia-uvm"))
+        self.assertNotReady(m, "device node /dev/nvidia-uvm")
+
+    def test_device_node_not_a_character_device(self):
+        m = self.ready_machine()
+        os.unlink(m.p("/dev/nvidiactl"))
+        write(m.p("/dev/nvidiactl"), "")
+        self.assertNotReady(m, "/dev/nvidiactl is not a character device")
+
+    def test_driver_root_replaced_by_a_symlink(self):
+        m = self.ready_machine()
+        os.rename(m.driver_root(), m.p("/run/nvidia/elsewhere"))
+        os.symlink("elsewhere", m.driver_root())
+        self.assertNotReady(m, "Driver root /run/nvidia/driver is a symlink")
+
+    def test_device_plugin_spec_without_libcuda(self):
+        m = self.ready_machine()
+        write(m.p(PLUGIN_SPEC), plugin_spec(m, V1, with_libcuda=False))
+        self.assertNotReady(m, f"{PLUGIN_SPEC} has no mount of libcuda.so.{V1}")
+
+    def test_device_plugin_spec_of_the_old_driver(self):
+        m = self.ready_machine()
+        write(m.p(PLUGIN_SPEC), plugin_spec(m, V2))
+        self.assertNotReady(m, f"{PLUGIN_SPEC} has no mount of libcuda.so.{V1}",
+                            f"hostPath /run/nvidia/driver/lib/{ARCH}/libcuda.so.{V2} does not exist")
+
+    def test_device_plugin_spec_not_json(self):
+        m = self.ready_machine()
+        write(m.p(PLUGIN_SPEC), "cdiVersion: 0.5.0\nkind: [oops\n")
+        self.assertNotReady(m, f"Device plugin CDI spec {PLUGIN_SPEC} is not valid JSON")
+
+    def test_kernel_module_upgraded_under_the_root(self):
+        m = self.ready_machine()
+        m.set_proc_version(V2)
+        self.assertNotReady(m, f"Kernel module is {V2} but the driver root holds {V1}")
+
+    def test_host_path_escaping_the_root_is_not_followed(self):
+        m = self.ready_machine()
+        # A spec whose hostPath is a symlink pointing at an absolute path: resolved inside the root,
+        # /etc/hostname of the real machine must not count as present.
+        lib = os.path.join(m.libdir(), f"libnvidia-cfg.so.{V1}")
+        os.unlink(lib)
+        os.symlink("/etc/hostname", lib)
+        r = self.assertNotReady(m, f"libnvidia-cfg.so.{V1} is a symlink")
+        self.assertIn(f"hostPath /run/nvidia/driver/lib/{ARCH}/libnvidia-cfg.so.{V1} does not exist", r.stderr)
+
+    def test_non_gpu_machine_verifies_as_nothing_to_do(self):
+        m = MachineRoot(self)
+        r = self.verify(m)
+        self.assertEqual(r.returncode, 0)
+        self.assertEqual(r.result["outcome"], "no-gpu")
+
+    def test_malformed_specs_never_crash_verify(self):
+        """A generated corpus of damaged specs (byte flips, cuts, insertions) for both parsers: verify
+        always answers 1 with messages, never crashes or hangs."""
+        m = self.ready_machine()
+        good = open(m.p(SPEC)).read()
+        plugin = plugin_spec(m, V1)
+        rng = random.Random(7)
+        for i in range(60):
+            for path, text in ((SPEC, good), (PLUGIN_SPEC, plugin)):
+                b = bytearray(text.encode())
+                for _ in range(rng.randint(1, 6)):
+                    op = rng.choice(("flip", "cut", "insert"))
+                    pos = rng.randrange(len(b))
+                    if op == "flip":
+                        b[pos] = rng.choice(b"{}[]:,-\"'\n\t #&*!|>%@`\x00\xff")
+                    elif op == "cut":
+                        del b[pos:pos + rng.randint(1, 200)]
+                    else:
+                        b[pos:pos] = rng.choice((b"{", b"- ", b": ", b"\n  ", b"&a ", b"*a", b"!!binary ", b"[" * 40))
+                write(m.p(path), bytes(b))
+            r = m.run("--json", "verify", timeout=20)
+            self.assertIn(r.returncode, (0, 1), f"case {i}: rc={r.returncode}\n{r.stderr}")
+            json.loads(r.stdout)
+            self.assertNotIn("internal error", r.stderr)
+        write(m.p(SPEC), good)
+
+
+if __name__ == "__main__":
+    main()
