@@ -230,6 +230,20 @@ Result<Config> parse_config(std::string_view yaml_text, const std::string &displ
 	return cfg;
 }
 
+Result<void> apply_license_environment(LicensingConfig &lic, const char *(*getenv_fn)(const char *))
+{
+	if (const char *v = getenv_fn("VGPU_LICENSE_AUTO_RELOAD"); v && *v)
+		lic.auto_reload = std::string_view(v) == "true";
+	if (const char *v = getenv_fn("VGPU_LICENSE_RELOAD_INTERVAL"); v && *v) {
+		auto d = parse_duration(v);
+		if (!d || d->count() < 1000)
+			return fail(usage_error("VGPU_LICENSE_RELOAD_INTERVAL='" + std::string(v) +
+						"' is not a number of seconds (at least 1)"));
+		lic.reload_interval = *d;
+	}
+	return {};
+}
+
 Result<Config> load_config(const std::string &path, bool must_exist)
 {
 	auto text = fs::read_file(path, 1u << 20);

@@ -48,6 +48,10 @@ struct Config {
 Result<Millis> parse_duration(std::string_view text);
 std::string format_duration(Millis d);
 
+// The knobs of the driver container's watcher, VGPU_LICENSE_AUTO_RELOAD (anything but "true" switches
+// the reloader off) and VGPU_LICENSE_RELOAD_INTERVAL (seconds), override the config file when set.
+Result<void> apply_license_environment(LicensingConfig &lic, const char *(*getenv_fn)(const char *));
+
 // Loads `path`; a missing file gives defaults unless `must_exist`.
 Result<Config> load_config(const std::string &path, bool must_exist);
 Result<Config> parse_config(std::string_view yaml_text, const std::string &display_path);

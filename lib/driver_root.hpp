@@ -25,7 +25,7 @@ struct RootLocation {
 Result<Manifest> plan_manifest(const DriverSet &driver, std::vector<std::string> &warnings);
 
 struct InstallStats {
-	bool unchanged = false;          // the live root already matched: nothing built, nothing swapped
+	bool unchanged = false;          // the live root matched the plan and passed check_driver_tree: kept as it is
 	std::uint64_t files = 0, links = 0;
 	std::uint64_t files_copied = 0, files_reused = 0;
 	std::uint64_t bytes_copied = 0, bytes_reused = 0;

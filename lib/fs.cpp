@@ -203,10 +203,15 @@ Result<std::string> read_file_at(int dirfd, const std::string &name, const std::
 		return fail(last_errno_error("Failed to stat " + display));
 	if (!S_ISREG(st.st_mode))
 		return fail(errno_error(EINVAL, "Refusing to read " + display + ", not a regular file"));
+	return read_fd(f.get(), display, max_bytes);
+}
+
+Result<std::string> read_fd(int fd, const std::string &display, std::size_t max_bytes)
+{
 	std::string out;
 	char buf[65536];
 	for (;;) {
-		ssize_t n = ::read(f.get(), buf, sizeof(buf));
+		ssize_t n = ::read(fd, buf, sizeof(buf));
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;

@@ -25,6 +25,7 @@ int run_generate_cdi(const Context &ctx, Report &report, const std::string &outp
 struct KnownState {
 	const Manifest *manifest = nullptr;
 	const SpecForState *cdi = nullptr;
+	bool root_checked = false;  // the root was kept unchanged after passing the same check in this run
 };
 std::vector<Problem> check_live_state(const Context &ctx, Report &report, const KnownState *known = nullptr);
 

@@ -182,7 +182,7 @@ int run_setup(const Context &ctx, Report &report)
 
 	{
 		PhaseTimer t(report, "verify");
-		const KnownState known{&plan, &cdi};
+		const KnownState known{&plan, &cdi, stats.unchanged};
 		report.problems = check_live_state(ctx, report, &known);
 	}
 	const auto total = std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - total_start);

@@ -41,7 +41,10 @@ std::vector<Problem> check_live_state(const Context &ctx, Report &report, const 
 	std::vector<Problem> problems;
 	Manifest manifest;
 	bool manifest_is_known = false;
-	{
+	if (known && known->root_checked && known->manifest) {
+		manifest = *known->manifest;
+		manifest_is_known = true;
+	} else {
 		PhaseTimer t(report, "verify_driver_root");
 		problems = verify_driver_root(RootLocation{ctx.real(cfg.driver_root), cfg.driver_root}, &manifest,
 					      known ? known->manifest : nullptr, &manifest_is_known);

@@ -1,0 +1,53 @@
+// unbounded-nvidia-generator NORMAL [EARLY LATE]: argument handling and logging only.
+#include "config.hpp"
+#include "context.hpp"
+#include "generator.hpp"
+#include "log.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+
+using namespace unbounded;
+
+static int run(int argc, char **argv)
+{
+	// Generators must not talk to any process: no journal socket, stderr only (nspawn hides /dev/kmsg).
+	log::init("unbounded-nvidia-generator", /*allow_journal=*/false);
+	if (argc != 2 && argc != 4) {
+		std::fprintf(stderr, "Usage: unbounded-nvidia-generator NORMAL-DIR [EARLY-DIR LATE-DIR]\n");
+		return EXIT_USAGE;
+	}
+	generator::Input in;
+	in.root = effective_root("");
+	in.normal_dir = argv[1];
+
+	Error config_error;
+	const generator::Decision d = generator::decide(in, &config_error);
+	if (!config_error.message.empty())
+		log::error(config_error.message + "; deciding from the machine alone, setup will report the error");
+
+	auto written = generator::write_outputs(in, d);
+	if (!written) {
+		log::error(written.error().message);
+		return EXIT_NOT_READY;
+	}
+	if (d.nvidia)
+		log::info("NVIDIA machine (" + d.reason + "): unbounded-nvidia-setup.service ordered before containerd and kubelet" +
+			  (d.licensing ? ", license reloader enabled." : "."));
+	else
+		log::debug("Not generating anything: " + d.reason + ".");
+	return config_error.message.empty() ? EXIT_READY : EXIT_NOT_READY;
+}
+
+int main(int argc, char **argv)
+{
+	try {
+		return run(argc, argv);
+	} catch (const std::exception &e) {
+		std::fprintf(stderr, "unbounded-nvidia-generator: internal error: %s\n", e.what());
+	} catch (...) {
+		std::fprintf(stderr, "unbounded-nvidia-generator: internal error\n");
+	}
+	return EXIT_NOT_READY;
+}

@@ -1,0 +1,393 @@
+#include "license_reload.hpp"
+
+#include "fs.hpp"
+#include "log.hpp"
+#include "message_ids.hpp"
+
+#include <cerrno>
+#include <charconv>
+#include <csignal>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace unbounded {
+
+namespace {
+
+constexpr const char *STATE_MAGIC = "UNBOUNDED-LICENSE-STATE 1\n";
+constexpr const char *APPLIED = "applied.state";  // what is installed and known to work (last known good)
+constexpr const char *FAILED = "failed.state";    // a set after which nvidia-gridd did not stay up
+constexpr unsigned MAX_ROUNDS = 5;                 // re-checks of a source that keeps changing
+
+// Reads `name` under an open directory with every symlink resolved beneath it: a projected volume's
+// gridd.conf -> ..data/gridd.conf -> ..2026_.../gridd.conf stays inside the source directory.
+Result<std::optional<std::string>> read_beneath(int dirfd, const std::string &name, const std::string &display)
+{
+	open_how how{};
+	how.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY;
+	how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+	long fd = ::syscall(SYS_openat2, dirfd, name.c_str(), &how, sizeof(how));
+	if (fd < 0) {
+		if (errno == ENOENT)
+			return std::optional<std::string>();
+		return fail(last_errno_error("Failed to open " + display));
+	}
+	UniqueFd f(static_cast<int>(fd));
+	struct stat st{};
+	if (::fstat(f.get(), &st) < 0 || !S_ISREG(st.st_mode))
+		return fail(errno_error(EINVAL, "Refusing to read " + display + ", not a regular file"));
+	auto text = fs::read_fd(f.get(), display, 1u << 20);
+	if (!text)
+		return fail(text.error());
+	return std::optional<std::string>(std::move(*text));
+}
+
+}  // namespace
+
+std::vector<LicenseItem> license_items(const LicensingConfig &lic)
+{
+	return {
+		{"gridd.conf", lic.gridd_conf_target, 0644, lic.legacy_gridd_conf},
+		{"client_configuration_token.tok", lic.client_token_target, 0600, lic.legacy_client_token},
+	};
+}
+
+const char *outcome_name(ReloadOutcome o)
+{
+	switch (o) {
+	case ReloadOutcome::Disabled: return "disabled";
+	case ReloadOutcome::NoSource: return "no-source";
+	case ReloadOutcome::Unchanged: return "unchanged";
+	case ReloadOutcome::Recorded: return "recorded";
+	case ReloadOutcome::KnownBad: return "known-bad";
+	case ReloadOutcome::Applied: return "applied";
+	case ReloadOutcome::RolledBack: return "rolled-back";
+	case ReloadOutcome::Failed: return "failed";
+	case ReloadOutcome::Interrupted: return "interrupted";
+	}
+	return "?";
+}
+
+std::string LicenseSet::serialize() const
+{
+	std::string s = STATE_MAGIC;
+	for (const auto &[name, content] : files) {
+		s += name + " " + std::to_string(content.size()) + "\n";
+		s += content;
+		s += "\n";
+	}
+	return s;
+}
+
+std::optional<LicenseSet> LicenseSet::parse(std::string_view text)
+{
+	if (!text.starts_with(STATE_MAGIC))
+		return std::nullopt;
+	text.remove_prefix(std::string_view(STATE_MAGIC).size());
+	LicenseSet set;
+	while (!text.empty()) {
+		auto nl = text.find('\n');
+		if (nl == std::string_view::npos)
+			return std::nullopt;
+		std::string_view header = text.substr(0, nl);
+		auto sp = header.rfind(' ');
+		if (sp == std::string_view::npos || sp == 0)
+			return std::nullopt;
+		std::size_t size = 0;
+		auto [p, ec] = std::from_chars(header.data() + sp + 1, header.data() + header.size(), size);
+		if (ec != std::errc() || p != header.data() + header.size())
+			return std::nullopt;
+		text.remove_prefix(nl + 1);
+		if (text.size() < size + 1 || text[size] != '\n')
+			return std::nullopt;
+		set.files.emplace(std::string(header.substr(0, sp)), std::string(text.substr(0, size)));
+		text.remove_prefix(size + 1);
+	}
+	return set;
+}
+
+std::string LicenseSet::names() const
+{
+	std::string s;
+	for (const auto &[name, _] : files)
+		s += (s.empty() ? "" : ", ") + name;
+	return s.empty() ? "(none)" : s;
+}
+
+LicenseReloader::LicenseReloader(const Context &ctx, UnitManager &units, ReloadSeams seams)
+	: ctx_(ctx), units_(units), seams_(std::move(seams)), items_(license_items(ctx.config.licensing))
+{
+}
+
+void LicenseReloader::note(ReloadReport &r, std::string msg) const
+{
+	log::info(msg);
+	r.messages.push_back(std::move(msg));
+}
+
+Result<LicenseSet> LicenseReloader::read_source() const
+{
+	const LicensingConfig &lic = ctx_.config.licensing;
+	LicenseSet set;
+	UniqueFd dir(::open(ctx_.real(lic.source_dir).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+	for (const auto &item : items_) {
+		if (dir) {
+			auto c = read_beneath(dir.get(), item.name, fs::join(lic.source_dir, item.name));
+			if (!c)
+				return fail(c.error());
+			if (*c) {
+				set.files[item.name] = std::move(**c);
+				continue;
+			}
+		}
+		// Per file, the legacy single-file mount (a Kubernetes subPath): an older operator's layout.
+		auto legacy = fs::read_file(ctx_.real(item.legacy), 1u << 20);
+		if (legacy)
+			set.files[item.name] = std::move(*legacy);
+		else if (legacy.error().errnum != ENOENT && legacy.error().errnum != ENOTDIR)
+			return fail(legacy.error());
+	}
+	return set;
+}
+
+Result<std::optional<LicenseSet>> LicenseReloader::read_state(const char *name) const
+{
+	const std::string path = fs::join(ctx_.real(ctx_.config.licensing.state_dir), name);
+	auto text = fs::read_file(path, 4u << 20);
+	if (!text) {
+		if (text.error().errnum == ENOENT)
+			return std::optional<LicenseSet>();
+		return fail(text.error());
+	}
+	auto set = LicenseSet::parse(*text);
+	if (!set)
+		log::warning("Ignoring damaged license state " + fs::join(ctx_.config.licensing.state_dir, name));
+	return set;
+}
+
+Result<void> LicenseReloader::write_state(const char *name, const std::optional<LicenseSet> &set) const
+{
+	const std::string path = fs::join(ctx_.real(ctx_.config.licensing.state_dir), name);
+	if (!set) {
+		if (::unlink(path.c_str()) < 0 && errno != ENOENT)
+			return fail(last_errno_error("Failed to remove " + path));
+		return {};
+	}
+	auto w = fs::write_file_atomic(path, set->serialize(), {.mode = 0600, .fsync = true, .skip_if_unchanged = true});
+	if (!w)
+		return fail(w.error());
+	return {};
+}
+
+LicenseSet LicenseReloader::read_targets() const
+{
+	LicenseSet set;
+	for (const auto &item : items_)
+		if (auto c = fs::read_file(ctx_.real(item.target), 1u << 20))
+			set.files[item.name] = std::move(*c);
+	return set;
+}
+
+// Installs every file of `set` atomically with its mode; files of `previous` that `set` lacks are
+// removed (a rollback to a state without a token removes the token).
+Result<void> LicenseReloader::install(const LicenseSet &set, const LicenseSet *previous) const
+{
+	for (const auto &item : items_) {
+		const std::string path = ctx_.real(item.target);
+		auto it = set.files.find(item.name);
+		if (it == set.files.end()) {
+			if (previous && previous->files.count(item.name) && ::unlink(path.c_str()) < 0 && errno != ENOENT)
+				return fail(last_errno_error("Failed to remove " + item.target));
+			continue;
+		}
+		if (auto r = fs::mkdir_p(fs::dirname(path), 0755); !r)
+			return r;
+		auto w = fs::write_file_atomic(path, it->second, {.mode = item.mode, .fsync = true, .skip_if_unchanged = true});
+		if (!w)
+			return fail(with_context(w.error(), "Failed to install " + item.target));
+	}
+	return {};
+}
+
+// Restarts nvidia-gridd: a stop job (SIGTERM, which returns the license lease; the unit's drop-in
+// forbids SIGKILL), a wait for the old process to be gone, a start job, the settle time, and a
+// liveness check. Returns whether it is up. Never starts a second daemon beside one that still runs.
+Result<bool> LicenseReloader::restart_gridd(ReloadReport &report)
+{
+	const LicensingConfig &lic = ctx_.config.licensing;
+	const std::string &unit = lic.gridd_unit;
+	auto before = units_.status(unit);
+	if (!before)
+		return fail(before.error());
+	if (before->send_sigkill || before->kill_signal != SIGTERM)
+		return fail(make_error(unit + " has " + (before->send_sigkill ? "SendSIGKILL=yes" : "KillSignal other than SIGTERM") +
+				       " (the 50-unbounded-nvidia.conf drop-in is missing or overridden): refusing to restart it, "
+				       "a SIGKILL could leak the license lease"));
+	report.restarts++;
+	const std::uint32_t old_pid = before->main_pid;
+	auto stopped = units_.stop(unit, lic.stop_timeout);
+	if (old_pid && seams_.pid_alive(old_pid))
+		return fail(make_error(unit + " (PID " + std::to_string(old_pid) + ") did not exit after SIGTERM within " +
+				       format_duration(lic.stop_timeout) + "; not starting a second instance" +
+				       (stopped ? "" : ": " + stopped.error().message), EXIT_NOT_READY, ETIMEDOUT));
+	if (!stopped)
+		return fail(stopped.error());
+	if (auto started = units_.start(unit, lic.stop_timeout); !started) {
+		log::error(started.error().message);
+		return false;
+	}
+	seams_.sleep(lic.settle_time);
+	auto after = units_.status(unit);
+	if (!after)
+		return fail(after.error());
+	return after->active_state == "active" && after->main_pid != 0 && seams_.pid_alive(after->main_pid);
+}
+
+Result<ReloadReport> LicenseReloader::run()
+{
+	const LicensingConfig &lic = ctx_.config.licensing;
+	ReloadReport report;
+	if (!lic.auto_reload) {
+		report.outcome = ReloadOutcome::Disabled;
+		note(report, "License auto-reload is switched off (VGPU_LICENSE_AUTO_RELOAD / licensing.auto_reload).");
+		return report;
+	}
+	if (auto r = fs::mkdir_p(ctx_.real(lic.state_dir), 0700); !r)
+		return fail(r.error());
+
+	for (unsigned round = 0; round < MAX_ROUNDS; round++) {
+		auto source = read_source();
+		if (!source)
+			return fail(source.error());
+		if (source->empty()) {
+			if (round == 0) {
+				report.outcome = ReloadOutcome::NoSource;
+				note(report, "No licensing files in " + lic.source_dir + " or the legacy paths, nothing to do.");
+			}
+			return report;
+		}
+		auto applied = read_state(APPLIED);
+		if (!applied)
+			return fail(applied.error());
+		if (*applied && **applied == *source) {
+			if (round == 0) {
+				report.outcome = ReloadOutcome::Unchanged;
+				note(report, "Licensing files unchanged since they were last applied.");
+			}
+			return report;
+		}
+		// First run (at boot, or on a machine set up before the reloader): nvidia-gridd started with
+		// the installed files, so when they are the source's, record them and restart nothing.
+		if (!*applied && read_targets() == *source) {
+			if (auto r = write_state(APPLIED, *source); !r)
+				return fail(r.error());
+			report.outcome = round == 0 ? ReloadOutcome::Recorded : report.outcome;
+			note(report, "Recorded the installed licensing files (" + source->names() + ") as the applied ones.");
+			continue;
+		}
+		auto failed = read_state(FAILED);
+		if (!failed)
+			return fail(failed.error());
+		if (*failed && **failed == *source) {
+			if (round == 0)
+				report.outcome = ReloadOutcome::KnownBad;
+			note(report, "These licensing files failed before (nvidia-gridd did not stay up); not retrying until they change.");
+			return report;
+		}
+
+		// A change. Wait a random share of the jitter so a cluster-wide rotation does not reach the
+		// license server in one burst; then use what the source holds after the wait.
+		report.jitter = Millis(lic.jitter.count() > 0
+					       ? static_cast<Millis::rep>(seams_.random_below(static_cast<std::uint64_t>(lic.jitter.count()) + 1))
+					       : 0);
+		note(report, "Licensing files changed (" + source->names() + "); applying after a jitter of " + format_duration(report.jitter) + ".");
+		seams_.sleep(report.jitter);
+		if (seams_.stop_requested()) {
+			report.outcome = report.applied ? report.outcome : ReloadOutcome::Interrupted;
+			note(report, "Stopped during the jitter, nothing changed.");
+			return report;
+		}
+		auto latest = read_source();
+		if (!latest)
+			return fail(latest.error());
+		if (latest->empty() || (*applied && **applied == *latest))
+			continue;
+
+		// From here on a restart runs to its end, SIGTERM or not: nvidia-gridd is never left stopped.
+		const LicenseSet running = read_targets();  // what nvidia-gridd runs with: the last known good
+		// What is recorded as applied is exactly these bytes, read before installing: a rotation that
+		// lands from here on differs from the record and is applied by the re-check below.
+		if (seams_.after_stage)
+			seams_.after_stage("recorded");
+		if (auto r = install(*latest, &running); !r) {
+			(void)install(running, &*latest);
+			return fail(r.error());
+		}
+		if (seams_.after_stage)
+			seams_.after_stage("installed");
+
+		auto status = units_.status(lic.gridd_unit);
+		if (!status)
+			return fail(status.error());
+		bool up = true;
+		if (status->active_state == "active" || status->active_state == "activating" || status->active_state == "reloading") {
+			auto r = restart_gridd(report);
+			if (!r) {
+				// Could not even try (unsafe unit settings, a stop that did not end): put the files
+				// back so the disk matches the daemon that still runs, and try again next time.
+				(void)install(running, &*latest);
+				report.outcome = ReloadOutcome::Failed;
+				log::error("Failed to apply the licensing files: " + r.error().message, {{"MESSAGE_ID", message_id::LICENSE_FAILED}});
+				report.messages.push_back(r.error().message);
+				return report;
+			}
+			up = *r;
+		} else {
+			note(report, lic.gridd_unit + " is not running (" + status->active_state + "); installed the files for its next start.");
+		}
+
+		if (up) {
+			if (auto r = write_state(APPLIED, *latest); !r)
+				return fail(r.error());
+			(void)write_state(FAILED, std::nullopt);
+			report.outcome = ReloadOutcome::Applied;
+			report.applied++;
+			log::notice("Applied rotated licensing files (" + latest->names() + ")" +
+					    (status->active_state == "active" ? ", nvidia-gridd restarted and running." : "."),
+				    {{"MESSAGE_ID", message_id::LICENSE_APPLIED}});
+			report.messages.push_back("applied");
+			continue;  // re-check: a rotation may have landed meanwhile
+		}
+
+		// nvidia-gridd did not stay up with the new files: last known good back, restart, remember.
+		log::error("nvidia-gridd did not stay up with the new licensing files; restoring the last known good ones.",
+			   {{"MESSAGE_ID", message_id::LICENSE_ROLLED_BACK}});
+		if (auto r = write_state(FAILED, *latest); !r)
+			return fail(r.error());
+		if (auto r = install(running, &*latest); !r) {
+			report.outcome = ReloadOutcome::Failed;
+			log::error("Failed to restore the last known good licensing files: " + r.error().message);
+			return report;
+		}
+		auto again = restart_gridd(report);
+		if (!again || !*again) {
+			report.outcome = ReloadOutcome::Failed;
+			log::error("nvidia-gridd is not running even with the last known good licensing files" +
+					   (again ? std::string() : ": " + again.error().message),
+				   {{"MESSAGE_ID", message_id::LICENSE_FAILED}});
+			return report;
+		}
+		report.outcome = ReloadOutcome::RolledBack;
+		report.messages.push_back("rolled back");
+		log::error("Rolled back to the last known good licensing files; nvidia-gridd is running with them. "
+			   "The new files are not retried until they change.",
+			   {{"MESSAGE_ID", message_id::LICENSE_ROLLED_BACK}});
+		return report;
+	}
+	return report;
+}
+
+}  // namespace unbounded

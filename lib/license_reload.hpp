@@ -1,0 +1,95 @@
+// The vGPU license reloader: applies rotated licensing files (gridd.conf, the NLS client configuration
+// token) by restarting nvidia-gridd alone, which reads them only at start. Content is compared, never
+// mtimes; a random jitter spreads a cluster-wide rotation; a config after which nvidia-gridd does not
+// stay up is rolled back to the last known good files and not retried until its content changes.
+// Nothing here touches the driver, the kernel module or workloads, and no file content is logged.
+#pragma once
+
+#include "context.hpp"
+#include "error.hpp"
+#include "unit_manager.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace unbounded {
+
+// The licensing files: the name in the source directory, the installed path, its mode.
+struct LicenseItem {
+	std::string name;     // "gridd.conf"
+	std::string target;   // "/etc/nvidia/gridd.conf"
+	unsigned mode;        // 0644, 0600 for the token
+	std::string legacy;   // per-file fallback source
+};
+std::vector<LicenseItem> license_items(const LicensingConfig &lic);
+
+// One complete set of licensing file contents, by item name.
+struct LicenseSet {
+	std::map<std::string, std::string> files;
+	bool operator==(const LicenseSet &) const = default;
+	bool empty() const { return files.empty(); }
+	std::string serialize() const;
+	static std::optional<LicenseSet> parse(std::string_view text);
+	std::string names() const;  // "gridd.conf, client_configuration_token.tok" for log lines
+};
+
+// What the reloader needs from the world besides files and units; tests replace them.
+struct ReloadSeams {
+	std::function<void(Millis)> sleep;                        // must return early once stop_requested()
+	std::function<std::uint64_t(std::uint64_t)> random_below;  // uniform in [0, bound)
+	std::function<bool(std::uint32_t)> pid_alive;
+	std::function<bool()> stop_requested;
+	std::function<void(std::string_view stage)> after_stage;   // test hooks: "recorded" (bytes taken), "installed"
+};
+
+enum class ReloadOutcome {
+	Disabled,     // VGPU_LICENSE_AUTO_RELOAD / licensing.auto_reload off
+	NoSource,     // no licensing files anywhere: nothing configured
+	Unchanged,    // content equals the last applied copy
+	Recorded,     // first run: the installed files are the source's, recorded without a restart
+	KnownBad,     // content equals a copy that failed before: not retried until it changes
+	Applied,      // installed, nvidia-gridd restarted (or not running) and alive
+	RolledBack,   // nvidia-gridd did not stay up: last known good restored and running again
+	Failed,       // could not apply or roll back; nvidia-gridd may be down
+	Interrupted,  // stopped (SIGTERM) before anything was changed
+};
+const char *outcome_name(ReloadOutcome o);
+
+struct ReloadReport {
+	ReloadOutcome outcome = ReloadOutcome::Unchanged;
+	unsigned restarts = 0;   // nvidia-gridd restarts, rollbacks included
+	unsigned applied = 0;    // sets applied in this run (a rotation during the run makes it 2)
+	Millis jitter{0};        // the last jitter slept
+	std::vector<std::string> messages;  // what happened, in order, without file contents
+};
+
+class LicenseReloader {
+public:
+	LicenseReloader(const Context &ctx, UnitManager &units, ReloadSeams seams);
+	// One run: compare, apply, re-check the source before returning (path units drop events while
+	// the service runs). Errors are usage/config problems; operational failures are outcomes.
+	Result<ReloadReport> run();
+
+	// The source as it is now: the directory first, per file the legacy path.
+	Result<LicenseSet> read_source() const;
+
+private:
+	Result<std::optional<LicenseSet>> read_state(const char *name) const;
+	Result<void> write_state(const char *name, const std::optional<LicenseSet> &set) const;
+	LicenseSet read_targets() const;
+	Result<void> install(const LicenseSet &set, const LicenseSet *previous) const;
+	Result<bool> restart_gridd(ReloadReport &report);
+	void note(ReloadReport &r, std::string msg) const;
+
+	const Context &ctx_;
+	UnitManager &units_;
+	ReloadSeams seams_;
+	std::vector<LicenseItem> items_;
+};
+
+}  // namespace unbounded

@@ -1,0 +1,211 @@
+// UnitManager over sd-bus: org.freedesktop.systemd1.Manager LoadUnit/StartUnit/StopUnit, waiting for
+// the job's JobRemoved signal, and the unit's properties for status.
+#include "unit_manager.hpp"
+
+#include <chrono>
+#include <cstdlib>
+#include <unistd.h>
+#include <cstring>
+#include <systemd/sd-bus.h>
+
+namespace unbounded {
+namespace {
+
+constexpr const char *DEST = "org.freedesktop.systemd1";
+constexpr const char *PATH = "/org/freedesktop/systemd1";
+constexpr const char *MANAGER = "org.freedesktop.systemd1.Manager";
+
+struct BusDeleter {
+	void operator()(sd_bus *b) const { sd_bus_flush_close_unref(b); }
+};
+struct MessageDeleter {
+	void operator()(sd_bus_message *m) const { sd_bus_message_unref(m); }
+};
+struct SlotDeleter {
+	void operator()(sd_bus_slot *s) const { sd_bus_slot_unref(s); }
+};
+using Message = std::unique_ptr<sd_bus_message, MessageDeleter>;
+
+// sd_bus_error owns strings; this frees them on every path.
+class BusError {
+public:
+	~BusError() { sd_bus_error_free(&e_); }
+	sd_bus_error *get() { return &e_; }
+	std::string text(int r) const
+	{
+		return e_.message ? std::string(e_.message) : errno_string(-r);
+	}
+
+private:
+	sd_bus_error e_ = SD_BUS_ERROR_NULL;
+};
+
+struct JobWait {
+	std::string path;
+	std::string result;
+	bool done = false;
+};
+
+int on_job_removed(sd_bus_message *m, void *userdata, sd_bus_error *)
+{
+	auto *w = static_cast<JobWait *>(userdata);
+	uint32_t id;
+	const char *path = nullptr, *unit = nullptr, *result = nullptr;
+	if (sd_bus_message_read(m, "uoss", &id, &path, &unit, &result) < 0)
+		return 0;
+	if (path && w->path == path) {
+		w->done = true;
+		w->result = result ? result : "";
+	}
+	return 0;
+}
+
+class SdBusUnitManager final : public UnitManager {
+public:
+	SdBusUnitManager(sd_bus *bus, bool direct) : bus_(bus), direct_(direct) {}
+
+	Result<UnitStatus> status(const std::string &unit) override
+	{
+		auto path = unit_path(unit);
+		if (!path)
+			return fail(path.error());
+		UnitStatus s;
+		auto str = [&](const char *iface, const char *prop, std::string &out) -> Result<void> {
+			BusError err;
+			char *v = nullptr;
+			int r = sd_bus_get_property_string(bus_.get(), DEST, path->c_str(), iface, prop, err.get(), &v);
+			if (r < 0)
+				return fail(errno_error(-r, "Failed to read " + std::string(prop) + " of " + unit + ": " + err.text(r)));
+			out = v;
+			free(v);
+			return {};
+		};
+		if (auto r = str("org.freedesktop.systemd1.Unit", "ActiveState", s.active_state); !r)
+			return fail(r.error());
+		if (auto r = str("org.freedesktop.systemd1.Unit", "SubState", s.sub_state); !r)
+			return fail(r.error());
+		auto get = [&](const char *prop, char type, void *out) -> Result<void> {
+			BusError err;
+			sd_bus_message *reply = nullptr;
+			int r = sd_bus_get_property(bus_.get(), DEST, path->c_str(), "org.freedesktop.systemd1.Service", prop,
+						    err.get(), &reply, std::string(1, type).c_str());
+			Message m(reply);
+			if (r >= 0)
+				r = sd_bus_message_read_basic(m.get(), type, out);
+			if (r < 0)
+				return fail(errno_error(-r, "Failed to read " + std::string(prop) + " of " + unit + ": " + err.text(r)));
+			return {};
+		};
+		int sigkill = 1;
+		int32_t kill_signal = 15;
+		if (auto r = get("MainPID", 'u', &s.main_pid); !r)
+			return fail(r.error());
+		if (auto r = get("SendSIGKILL", 'b', &sigkill); !r)
+			return fail(r.error());
+		if (auto r = get("KillSignal", 'i', &kill_signal); !r)
+			return fail(r.error());
+		s.send_sigkill = sigkill != 0;
+		s.kill_signal = kill_signal;
+		return s;
+	}
+
+	Result<void> stop(const std::string &unit, Millis timeout) override { return job("StopUnit", unit, timeout); }
+	Result<void> start(const std::string &unit, Millis timeout) override { return job("StartUnit", unit, timeout); }
+
+private:
+	Result<std::string> unit_path(const std::string &unit)
+	{
+		BusError err;
+		sd_bus_message *reply = nullptr;
+		int r = sd_bus_call_method(bus_.get(), DEST, PATH, MANAGER, "LoadUnit", err.get(), &reply, "s", unit.c_str());
+		Message m(reply);
+		const char *p = nullptr;
+		if (r >= 0)
+			r = sd_bus_message_read(m.get(), "o", &p);
+		if (r < 0)
+			return fail(errno_error(-r, "Failed to load " + unit + ": " + err.text(r)));
+		return std::string(p);
+	}
+
+	Result<void> job(const char *method, const std::string &unit, Millis timeout)
+	{
+		JobWait wait;
+		sd_bus_slot *slot = nullptr;
+		// Subscribe before queueing the job so its JobRemoved cannot be missed.
+		// On a direct connection to PID 1 messages carry no sender, so the match must not ask for one.
+		int r = sd_bus_match_signal(bus_.get(), &slot, direct_ ? nullptr : DEST, PATH, MANAGER, "JobRemoved",
+					    on_job_removed, &wait);
+		std::unique_ptr<sd_bus_slot, SlotDeleter> guard(slot);
+		if (r < 0)
+			return fail(errno_error(-r, "Failed to subscribe to systemd job signals"));
+		{
+			BusError err;
+			sd_bus_message *reply = nullptr;
+			r = sd_bus_call_method(bus_.get(), DEST, PATH, MANAGER, "Subscribe", err.get(), &reply, "");
+			Message m(reply);
+			if (r < 0 && !sd_bus_error_has_name(err.get(), "org.freedesktop.systemd1.AlreadySubscribed"))
+				return fail(errno_error(-r, "Failed to subscribe to systemd: " + err.text(r)));
+		}
+		BusError err;
+		sd_bus_message *reply = nullptr;
+		r = sd_bus_call_method(bus_.get(), DEST, PATH, MANAGER, method, err.get(), &reply, "ss", unit.c_str(), "replace");
+		Message m(reply);
+		const char *job_path = nullptr;
+		if (r >= 0)
+			r = sd_bus_message_read(m.get(), "o", &job_path);
+		if (r < 0)
+			return fail(errno_error(-r, std::string("Failed to ") + (std::strcmp(method, "StopUnit") == 0 ? "stop " : "start ") +
+						     unit + ": " + err.text(r)));
+		wait.path = job_path;
+
+		const auto deadline = std::chrono::steady_clock::now() + timeout;
+		while (!wait.done) {
+			r = sd_bus_process(bus_.get(), nullptr);
+			if (r < 0)
+				return fail(errno_error(-r, "Failed to process D-Bus messages"));
+			if (r > 0)
+				continue;
+			auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - std::chrono::steady_clock::now());
+			if (left.count() <= 0)
+				return fail(make_error(std::string("Timed out after ") + format_duration(timeout) + " waiting for the " +
+							       (std::strcmp(method, "StopUnit") == 0 ? "stop" : "start") + " job of " + unit,
+						       EXIT_NOT_READY, ETIMEDOUT));
+			r = sd_bus_wait(bus_.get(), static_cast<uint64_t>(left.count()));
+			if (r < 0 && r != -EINTR)
+				return fail(errno_error(-r, "Failed to wait for D-Bus messages"));
+		}
+		if (wait.result != "done")
+			return fail(make_error(std::string(std::strcmp(method, "StopUnit") == 0 ? "Stop" : "Start") + " job of " + unit +
+					       " finished with result '" + wait.result + "'"));
+		return {};
+	}
+
+	std::unique_ptr<sd_bus, BusDeleter> bus_;
+	bool direct_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<UnitManager>> connect_system_manager()
+{
+	// As systemctl does: as root, talk to PID 1 over its private socket, which needs no D-Bus daemon
+	// (minimal machine images have none); otherwise the system bus.
+	sd_bus *bus = nullptr;
+	if (::geteuid() == 0 && ::access("/run/systemd/private", F_OK) == 0 && !std::getenv("DBUS_SYSTEM_BUS_ADDRESS")) {
+		int r = sd_bus_new(&bus);
+		if (r >= 0)
+			r = sd_bus_set_address(bus, "unix:path=/run/systemd/private");
+		if (r >= 0)
+			r = sd_bus_start(bus);
+		if (r >= 0)
+			return std::unique_ptr<UnitManager>(std::make_unique<SdBusUnitManager>(bus, true));
+		sd_bus_unref(bus);
+		bus = nullptr;
+	}
+	int r = sd_bus_open_system(&bus);
+	if (r < 0)
+		return fail(errno_error(-r, "Failed to connect to the system bus"));
+	return std::unique_ptr<UnitManager>(std::make_unique<SdBusUnitManager>(bus, false));
+}
+
+}  // namespace unbounded

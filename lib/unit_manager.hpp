@@ -1,0 +1,36 @@
+// The small slice of the service manager the license reloader needs, behind an interface (after
+// sdbus-c++'s mockable bus): tests use a fake, the program uses sd-bus (sdbus_unit_manager.cpp).
+#pragma once
+
+#include "config.hpp"
+#include "error.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace unbounded {
+
+struct UnitStatus {
+	std::string active_state;   // "active", "inactive", "failed", "activating", ...
+	std::string sub_state;      // "running", "dead", ...
+	std::uint32_t main_pid = 0;
+	int kill_signal = 15;       // KillSignal=
+	bool send_sigkill = true;   // SendSIGKILL=
+};
+
+class UnitManager {
+public:
+	virtual ~UnitManager() = default;
+	virtual Result<UnitStatus> status(const std::string &unit) = 0;
+	// Queues a stop job (the unit's KillSignal, SIGTERM for nvidia-gridd with our drop-in) and waits
+	// for it to finish, at most `timeout`.
+	virtual Result<void> stop(const std::string &unit, Millis timeout) = 0;
+	// Queues a start job and waits for it to finish, at most `timeout`.
+	virtual Result<void> start(const std::string &unit, Millis timeout) = 0;
+};
+
+// The real one, over the system bus (or $DBUS_SYSTEM_BUS_ADDRESS).
+Result<std::unique_ptr<UnitManager>> connect_system_manager();
+
+}  // namespace unbounded

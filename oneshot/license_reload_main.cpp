@@ -1,0 +1,140 @@
+// unbounded-nvidia-license-reload: started by its .path unit and .timer; argument handling, signals,
+// the real seams (sleep, randomness, PIDs) and the sd-bus unit manager. The work is LicenseReloader.
+#include "build_config.h"
+#include "config.hpp"
+#include "context.hpp"
+#include "license_reload.hpp"
+#include "lock.hpp"
+#include "log.hpp"
+#include "notify.hpp"
+#include "unit_manager.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <getopt.h>
+#include <random>
+#include <sys/random.h>
+#include <thread>
+
+using namespace unbounded;
+
+namespace {
+
+std::atomic<bool> stop_flag{false};
+
+void on_signal(int) { stop_flag = true; }
+
+void sleep_unless_stopped(Millis d)
+{
+	const auto end = std::chrono::steady_clock::now() + d;
+	while (!stop_flag && std::chrono::steady_clock::now() < end)
+		std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(Millis(100), end - std::chrono::steady_clock::now()));
+}
+
+std::uint64_t random_below(std::uint64_t bound)
+{
+	if (bound <= 1)
+		return 0;
+	std::uint64_t seed = 0;
+	if (::getrandom(&seed, sizeof(seed), 0) != sizeof(seed))
+		seed = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+	std::mt19937_64 rng(seed);
+	return std::uniform_int_distribution<std::uint64_t>(0, bound - 1)(rng);
+}
+
+bool pid_alive(std::uint32_t pid) { return pid != 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
+
+int run(int argc, char **argv)
+{
+	log::init("unbounded-nvidia-license-reload", /*allow_journal=*/true);
+	static const option opts[] = {{"root", required_argument, nullptr, 'r'}, {"config", required_argument, nullptr, 'c'},
+				      {"help", no_argument, nullptr, 'h'},       {"version", no_argument, nullptr, 'V'},
+				      {nullptr, 0, nullptr, 0}};
+	std::string root_flag, config_flag;
+	opterr = 0;
+	for (int c; (c = getopt_long(argc, argv, "h", opts, nullptr)) >= 0;) {
+		switch (c) {
+		case 'r': root_flag = optarg; break;
+		case 'c': config_flag = optarg; break;
+		case 'h':
+			std::printf("Usage: unbounded-nvidia-license-reload [--root DIR] [--config FILE]\n\n"
+				    "Applies rotated vGPU licensing files by restarting nvidia-gridd alone.\n"
+				    "Environment: VGPU_LICENSE_AUTO_RELOAD (anything but 'true' switches it off),\n"
+				    "VGPU_LICENSE_RELOAD_INTERVAL (seconds, used by the generator for the timer).\n");
+			return EXIT_READY;
+		case 'V': std::printf("unbounded-nvidia-license-reload %s\n", PROJECT_VERSION); return EXIT_READY;
+		default:
+			std::fprintf(stderr, "unbounded-nvidia-license-reload: unknown or incomplete option '%s' (see --help)\n", argv[optind - 1]);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		std::fprintf(stderr, "unbounded-nvidia-license-reload: unexpected argument '%s'\n", argv[optind]);
+		return EXIT_USAGE;
+	}
+
+	Context ctx;
+	ctx.root = effective_root(root_flag);
+	auto cfg = load_config(config_flag.empty() ? ctx.real(DEFAULT_CONFIG_PATH) : config_flag, !config_flag.empty());
+	if (!cfg) {
+		log::error(cfg.error().message);
+		return EXIT_USAGE;
+	}
+	ctx.config = std::move(*cfg);
+	if (auto r = apply_license_environment(ctx.config.licensing, [](const char *n) -> const char * { return std::getenv(n); }); !r) {
+		log::error(r.error().message);
+		return EXIT_USAGE;
+	}
+
+	struct sigaction sa{};
+	sa.sa_handler = on_signal;
+	::sigaction(SIGTERM, &sa, nullptr);
+	::sigaction(SIGINT, &sa, nullptr);
+
+	auto lock = RunLock::acquire(ctx.real(fs::join(ctx.config.licensing.state_dir, "lock")),
+				     fs::join(ctx.config.licensing.state_dir, "lock"),
+				     [] { log::notice("Another license reload is running, waiting for it."); });
+	if (!lock) {
+		log::error(lock.error().message);
+		return EXIT_NOT_READY;
+	}
+	auto units = connect_system_manager();
+	if (!units) {
+		log::error(units.error().message);
+		return EXIT_NOT_READY;
+	}
+	ReloadSeams seams{sleep_unless_stopped, random_below, pid_alive, [] { return stop_flag.load(); }, nullptr};
+	LicenseReloader reloader(ctx, **units, seams);
+	auto report = reloader.run();
+	if (!report) {
+		log::error(report.error().message);
+		notify_status("Failed: " + report.error().message);
+		return report.error().exit_code;
+	}
+	notify_status(std::string("Last run: ") + outcome_name(report->outcome) +
+		      (report->restarts ? ", " + std::to_string(report->restarts) + " nvidia-gridd restart(s)" : ""));
+	switch (report->outcome) {
+	case ReloadOutcome::RolledBack:
+	case ReloadOutcome::Failed:
+		return EXIT_NOT_READY;
+	default:
+		return EXIT_READY;
+	}
+}
+
+}  // namespace
+
+int main(int argc, char **argv)
+{
+	try {
+		return run(argc, argv);
+	} catch (const std::exception &e) {
+		std::fprintf(stderr, "unbounded-nvidia-license-reload: internal error: %s\n", e.what());
+	} catch (...) {
+		std::fprintf(stderr, "unbounded-nvidia-license-reload: internal error\n");
+	}
+	return EXIT_NOT_READY;
+}

@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""unbounded-nvidia-generator: golden trees (as zram-generator and systemd's test-fstab-generator do
+it), invocations, and `systemd-analyze verify` of every generated and shipped unit."""
+
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+from harness import GENERATOR, main
+
+CASES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "generator")
+UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
+# Install-time paths meson compiled in, replaced by placeholders in the expected trees.
+PLACEHOLDERS = {
+    "@SETUP_BINARY@": os.environ.get("INSTALL_SETUP_PATH", ""),
+    "@LICENSE_RELOAD_BINARY@": os.environ.get("INSTALL_LICENSE_PATH", ""),
+    "@UNITDIR@": os.environ.get("INSTALL_UNITDIR", ""),
+}
+
+
+def to_placeholders(text):
+    for k, v in PLACEHOLDERS.items():
+        text = text.replace(v, k)
+    return text
+
+
+def from_placeholders(text):
+    for k, v in PLACEHOLDERS.items():
+        text = text.replace(k, v)
+    return text
+
+
+def copy_tree(src, dst, transform):
+    """Copies files and symlinks, passing contents and link targets through `transform`."""
+    for dirpath, dirnames, filenames in os.walk(src):
+        rel = os.path.relpath(dirpath, src)
+        os.makedirs(os.path.join(dst, rel), exist_ok=True)
+        for n in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
+            s, d = os.path.join(dirpath, n), os.path.join(dst, rel, n)
+            if os.path.islink(s):
+                os.symlink(transform(os.readlink(s)), d)
+            elif n != ".empty":
+                with open(s) as f, open(d, "w") as g:
+                    g.write(transform(f.read()))
+
+
+def run_generator(root, dirs, env=None):
+    e = {k: v for k, v in os.environ.items() if not k.startswith("VGPU_")}
+    e["UNBOUNDED_NVIDIA_ROOT"] = root
+    e.update(env or {})
+    return subprocess.run([GENERATOR, *dirs], capture_output=True, text=True, env=e)
+
+
+class TestGolden(unittest.TestCase):
+    def generate(self, case, single_dir=False, env=None):
+        tmp = tempfile.mkdtemp(prefix="unbounded-gen-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        root = os.path.join(tmp, "root")
+        shutil.copytree(os.path.join(CASES, case, "input"), root, symlinks=True)
+        out = os.path.join(tmp, "out")
+        early, late = os.path.join(tmp, "early"), os.path.join(tmp, "late")
+        for d in (out, early, late):
+            os.makedirs(d)
+        r = run_generator(root, [out] if single_dir else [out, early, late], env)
+        self.assertEqual(os.listdir(early) + os.listdir(late), [], "wrote outside the normal directory")
+        return r, out, tmp
+
+    def check_case(self, case, rc=0, single_dir=False):
+        r, out, tmp = self.generate(case, single_dir)
+        self.assertEqual(r.returncode, rc, r.stderr)
+        expected_dir = os.path.join(CASES, case, "expected")
+        if UPDATE:
+            shutil.rmtree(expected_dir, ignore_errors=True)
+            os.makedirs(expected_dir)
+            copy_tree(out, expected_dir, to_placeholders)
+            if not os.listdir(expected_dir):
+                open(os.path.join(expected_dir, ".empty"), "w").close()
+        expected = os.path.join(tmp, "expected")
+        copy_tree(expected_dir, expected, from_placeholders)
+        d = subprocess.run(["diff", "-ru", "--no-dereference", expected, out], capture_output=True, text=True)
+        self.assertEqual(d.returncode, 0, f"generator output differs from {case}/expected:\n{d.stdout}{d.stderr}")
+        return r
+
+    def test_01_gpu_machine(self):
+        self.check_case("01-gpu-machine")
+
+    def test_01_gpu_machine_single_dir_argv(self):
+        self.check_case("01-gpu-machine", single_dir=True)
+
+    def test_02_non_gpu_machine_writes_nothing(self):
+        r = self.check_case("02-non-gpu")
+        self.assertEqual(r.stderr, "")
+
+    def test_03_disabled_by_config(self):
+        self.check_case("03-disabled-by-config")
+
+    def test_04_licensing_configured(self):
+        self.check_case("04-licensing-configured")
+
+    def test_05_enabled_without_gpu(self):
+        self.check_case("05-enabled-without-gpu")
+
+    def test_06_control_node_only(self):
+        self.check_case("06-control-node-only")
+
+    def test_07_licensing_switched_off(self):
+        self.check_case("07-licensing-switched-off")
+
+    def test_08_licensing_source_present(self):
+        self.check_case("08-licensing-source-present")
+
+    def test_09_bad_config_still_orders_setup_and_says_why(self):
+        r = self.check_case("09-bad-config", rc=1)
+        self.assertIn("/etc/unbounded/nvidia.yaml:2: unknown key 'stagin_timeout'", r.stderr)
+
+    def test_kill_switch_from_the_environment(self):
+        r, out, _ = self.generate("04-licensing-configured", env={"VGPU_LICENSE_AUTO_RELOAD": "false"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(os.path.exists(os.path.join(out, "unbounded-nvidia-setup.service")))
+        self.assertFalse(os.path.lexists(os.path.join(out, "multi-user.target.wants")))
+
+    def test_interval_from_the_environment(self):
+        r, out, _ = self.generate("04-licensing-configured", env={"VGPU_LICENSE_RELOAD_INTERVAL": "90"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(out, "unbounded-nvidia-license-reload.timer.d/50-unbounded-nvidia-interval.conf")) as f:
+            self.assertIn("OnUnitInactiveSec=90s", f.read())
+
+
+class TestInvocation(unittest.TestCase):
+    def test_argument_counts(self):
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp, True)
+        for args in ([], [tmp, tmp], [tmp, tmp, tmp, tmp]):
+            r = run_generator(tmp, args)
+            self.assertEqual(r.returncode, 2, args)
+            self.assertIn("Usage:", r.stderr)
+
+    def test_unwritable_output_is_a_runtime_error(self):
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp, True)
+        shutil.copytree(os.path.join(CASES, "01-gpu-machine", "input"), os.path.join(tmp, "root"))
+        open(os.path.join(tmp, "file"), "w").close()
+        r = run_generator(os.path.join(tmp, "root"), [os.path.join(tmp, "file", "out")])
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("Failed to create", r.stderr)
+
+    def test_existing_output_is_not_overwritten(self):
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp, True)
+        shutil.copytree(os.path.join(CASES, "01-gpu-machine", "input"), os.path.join(tmp, "root"))
+        out = os.path.join(tmp, "out")
+        os.makedirs(out)
+        open(os.path.join(out, "unbounded-nvidia-setup.service"), "w").close()
+        r = run_generator(os.path.join(tmp, "root"), [out])
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("duplicate entry?", r.stderr)
+
+
+class TestSystemdAnalyzeVerify(unittest.TestCase):
+    """Every generated and shipped unit passes `systemd-analyze verify` with no output at all (252 only
+    warns, exit 0, on an unknown key), against stand-in containerd, kubelet and nvidia-gridd units."""
+
+    def test_generated_and_shipped_units_verify_cleanly(self):
+        analyze = shutil.which("systemd-analyze")
+        self.assertIsNotNone(analyze, "systemd-analyze is required (Debian package systemd)")
+        vroot = tempfile.mkdtemp(prefix="unbounded-verify-")
+        self.addCleanup(shutil.rmtree, vroot, True)
+        sysunits = os.path.join(vroot, "usr/lib/systemd/system")
+        shutil.copytree("/lib/systemd/system", sysunits, symlinks=True)
+        unitdir = os.path.join(vroot, PLACEHOLDERS["@UNITDIR@"].lstrip("/"))
+        os.makedirs(unitdir, exist_ok=True)
+        src, build = os.environ["UNITS_SOURCE_DIR"], os.environ["UNITS_BUILD_DIR"]
+        for n in ("unbounded-nvidia-license-reload.path", "unbounded-nvidia-license-reload.timer"):
+            shutil.copy(os.path.join(src, n), unitdir)
+        shutil.copy(os.path.join(build, "unbounded-nvidia-license-reload.service"), unitdir)
+        os.makedirs(os.path.join(unitdir, "nvidia-gridd.service.d"), exist_ok=True)
+        shutil.copy(os.path.join(src, "nvidia-gridd.service.d/50-unbounded-nvidia.conf"),
+                    os.path.join(unitdir, "nvidia-gridd.service.d"))
+        etc = os.path.join(vroot, "etc/systemd/system")
+        os.makedirs(etc)
+        for unit, kind in (("containerd.service", "notify"), ("kubelet.service", "simple"),
+                           ("nvidia-gridd.service", "forking")):
+            with open(os.path.join(etc, unit), "w") as f:
+                f.write(f"[Unit]\nDescription=stand-in {unit}\n\n[Service]\nType={kind}\nExecStart=/bin/true\n")
+        for binary, built in ((PLACEHOLDERS["@SETUP_BINARY@"], os.environ["SETUP_BIN"]),
+                              (PLACEHOLDERS["@LICENSE_RELOAD_BINARY@"], os.environ["LICENSE_BIN"]),
+                              ("/bin/true", "/bin/true")):
+            dest = os.path.join(vroot, binary.lstrip("/"))
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            shutil.copy(built, dest)
+
+        machine = os.path.join(vroot, "machine")
+        shutil.copytree(os.path.join(CASES, "04-licensing-configured", "input"), machine)
+        gen = os.path.join(vroot, "run/systemd/generator")
+        os.makedirs(gen)
+        r = run_generator(machine, [gen])
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+        units = ["unbounded-nvidia-setup.service", "containerd.service", "kubelet.service", "nvidia-gridd.service",
+                 "unbounded-nvidia-license-reload.service", "unbounded-nvidia-license-reload.path",
+                 "unbounded-nvidia-license-reload.timer"]
+        env = dict(os.environ)
+        env["SYSTEMD_UNIT_PATH"] = ":".join(["/etc/systemd/system", "/run/systemd/generator",
+                                             PLACEHOLDERS["@UNITDIR@"], "/usr/lib/systemd/system"])
+        v = subprocess.run([analyze, "verify", "--man=no", f"--root={vroot}", *units],
+                           capture_output=True, text=True, env=env)
+        self.assertEqual((v.returncode, v.stdout + v.stderr), (0, ""), "systemd-analyze verify complained")
+        # And it would complain: a unit with an unknown key makes output (the test can fail).
+        with open(os.path.join(gen, "containerd.service.d", "99-typo.conf"), "w") as f:
+            f.write("[Unit]\nAfterr=nothing.service\n")
+        v = subprocess.run([analyze, "verify", "--man=no", f"--root={vroot}", "containerd.service"],
+                           capture_output=True, text=True, env=env)
+        self.assertIn("Unknown key", v.stdout + v.stderr)
+
+
+if __name__ == "__main__":
+    main()

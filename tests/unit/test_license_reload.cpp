@@ -1,0 +1,376 @@
+#include "fake_unit_manager.hpp"
+#include "license_reload.hpp"
+#include "temp_dir.hpp"
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <fcntl.h>
+#include <random>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace unbounded;
+using namespace std::chrono_literals;
+using test::FakeUnitManager;
+
+namespace {
+
+const std::string GRIDD = "gridd.conf";
+const std::string TOKEN = "client_configuration_token.tok";
+
+// A machine root with a licensing source directory, the installed files, a fake nvidia-gridd, and
+// seams that record sleeps instead of sleeping.
+struct Machine {
+	test::TempDir dir;
+	Context ctx;
+	FakeUnitManager units;
+	std::vector<Millis> sleeps;
+	std::function<std::uint64_t(std::uint64_t)> random = [](std::uint64_t bound) { return bound / 2; };
+	std::function<void(std::string_view)> after_stage;
+	bool stop = false;
+
+	Machine()
+	{
+		ctx.root = dir.path();
+		ctx.config.licensing.jitter = 10s;
+		ctx.config.licensing.settle_time = 5s;
+		// gridd stays up unless the installed gridd.conf says BROKEN (a malformed config)
+		units.stays_up = [this] {
+			auto f = fs::read_file(dir / "etc/nvidia/gridd.conf");
+			return !f || f->find("BROKEN") == std::string::npos;
+		};
+	}
+	ReloadSeams seams()
+	{
+		return ReloadSeams{[this](Millis d) { sleeps.push_back(d); }, [this](std::uint64_t b) { return random(b); },
+				   [this](std::uint32_t p) { return units.alive.count(p) > 0; }, [this] { return stop; },
+				   [this](std::string_view s) {
+					   if (after_stage)
+						   after_stage(s);
+				   }};
+	}
+	ReloadReport run()
+	{
+		LicenseReloader r(ctx, units, seams());
+		auto rep = r.run();
+		REQUIRE(rep);
+		return *rep;
+	}
+	// Projected-volume layout: ..<ts>/files, ..data -> ..<ts>, gridd.conf -> ..data/gridd.conf.
+	void project(const std::string &ts, const std::string &gridd, const std::string &token)
+	{
+		const std::string src = "run/host-nvidia-licensing/";
+		dir.write(src + ".." + ts + "/" + GRIDD, gridd);
+		dir.write(src + ".." + ts + "/" + TOKEN, token);
+		dir.link(".." + ts, src + "..data_tmp");
+		REQUIRE(::rename((dir / (src + "..data_tmp")).c_str(), (dir / (src + "..data")).c_str()) == 0);
+		for (const auto &n : {GRIDD, TOKEN})
+			if (::access((dir / (src + n)).c_str(), F_OK) != 0)
+				dir.link("..data/" + n, src + n);
+	}
+	std::string installed(const std::string &name) const
+	{
+		auto path = name == GRIDD ? "etc/nvidia/gridd.conf" : "etc/nvidia/ClientConfigToken/client_configuration_token.tok";
+		auto f = fs::read_file(dir / path);
+		return f ? *f : "<absent>";
+	}
+	unsigned mode(const std::string &rel) const
+	{
+		struct stat st{};
+		REQUIRE(::stat((dir / rel).c_str(), &st) == 0);
+		return st.st_mode & 07777;
+	}
+};
+
+}  // namespace
+
+TEST_CASE("a rotation restarts nvidia-gridd exactly once, with SIGTERM", "[license]")
+{
+	Machine m;
+	m.project("2026_01", "FeatureType=1\nServerAddress=a\n", "token-1");
+	auto first = m.run();
+	CHECK(first.outcome == ReloadOutcome::Applied);
+	CHECK(m.installed(GRIDD) == "FeatureType=1\nServerAddress=a\n");
+	CHECK(m.installed(TOKEN) == "token-1");
+	CHECK(m.mode("etc/nvidia/ClientConfigToken/client_configuration_token.tok") == 0600);
+	CHECK(m.mode("etc/nvidia/gridd.conf") == 0644);
+	m.units.calls.clear();
+
+	m.project("2026_02", "FeatureType=1\nServerAddress=a\n", "token-2");
+	auto r = m.run();
+	CHECK(r.outcome == ReloadOutcome::Applied);
+	CHECK(r.restarts == 1);
+	CHECK(m.units.count("stop ") == 1);
+	CHECK(m.units.count("stop nvidia-gridd.service signal=15 nosigkill") == 1);
+	CHECK(m.units.count("start ") == 1);
+	CHECK(m.installed(TOKEN) == "token-2");
+}
+
+TEST_CASE("unchanged content or an mtime-only change does nothing", "[license]")
+{
+	Machine m;
+	m.project("2026_01", "FeatureType=1\n", "token-1");
+	REQUIRE(m.run().outcome == ReloadOutcome::Applied);
+	m.units.calls.clear();
+	m.sleeps.clear();
+	CHECK(m.run().outcome == ReloadOutcome::Unchanged);
+	// touch: new mtimes, same bytes
+	const struct timespec later[2] = {{2000000000, 0}, {2000000000, 0}};
+	REQUIRE(::utimensat(AT_FDCWD, (m.dir / "run/host-nvidia-licensing/..2026_01/gridd.conf").c_str(), later, 0) == 0);
+	// and the same content re-projected under a new timestamp directory (kubelet's resync)
+	m.project("2026_99", "FeatureType=1\n", "token-1");
+	CHECK(m.run().outcome == ReloadOutcome::Unchanged);
+	CHECK(m.units.count("stop") == 0);
+	CHECK(m.units.count("start") == 0);
+	CHECK(m.sleeps.empty());
+}
+
+TEST_CASE("a broken gridd.conf is rolled back and not retried until it changes", "[license]")
+{
+	Machine m;
+	m.project("2026_01", "FeatureType=1\n", "token-1");
+	REQUIRE(m.run().outcome == ReloadOutcome::Applied);
+	m.units.calls.clear();
+
+	m.project("2026_02", "BROKEN\n", "token-2");
+	auto r = m.run();
+	CHECK(r.outcome == ReloadOutcome::RolledBack);
+	CHECK(r.restarts == 2);  // with the new files, then with the last known good ones
+	CHECK(m.installed(GRIDD) == "FeatureType=1\n");
+	CHECK(m.installed(TOKEN) == "token-1");
+	CHECK(m.units.active == "active");
+	CHECK(m.units.count("stop nvidia-gridd.service signal=15") == 2);
+
+	m.units.calls.clear();
+	auto again = m.run();
+	CHECK(again.outcome == ReloadOutcome::KnownBad);
+	CHECK(m.units.count("stop") == 0);
+	CHECK(m.units.count("start") == 0);
+
+	m.project("2026_03", "FeatureType=1\nfixed\n", "token-3");
+	CHECK(m.run().outcome == ReloadOutcome::Applied);
+	CHECK(m.installed(GRIDD) == "FeatureType=1\nfixed\n");
+}
+
+TEST_CASE("the jitter is random within licensing.jitter", "[license]")
+{
+	Machine m;
+	m.ctx.config.licensing.jitter = 60s;
+	std::mt19937_64 rng(42);
+	m.random = [&](std::uint64_t bound) {
+		CHECK(bound == 60'001);
+		return std::uniform_int_distribution<std::uint64_t>(0, bound - 1)(rng);
+	};
+	std::set<Millis::rep> seen;
+	for (int i = 0; i < 40; i++) {
+		m.project("2026_" + std::to_string(i), "FeatureType=1\n", "token-" + std::to_string(i));
+		auto r = m.run();
+		REQUIRE(r.outcome == ReloadOutcome::Applied);
+		CHECK(r.jitter >= 0ms);
+		CHECK(r.jitter <= 60s);
+		seen.insert(r.jitter.count());
+	}
+	CHECK(seen.size() > 30);  // spread, not a constant
+	CHECK(m.sleeps.front() <= 60s);
+
+	Machine z;
+	z.ctx.config.licensing.jitter = 0s;
+	z.random = [](std::uint64_t) -> std::uint64_t { FAIL("no randomness without jitter"); return 0; };
+	z.project("2026_01", "FeatureType=1\n", "t");
+	CHECK(z.run().jitter == 0ms);
+}
+
+TEST_CASE("the kill switch and the interval knob", "[license]")
+{
+	Machine m;
+	auto env = [](const char *n) -> const char * {
+		std::string_view v(n);
+		return v == "VGPU_LICENSE_AUTO_RELOAD" ? "false" : v == "VGPU_LICENSE_RELOAD_INTERVAL" ? "45" : nullptr;
+	};
+	REQUIRE(apply_license_environment(m.ctx.config.licensing, env));
+	CHECK(m.ctx.config.licensing.reload_interval == 45s);
+	CHECK_FALSE(m.ctx.config.licensing.auto_reload);
+	m.project("2026_01", "FeatureType=1\n", "token-1");
+	CHECK(m.run().outcome == ReloadOutcome::Disabled);
+	CHECK(m.units.calls.empty());
+	CHECK(m.installed(GRIDD) == "<absent>");
+
+	LicensingConfig lic;
+	auto yes = [](const char *n) -> const char * { return std::string_view(n) == "VGPU_LICENSE_AUTO_RELOAD" ? "true" : nullptr; };
+	REQUIRE(apply_license_environment(lic, yes));
+	CHECK(lic.auto_reload);
+	auto bad = [](const char *n) -> const char * { return std::string_view(n) == "VGPU_LICENSE_RELOAD_INTERVAL" ? "soon" : nullptr; };
+	auto r = apply_license_environment(lic, bad);
+	REQUIRE_FALSE(r);
+	CHECK_THAT(r.error().message, Catch::Contains("VGPU_LICENSE_RELOAD_INTERVAL='soon'"));
+}
+
+TEST_CASE("legacy files are the per-file fallback of the source directory", "[license]")
+{
+	Machine m;
+	m.dir.write("drivers/gridd.conf", "legacy-gridd\n");
+	m.dir.write("drivers/ClientConfigToken/client_configuration_token.tok", "legacy-token");
+	CHECK(m.run().outcome == ReloadOutcome::Applied);
+	CHECK(m.installed(GRIDD) == "legacy-gridd\n");
+	CHECK(m.installed(TOKEN) == "legacy-token");
+
+	// A partial directory: gridd.conf from it, the token still from the legacy path.
+	m.dir.write("run/host-nvidia-licensing/gridd.conf", "dir-gridd\n");
+	auto r = m.run();
+	CHECK(r.outcome == ReloadOutcome::Applied);
+	CHECK(m.installed(GRIDD) == "dir-gridd\n");
+	CHECK(m.installed(TOKEN) == "legacy-token");
+}
+
+TEST_CASE("a ..data swap of a projected volume is seen through the symlinks", "[license]")
+{
+	Machine m;
+	m.project("2026_01", "FeatureType=1\n", "token-1");
+	REQUIRE(m.run().outcome == ReloadOutcome::Applied);
+	m.project("2026_02", "FeatureType=1\n", "token-2");
+	(void)fs::remove_tree_at(AT_FDCWD, m.dir / "run/host-nvidia-licensing/..2026_01", "old");
+	m.units.calls.clear();
+	auto r = m.run();
+	CHECK(r.outcome == ReloadOutcome::Applied);
+	CHECK(m.installed(TOKEN) == "token-2");
+	CHECK(m.units.count("start") == 1);
+}
+
+TEST_CASE("a symlink leading out of the source directory is refused", "[license]")
+{
+	Machine m;
+	m.dir.write("secret-elsewhere", "not a license");
+	m.dir.link("../../secret-elsewhere", "run/host-nvidia-licensing/gridd.conf");
+	LicenseReloader r(m.ctx, m.units, m.seams());
+	auto rep = r.run();
+	REQUIRE_FALSE(rep);
+	CHECK_THAT(rep.error().message, Catch::Contains("/run/host-nvidia-licensing/gridd.conf"));
+	CHECK(m.installed(GRIDD) == "<absent>");
+}
+
+TEST_CASE("a rotation landing between record and install is applied, not dropped", "[license]")
+{
+	Machine m;
+	m.project("2026_01", "FeatureType=1\n", "token-1");
+	REQUIRE(m.run().outcome == ReloadOutcome::Applied);
+	m.units.calls.clear();
+	m.project("2026_02", "FeatureType=1\n", "token-2");
+	bool rotated = false;
+	m.after_stage = [&](std::string_view stage) {
+		if (stage == "recorded" && !rotated) {
+			rotated = true;
+			m.project("2026_03", "FeatureType=1\n", "token-3");
+		}
+	};
+	auto r = m.run();
+	CHECK(r.outcome == ReloadOutcome::Applied);
+	CHECK(r.applied == 2);
+	CHECK(m.installed(TOKEN) == "token-3");
+	CHECK(m.units.count("start") == 2);
+	m.after_stage = nullptr;
+	CHECK(m.run().outcome == ReloadOutcome::Unchanged);
+}
+
+TEST_CASE("the first run records installed files without a restart", "[license]")
+{
+	Machine m;
+	m.project("2026_01", "FeatureType=1\n", "token-1");
+	m.dir.write("etc/nvidia/gridd.conf", "FeatureType=1\n");
+	m.dir.write("etc/nvidia/ClientConfigToken/client_configuration_token.tok", "token-1", 0600);
+	auto r = m.run();
+	CHECK(r.outcome == ReloadOutcome::Recorded);
+	CHECK(m.units.count("stop") == 0);
+	CHECK(m.run().outcome == ReloadOutcome::Unchanged);
+}
+
+TEST_CASE("never SIGKILL, never a second daemon", "[license]")
+{
+	SECTION("a unit that would escalate to SIGKILL is not restarted")
+	{
+		Machine m;
+		m.units.send_sigkill = true;
+		m.project("2026_01", "FeatureType=1\n", "token-1");
+		auto r = m.run();
+		CHECK(r.outcome == ReloadOutcome::Failed);
+		CHECK(m.units.count("stop") == 0);
+		CHECK(m.installed(GRIDD) == "<absent>");  // files put back as they were
+		CHECK_THAT(r.messages.back(), Catch::Contains("SendSIGKILL=yes"));
+	}
+	SECTION("a daemon that outlives SIGTERM is not joined by a second one")
+	{
+		Machine m;
+		m.dir.write("etc/nvidia/gridd.conf", "old\n");
+		m.units.ignores_sigterm = true;
+		m.project("2026_01", "FeatureType=1\n", "token-1");
+		auto r = m.run();
+		CHECK(r.outcome == ReloadOutcome::Failed);
+		CHECK(m.units.count("stop") == 1);
+		CHECK(m.units.count("start") == 0);
+		CHECK(m.installed(GRIDD) == "old\n");
+		CHECK_THAT(r.messages.back(), Catch::Contains("not starting a second instance"));
+		// not recorded: retried on the next trigger
+		m.units.ignores_sigterm = false;
+		m.units.active = "active";
+		m.units.pid = 100;
+		CHECK(m.run().outcome == ReloadOutcome::Applied);
+	}
+}
+
+TEST_CASE("nvidia-gridd not running: files installed for its next start, no restart", "[license]")
+{
+	Machine m;
+	m.units.active = "inactive";
+	m.units.pid = 0;
+	m.project("2026_01", "FeatureType=1\n", "token-1");
+	CHECK(m.run().outcome == ReloadOutcome::Applied);
+	CHECK(m.units.count("start") == 0);
+	CHECK(m.installed(TOKEN) == "token-1");
+}
+
+TEST_CASE("SIGTERM during the jitter ends the run with nothing changed", "[license]")
+{
+	Machine m;
+	m.stop = true;
+	m.project("2026_01", "FeatureType=1\n", "token-1");
+	CHECK(m.run().outcome == ReloadOutcome::Interrupted);
+	CHECK(m.installed(GRIDD) == "<absent>");
+	CHECK(m.units.calls.empty());
+}
+
+TEST_CASE("no licensing content ever reaches the log", "[license]")
+{
+	Machine m;
+	m.project("2026_01", "ServerAddress=SECRET-HOST\n", "SECRET-TOKEN");
+	// capture stderr, where log lines go outside systemd
+	std::fflush(stderr);
+	int saved = ::dup(STDERR_FILENO);
+	const std::string capture = m.dir / "stderr.txt";
+	int fd = ::open(capture.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	::dup2(fd, STDERR_FILENO);
+	m.run();
+	m.project("2026_02", "BROKEN SECRET-HOST\n", "SECRET-TOKEN-2");
+	auto r = m.run();
+	::dup2(saved, STDERR_FILENO);
+	::close(fd);
+	::close(saved);
+	auto text = fs::read_file(capture);
+	REQUIRE(text);
+	CHECK(r.outcome == ReloadOutcome::RolledBack);
+	CHECK_FALSE(text->empty());
+	CHECK(text->find("SECRET") == std::string::npos);
+	for (const auto &msg : r.messages)
+		CHECK(msg.find("SECRET") == std::string::npos);
+}
+
+TEST_CASE("license state files round-trip and reject damage", "[license]")
+{
+	LicenseSet s;
+	s.files["gridd.conf"] = "a\nb\n";
+	s.files["client_configuration_token.tok"] = std::string("bin\0ary\n", 8);
+	auto back = LicenseSet::parse(s.serialize());
+	REQUIRE(back);
+	CHECK(*back == s);
+	const std::string text = s.serialize();
+	for (std::size_t cut = 0; cut < text.size(); cut++)
+		CHECK_FALSE(LicenseSet::parse(text.substr(0, cut)) == s);
+}
