@@ -1,0 +1,60 @@
+"""The system tests' machine image: built once with mkosi from mkosi.conf.d/ and cached outside the
+repository, keyed by the configuration, so it is rebuilt exactly when mkosi.conf.d/ changes. Each test
+machine is a copy of it with the project installed on top by `meson install --destdir`."""
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+
+SOURCE = os.environ.get("SOURCE_ROOT", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+CACHE = os.environ.get("UNBOUNDED_TEST_CACHE", "/var/tmp/unbounded-nvidia-test")
+
+
+def config_key():
+    h = hashlib.sha256()
+    conf = os.path.join(SOURCE, "mkosi.conf.d")
+    for dirpath, dirnames, filenames in os.walk(conf):
+        dirnames.sort()
+        for n in sorted(filenames):
+            p = os.path.join(dirpath, n)
+            h.update(os.path.relpath(p, conf).encode() + b"\0" + open(p, "rb").read() + b"\0")
+    h.update(subprocess.run(["mkosi", "--version"], capture_output=True, text=True).stdout.encode())
+    return h.hexdigest()[:16]
+
+
+_failure = None
+
+
+def base_image():
+    """Path of the cached base image, building it (about a minute) when the configuration changed."""
+    global _failure
+    if _failure:  # one failed build per run is enough: every test reports it
+        raise RuntimeError(_failure)
+    os.makedirs(CACHE, exist_ok=True)
+    key = config_key()
+    image = os.path.join(CACHE, f"image-{key}")
+    with open(os.path.join(CACHE, "lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.isfile(os.path.join(image, "usr/lib/systemd/systemd")):
+            return image
+        for old in os.listdir(CACHE):
+            if old.startswith("image-"):
+                shutil.rmtree(os.path.join(CACHE, old), ignore_errors=True)
+        for leftover in (image, image + ".manifest"):
+            if os.path.lexists(leftover):
+                shutil.rmtree(leftover, ignore_errors=True) if os.path.isdir(leftover) else os.unlink(leftover)
+        # mkosi 14 runs apt in systemd-nspawn: like every nspawn here it needs its own mount namespace
+        # with a tmpfs /run, and must keep our unit.
+        # mkosi 14 reads mkosi.conf.d/ from the working directory (not from -C), so run it there.
+        cmd = (f"mount -t tmpfs tmpfs /run && cd '{SOURCE}' && mkosi --nspawn-keep-unit --force "
+               f"--output-dir '{CACHE}' --output '{image}' build")
+        log = os.path.join(CACHE, "mkosi.log")
+        with open(log, "w") as f:
+            r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", cmd], stdout=f, stderr=subprocess.STDOUT)
+        if r.returncode != 0 or not os.path.isfile(os.path.join(image, "usr/lib/systemd/systemd")):
+            tail = open(log).read()[-3000:]
+            _failure = f"mkosi build of a directory image failed ({r.returncode}), log {log}:\n{tail}"
+            raise RuntimeError(_failure)
+        return image

@@ -1,0 +1,243 @@
+#!/usr/bin/env python3
+"""System tests: the seed scenarios on a real systemd 252, in a mkosi-built Debian machine booted with
+systemd-nspawn. Each scenario is checked from the machine's journal and files after it powered off."""
+
+import os
+import shutil
+import sys
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+from harness import ARCH, V1, V2, MachineRoot, main, make_chardev  # noqa: E402
+from machine import Machine  # noqa: E402
+
+REQUIRED = ("systemd-nspawn", "mkosi", "unshare", "debootstrap", "journalctl")
+
+
+def missing_prerequisites():
+    missing = [t for t in REQUIRED if not shutil.which(t)]
+    if os.geteuid() != 0:
+        missing.append("root")
+    return missing
+
+
+class SystemCase(unittest.TestCase):
+    def setUp(self):
+        # A missing prerequisite is a failure, not a skip: CI must not go green without this tier.
+        missing = missing_prerequisites()
+        self.assertEqual(missing, [], f"system tests need {', '.join(missing)} (make check installs the packages; run as root)")
+
+    def gpu_machine(self, name, version=V1, gpus=2, staging=True):
+        """A machine whose host staged `version` at /run/host-nvidia/{0,1,2} and bound GPU nodes."""
+        m = Machine(self, name)
+        if staging:
+            self.stage(m, version)
+        devs = [("nvidiactl", 195, 255), ("nvidia-uvm", 509, 0), ("nvidia-uvm-tools", 509, 1)] + \
+               [(f"nvidia{i}", 195, i) for i in range(gpus)]
+        for dev, major, minor in devs:
+            node = m.host(f"dev/{dev}")
+            make_chardev(node, major, minor)
+            m.bind(node, f"/dev/{dev}")
+        return m
+
+    def stage(self, m, version, broken=False, slot="staging"):
+        root = MachineRoot(tmp=m.host(f"{slot}-{version}"))
+        root.stage_all(version)
+        if broken:  # a host mid-upgrade: libnvidia-ml of another version than libcuda
+            d = root.p("/run/host-nvidia/0")
+            os.rename(os.path.join(d, f"libnvidia-ml.so.{version}"), os.path.join(d, f"libnvidia-ml.so.{V2}"))
+        m.binds = [b for b in m.binds if "/run/host-nvidia/" not in b]
+        for n in range(3):
+            m.bind(root.p(f"/run/host-nvidia/{n}"), f"/run/host-nvidia/{n}", read_only=True)
+
+    def assertReadyFor(self, m, version, who="containerd"):
+        self.assertEqual(m.read(f"/var/lib/standin/{who}/setup-state").strip(), "active",
+                         f"{who} started before unbounded-nvidia-setup was done")
+        self.assertEqual(m.read("/var/lib/standin/containerd/verify.rc").strip(), "0",
+                         m.read("/var/lib/standin/containerd/verify.err", ""))
+        self.assertTrue(m.json("/var/lib/standin/containerd/verify.json")["ready"])
+        self.assertEqual(m.read("/var/lib/standin/containerd/nvidia-smi.txt").strip(), f"Driver Version: {version}")
+        spec = m.read("/var/lib/standin/containerd/spec.yaml")
+        self.assertIn(f"libcuda.so.{version}", spec)
+        root = m.read("/var/lib/standin/containerd/root.txt")
+        self.assertIn(f"f /run/nvidia/driver/lib/{ARCH}/libcuda.so.{version} -> ", root)
+        self.assertIn(f"f /run/nvidia/driver/lib/{ARCH}/libnvidia-ml.so.{version} -> ", root)
+        return spec, root
+
+    def assertOrdered(self, m, first, then, boot=-1):
+        """In the given boot, `first` finished before `then` began (journal, monotonic clock)."""
+        entries = m.messages("_PID=1")
+        boots = []
+        for _, b, _ in entries:
+            if b not in boots:
+                boots.append(b)
+        msgs = [(t, msg) for t, b, msg in entries if b == boots[boot]]
+        done = [t for t, msg in msgs if msg.startswith("Finished " + first)]
+        start = [t for t, msg in msgs if msg.startswith("Starting " + then)]
+        self.assertTrue(done, f"no 'Finished {first}' in the journal")
+        self.assertTrue(start, f"no 'Starting {then}' in the journal")
+        self.assertLess(done[0], start[0], f"{then} started before {first} finished")
+
+
+class TestBoot(SystemCase):
+    def test_first_boot(self):
+        m = self.gpu_machine("first-boot").boot()
+        self.assertReadyFor(m, V1)
+        self.assertEqual(m.read("/var/lib/standin/kubelet/setup-state").strip(), "active")
+        self.assertOrdered(m, "unbounded-nvidia-setup.service", "containerd.service")
+        self.assertOrdered(m, "unbounded-nvidia-setup.service", "kubelet.service")
+        status = m.json("/var/lib/standin/containerd/status.json")
+        self.assertEqual(status["outcome"], "ready")
+        self.assertEqual(status["gpus"], 2)
+        self.assertEqual(status["driver_root_fs"], "tmpfs")
+        # The journal has the structured outcome, and systemctl status the STATUS= line.
+        ready = m.journal("MESSAGE_ID=a22c5f0c72d0426dbccb8b3dbb5eb396")
+        self.assertEqual(len(ready), 1)
+        self.assertEqual(ready[0]["UNBOUNDED_NVIDIA_DRIVER_VERSION"], V1)
+
+    def test_host_reboot_with_a_new_driver_version(self):
+        m = self.gpu_machine("reboot-new-version").boot()
+        self.assertReadyFor(m, V1)
+        self.stage(m, V2)
+        m.boot()
+        spec, root = self.assertReadyFor(m, V2)
+        self.assertNotIn(V1, spec, "stale path of the old driver in the CDI spec")
+        self.assertNotIn(V1, root, "file of the old driver in the driver root")
+        self.assertNotIn(V1, m.read("/etc/cdi/nvidia.yaml"))
+
+    def test_plain_machine_restart_and_service_restart(self):
+        scenario = """
+stat -c %i /etc/cdi/nvidia.yaml > $out/spec-inode
+systemctl restart unbounded-nvidia-setup.service
+cp /run/unbounded-nvidia/status.json $out/status-after-restart.json
+# Requires= propagates the restart to containerd, which comes back once setup is ready again.
+wait_for 20 systemctl is-active -q containerd.service
+systemctl is-active containerd.service > $out/containerd-after-restart
+"""
+        m = self.gpu_machine("restart").boot(scenario)
+        first_inode = m.read("/var/lib/standin/spec-inode")
+        m.boot(scenario)
+        self.assertReadyFor(m, V1)
+        # After the machine restart /run was new, so the root was rebuilt; the spec was not rewritten.
+        self.assertEqual(m.read("/var/lib/standin/spec-inode"), first_inode)
+        self.assertFalse(m.json("/var/lib/standin/containerd/status.json")["cdi_spec_written"])
+        # A restart of the unit within the boot copies nothing.
+        again = m.json("/var/lib/standin/status-after-restart.json")
+        self.assertTrue(again["ready"])
+        self.assertEqual(again["bytes_copied"], 0)
+        self.assertTrue(again["unchanged"])
+        self.assertEqual(m.read("/var/lib/standin/containerd-after-restart").strip(), "active")
+
+    def test_non_gpu_machine(self):
+        m = Machine(self, "non-gpu").boot()
+        self.assertEqual(m.read("/var/lib/standin/containerd/setup-load").strip(), "not-found")
+        self.assertTrue(os.path.exists(m.p("/var/lib/standin/kubelet/uptime")), "kubelet did not start")
+        self.assertFalse(os.path.exists(m.p("/etc/cdi/nvidia.yaml")))
+
+    def test_broken_staging_blocks_containerd_with_the_cause_in_status(self):
+        scenario = """
+systemctl status unbounded-nvidia-setup.service --no-pager -l > $out/setup-status.txt 2>&1
+systemctl is-active containerd.service > $out/containerd-active
+systemctl is-active kubelet.service > $out/kubelet-active
+"""
+        m = self.gpu_machine("broken", staging=False)
+        self.stage(m, V1, broken=True)
+        m.boot(scenario)
+        self.assertFalse(os.path.exists(m.p("/var/lib/standin/containerd")), "containerd started")
+        self.assertNotEqual(m.read("/var/lib/standin/containerd-active").strip(), "active")
+        self.assertNotEqual(m.read("/var/lib/standin/kubelet-active").strip(), "active")
+        status = m.read("/var/lib/standin/setup-status.txt")
+        self.assertIn("failed", status)
+        self.assertIn(f'Status: "Failed: Driver version mismatch: /run/host-nvidia/0/libcuda.so.{V1} but '
+                      f'/run/host-nvidia/0/libnvidia-ml.so.{V2}"', status)
+        failed = m.journal("MESSAGE_ID=59a6c10a04f94e3c9b5851e03f3004f7")
+        self.assertEqual(len(failed), 1)
+
+
+LICENSE_CONFIG = """licensing:
+  jitter: 1s
+  settle_time: 1s
+  stop_timeout: 20s
+  reload_interval: 2s
+"""
+
+
+class TestLicense(SystemCase):
+    def projected(self, m, ts, gridd, token):
+        """Writes a projected-volume version ..<ts> into the host licensing dir and swaps ..data."""
+        d = m.host("licensing")
+        os.makedirs(os.path.join(d, f"..{ts}"), exist_ok=True)
+        with open(os.path.join(d, f"..{ts}", "gridd.conf"), "w") as f:
+            f.write(gridd)
+        with open(os.path.join(d, f"..{ts}", "client_configuration_token.tok"), "w") as f:
+            f.write(token)
+        return d
+
+    def test_rotation_touch_and_rollback(self):
+        m = self.gpu_machine("license")
+        d = self.projected(m, "v1", "FeatureType=1\nServerAddress=nls-a\n", "token-1")
+        os.symlink("..v1", os.path.join(d, "..data"))
+        for n in ("gridd.conf", "client_configuration_token.tok"):
+            os.symlink(f"..data/{n}", os.path.join(d, n))
+        self.projected(m, "v2", "FeatureType=1\nServerAddress=nls-a\n", "token-2")
+        self.projected(m, "v3", "FeatureType=1\nBROKEN\n", "token-3")
+        m.bind(d, "/run/host-nvidia-licensing")
+        m.write("/etc/unbounded/nvidia.yaml", LICENSE_CONFIG)
+        # The files nvidia-gridd was installed with at first boot: the first reloader run records them.
+        m.write("/etc/nvidia/gridd.conf", "FeatureType=1\nServerAddress=nls-a\n")
+        m.write("/etc/nvidia/ClientConfigToken/client_configuration_token.tok", "token-1", 0o600)
+        scenario = """
+log=$out/gridd.log
+swap() {  # kubelet's AtomicWriter: ..data_tmp -> ..<ts>, renamed over ..data
+	ln -s "..$1" /run/host-nvidia-licensing/..data_tmp
+	mv -T /run/host-nvidia-licensing/..data_tmp /run/host-nvidia-licensing/..data
+}
+starts() { grep -c '^start ' $log; }
+systemctl start unbounded-nvidia-license-reload.service
+echo "recorded $(starts)" >> $out/steps
+
+swap v2
+wait_for 20 sh -c "[ \\$(grep -c '^start ' $log) -ge 2 ]"
+wait_for 20 sh -c "! systemctl is-active -q unbounded-nvidia-license-reload.service"
+echo "rotated $(starts)" >> $out/steps
+
+touch /run/host-nvidia-licensing/..v2/gridd.conf /run/host-nvidia-licensing/..v2/client_configuration_token.tok
+sleep 6
+echo "touched $(starts)" >> $out/steps
+
+swap v3
+wait_for 30 sh -c "[ \\$(grep -c '^start ' $log) -ge 4 ]"
+sleep 8
+echo "rolled-back $(starts)" >> $out/steps
+systemctl show -p ActiveState --value nvidia-gridd.service > $out/gridd-state
+cp /etc/nvidia/gridd.conf $out/gridd.conf-final
+cp /etc/nvidia/ClientConfigToken/client_configuration_token.tok $out/token-final
+stat -c %a /etc/nvidia/ClientConfigToken/client_configuration_token.tok > $out/token-mode
+"""
+        m.boot(scenario)
+        self.assertEqual(m.read("/var/lib/standin/scenario-errors", ""), "")
+        steps = dict(line.split() for line in m.read("/var/lib/standin/steps").splitlines())
+        self.assertEqual(steps, {"recorded": "1", "rotated": "2", "touched": "2", "rolled-back": "4"})
+        log = m.read("/var/lib/standin/gridd.log").splitlines()
+        # one SIGTERM before each restart, never a start without the previous daemon gone
+        starts = [i for i, l in enumerate(log) if l.startswith("start ")]
+        for prev, nxt in zip(starts, starts[1:]):
+            between = log[prev + 1:nxt]
+            self.assertTrue(any(l.startswith(("sigterm", "exit-bad-config")) for l in between),
+                            f"daemon started again without the previous one ending: {log}")
+        self.assertEqual(sum(l.startswith("sigterm") for l in log[:starts[3]]), 2)
+        self.assertIn("broken=yes", log[starts[2]])
+        self.assertEqual(log[starts[3]].split()[1], log[starts[1]].split()[1], "rollback did not restore v2")
+        self.assertEqual(m.read("/var/lib/standin/gridd-state").strip(), "active")
+        self.assertEqual(m.read("/var/lib/standin/token-final"), "token-2")
+        self.assertEqual(m.read("/var/lib/standin/token-mode").strip(), "600")
+        self.assertEqual(len(m.journal("MESSAGE_ID=60946feb744847e99a94e6d6a04d7df9")), 2)  # rollback, loudly
+        applied = m.journal("MESSAGE_ID=bcafdef73f1d4c3aba44e70fd75ca0d6")
+        self.assertEqual(len(applied), 1)
+        for e in m.journal("SYSLOG_IDENTIFIER=unbounded-nvidia-license-reload"):
+            self.assertNotIn("token-", e.get("MESSAGE", ""))
+            self.assertNotIn("nls-a", e.get("MESSAGE", ""))
+
+
+if __name__ == "__main__":
+    main()
