@@ -6,11 +6,11 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # Build and test dependencies, all from Debian bookworm main.
 BUILD_DEPS := meson ninja-build g++ pkg-config libsystemd-dev libmount-dev nlohmann-json3-dev \
-	libyaml-cpp-dev catch2 systemd
+	libyaml-cpp-dev catch2 systemd scdoc
 TEST_DEPS := python3 python3-jsonschema python3-yaml util-linux
 # The system tier boots a mkosi image with systemd-nspawn.
-SYSTEM_DEPS := systemd-container mkosi debootstrap dosfstools cpio zstd
-PACKAGE_DEPS := debhelper dpkg-dev fakeroot lintian pandoc man-db groff-base
+SYSTEM_DEPS := systemd-container mkosi debootstrap
+PACKAGE_DEPS := debhelper dpkg-dev fakeroot lintian man-db groff-base git
 
 .PHONY: all deps demo check build clean
 
