@@ -49,16 +49,7 @@ Result<void> write_new_file(const std::string &dir, const std::string &name, con
 	if (fd < 0)
 		return fail(last_errno_error("Failed to create " + path + (errno == EEXIST ? " (duplicate entry?)" : "")));
 	UniqueFd f(fd);
-	std::string_view data = content;
-	while (!data.empty()) {
-		ssize_t n = ::write(f.get(), data.data(), data.size());
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return fail(last_errno_error("Failed to write " + path));
-		data.remove_prefix(static_cast<std::size_t>(n));
-	}
-	return {};
+	return fs::write_all(f.get(), content, path);
 }
 
 Result<void> make_symlink(const std::string &dir, const std::string &name, const std::string &target)

@@ -3,6 +3,7 @@
 #include "context.hpp"
 #include "generator.hpp"
 #include "log.hpp"
+#include "main_guard.hpp"
 
 #include <cstdio>
 #include <cstdlib>
@@ -42,12 +43,5 @@ static int run(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	try {
-		return run(argc, argv);
-	} catch (const std::exception &e) {
-		std::fprintf(stderr, "unbounded-nvidia-generator: internal error: %s\n", e.what());
-	} catch (...) {
-		std::fprintf(stderr, "unbounded-nvidia-generator: internal error\n");
-	}
-	return EXIT_NOT_READY;
+	return guarded_main("unbounded-nvidia-generator", [&] { return run(argc, argv); });
 }

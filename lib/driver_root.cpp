@@ -302,15 +302,8 @@ Result<InstallStats> install_driver_root(const DriverSet &driver, const Manifest
 		if (mfd < 0)
 			return fail(last_errno_error("Failed to create " + root.display + "/" + MANIFEST_NAME));
 		UniqueFd m(mfd);
-		std::string_view data = manifest_text;
-		while (!data.empty()) {
-			ssize_t w = ::write(m.get(), data.data(), data.size());
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w < 0)
-				return fail(last_errno_error("Failed to write " + root.display + "/" + MANIFEST_NAME));
-			data.remove_prefix(static_cast<std::size_t>(w));
-		}
+		if (auto r = fs::write_all(m.get(), manifest_text, root.display + "/" + MANIFEST_NAME); !r)
+			return fail(r.error());
 		if (::fchmod(m.get(), 0644) < 0)
 			return fail(last_errno_error("Failed to set mode of " + root.display + "/" + MANIFEST_NAME));
 	}

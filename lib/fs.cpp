@@ -247,7 +247,7 @@ std::string random_suffix(std::size_t len)
 	return s;
 }
 
-static Result<void> write_all(int fd, std::string_view data, const std::string &display)
+Result<void> write_all(int fd, std::string_view data, const std::string &display)
 {
 	while (!data.empty()) {
 		ssize_t n = ::write(fd, data.data(), data.size());

@@ -40,6 +40,9 @@ Result<void> remove_tree_at(int dirfd, const std::string &name, const std::strin
 Result<std::string> read_file_at(int dirfd, const std::string &name, const std::string &display,
 				 std::size_t max_bytes = 16u << 20);
 Result<std::string> read_file(const std::string &path, std::size_t max_bytes = 16u << 20);
+// Writes all of data to fd, retrying short writes and EINTR.
+Result<void> write_all(int fd, std::string_view data, const std::string &display);
+
 // Reads an open file to its end (at most max_bytes).
 Result<std::string> read_fd(int fd, const std::string &display, std::size_t max_bytes = 16u << 20);
 

@@ -40,18 +40,11 @@ int run_generate_cdi(const Context &ctx, Report &report, const std::string &outp
 		report.warnings.push_back(w);
 	}
 	if (output == "-") {
-		const std::string &y = state->spec.yaml;
-		for (std::size_t off = 0; off < y.size();) {
-			ssize_t n = ::write(STDOUT_FILENO, y.data() + off, y.size() - off);
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0) {
-				report.outcome = "failed";
-				report.error = errno_error(errno, "Failed to write the spec to stdout").message;
-				log::error(report.error);
-				return EXIT_NOT_READY;
-			}
-			off += static_cast<std::size_t>(n);
+		if (auto w = fs::write_all(STDOUT_FILENO, state->spec.yaml, "standard output"); !w) {
+			report.outcome = "failed";
+			report.error = w.error().message;
+			log::error(report.error);
+			return EXIT_NOT_READY;
 		}
 	} else {
 		auto w = fs::write_file_atomic(output, state->spec.yaml, {.mode = 0644, .fsync = true, .skip_if_unchanged = true});

@@ -6,6 +6,7 @@
 #include "license_reload.hpp"
 #include "lock.hpp"
 #include "log.hpp"
+#include "main_guard.hpp"
 #include "notify.hpp"
 #include "unit_manager.hpp"
 
@@ -129,12 +130,5 @@ int run(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	try {
-		return run(argc, argv);
-	} catch (const std::exception &e) {
-		std::fprintf(stderr, "unbounded-nvidia-license-reload: internal error: %s\n", e.what());
-	} catch (...) {
-		std::fprintf(stderr, "unbounded-nvidia-license-reload: internal error\n");
-	}
-	return EXIT_NOT_READY;
+	return guarded_main("unbounded-nvidia-license-reload", [&] { return run(argc, argv); });
 }

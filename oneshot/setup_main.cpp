@@ -4,6 +4,7 @@
 #include "config.hpp"
 #include "context.hpp"
 #include "log.hpp"
+#include "main_guard.hpp"
 
 #include <chrono>
 #include <cstdio>
@@ -149,13 +150,5 @@ int run(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	// Exceptions never cross main: anything that escaped the Result-based code is a bug, reported as one.
-	try {
-		return run(argc, argv);
-	} catch (const std::exception &e) {
-		std::fprintf(stderr, "unbounded-nvidia-setup: internal error: %s\n", e.what());
-	} catch (...) {
-		std::fprintf(stderr, "unbounded-nvidia-setup: internal error\n");
-	}
-	return EXIT_NOT_READY;
+	return guarded_main("unbounded-nvidia-setup", [&] { return run(argc, argv); });
 }

@@ -23,7 +23,8 @@ if os.geteuid() != 0 or not os.access("/dev", os.W_OK):
             subprocess.run(["mount", "--bind", "/dev/null", path], check=True)
     harness.make_chardev = bind_null
 
-root = "/tmp/unbounded-nvidia-demo"
+# tmpfs, like the machine's /run, where there is one to write to
+root = ("/dev/shm" if os.access("/dev/shm", os.W_OK) else "/tmp") + "/unbounded-nvidia-demo"
 subprocess.run(["rm", "-rf", root], check=True)
 m = MachineRoot(tmp=root)
 m.stage_debian(V1, extra_unrelated=1500)
@@ -61,3 +62,10 @@ for dirpath, dirnames, filenames in sorted(os.walk(m.driver_root())):
 r = show("Second setup: nothing changed, nothing copied", [setup, "--root", root, "--json", "setup"])
 res = json.loads(r.stdout)
 print(f"bytes_copied={res['bytes_copied']} files_reused={res['files_reused']} unchanged={res['unchanged']}")
+spec = open(m.p("/etc/cdi/nvidia.yaml")).read().splitlines()
+print(f"\n=== /etc/cdi/nvidia.yaml ({len(spec)} lines), the first 40")
+print("\n".join(spec[:40]))
+show("verify, as the host's reconcile loop calls it", [setup, "--root", root, "verify"])
+os.unlink(os.path.join(m.libdir(), f"libcuda.so.{V1}"))
+show("verify after deleting libcuda from the driver root", [setup, "--root", root, "verify"])
+show("setup repairs it", [setup, "--root", root, "setup"])

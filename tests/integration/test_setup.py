@@ -10,6 +10,7 @@ import signal
 import stat
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 
@@ -464,22 +465,25 @@ class TestConcurrency(SetupTestCase):
         env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "JOURNAL_STREAM")}
         p = subprocess.Popen([SETUP, "--root", m.path, "--json", "setup"], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, env=env)
+        lines = []
+        reader = threading.Thread(target=lambda: lines.extend(iter(p.stderr.readline, "")), daemon=True)
+        reader.start()
         try:
-            os.set_blocking(p.stderr.fileno(), False)
-            seen = ""
             deadline = time.monotonic() + 20
-            while "waiting" not in seen and time.monotonic() < deadline:
+            while not any("waiting" in l for l in lines) and time.monotonic() < deadline:
                 time.sleep(0.05)
-                seen += p.stderr.read() or ""
-            self.assertIn("Another unbounded-nvidia-setup is running, waiting", seen)
+            self.assertIn("unbounded-nvidia-setup: Another unbounded-nvidia-setup is running, waiting for it to finish.\n",
+                          lines)
             time.sleep(0.3)
             self.assertIsNone(p.poll(), "setup did not wait for the lock")
             self.assertFalse(os.path.exists(m.driver_root()), "setup touched the root while locked out")
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
-        out, _ = p.communicate(timeout=60)
-        self.assertEqual(p.returncode, 0)
+        out = p.stdout.read()
+        p.wait(timeout=60)
+        reader.join(timeout=10)
+        self.assertEqual(p.returncode, 0, "".join(lines))
         self.assertTrue(json.loads(out)["ready"])
 
     def test_concurrent_runs_leave_one_whole_root(self):
