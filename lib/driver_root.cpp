@@ -21,10 +21,13 @@
 namespace unbounded {
 namespace {
 
+// Identity of a staging file for reuse: the inode, and its change time, which every write updates and
+// no utimes() can set back (a file rewritten in place with its old mtime still differs).
 std::string source_id(const struct stat &st)
 {
 	return std::to_string(static_cast<unsigned long long>(st.st_dev)) + ":" +
-	       std::to_string(static_cast<unsigned long long>(st.st_ino));
+	       std::to_string(static_cast<unsigned long long>(st.st_ino)) + ":" +
+	       std::to_string(static_cast<long long>(st.st_ctim.tv_sec)) + "." + std::to_string(st.st_ctim.tv_nsec);
 }
 
 std::int64_t mtime_ns(const struct stat &st)

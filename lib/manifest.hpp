@@ -20,7 +20,7 @@ struct ManifestEntry {
 	std::uint64_t size = 0;
 	std::int64_t mtime_ns = 0; // copied from the source, so an unchanged source is recognisable
 	std::string source;        // staging path it came from (display form)
-	std::string source_id;     // "<dev>:<ino>" of the source, with size and mtime the reuse key
+	std::string source_id;     // "<dev>:<ino>:<ctime>" of the source, with size and mtime the reuse key
 	// links
 	std::string target;        // relative link target
 };

@@ -220,6 +220,21 @@ class TestBuild(SetupTestCase):
         self.assertEqual(r.result["discovery_cache_hits"], 0)
         self.assertTrue(os.path.isfile(os.path.join(m.libdir(), f"libnvidia-fbc.so.{V1}")))
 
+    def test_source_rewritten_in_place_with_its_old_mtime_is_copied_again(self):
+        m = self.machine()
+        self.assertSetupOk(m.setup())
+        src = m.p(f"/run/host-nvidia/0/libnvidia-cfg.so.{V1}")
+        st = os.stat(src)
+        with open(src, "r+b") as f:  # same size, different bytes, mtime put back
+            f.seek(st.st_size - 8)
+            f.write(b"REWRITE!")
+        os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns))
+        r = m.setup()
+        self.assertSetupOk(r)
+        self.assertEqual(r.result["files_copied"], 1)
+        with open(src, "rb") as a, open(os.path.join(m.libdir(), f"libnvidia-cfg.so.{V1}"), "rb") as b:
+            self.assertEqual(a.read(), b.read())
+
     def test_identical_input_gives_byte_identical_output(self):
         m = self.machine()
         self.assertSetupOk(m.setup())
