@@ -1,8 +1,9 @@
 """Shared pieces of the benchmarks: paths to the built binaries and the test harness, and timing."""
 
 import os
-import subprocess
+import shutil
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -22,11 +23,16 @@ def scratch_base():
 
 
 def timed(cmd, env=None):
-    """Wall time of one child process and its stdout. (Its peak RSS must come from the child itself:
-    the rusage of a child of this Python process would include Python's memory from before the exec.)"""
-    t = time.perf_counter()
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env or ENV)
-    elapsed = time.perf_counter() - t
-    if p.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed with {p.returncode}")
-    return elapsed, p.stdout
+    """Wall time of one child process and its stdout, spawned with posix_spawn (no pipes, no threads:
+    the harness adds as little as it can to what it measures). The child's peak RSS must come from the
+    child itself: a child's rusage would include this Python process's memory from before the exec."""
+    with tempfile.TemporaryFile() as out:
+        actions = [(os.POSIX_SPAWN_DUP2, out.fileno(), 1), (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0)]
+        t = time.perf_counter()
+        pid = os.posix_spawn(shutil.which(cmd[0]) or cmd[0], cmd, env or ENV, file_actions=actions)
+        _, status = os.waitpid(pid, 0)
+        elapsed = time.perf_counter() - t
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise SystemExit(f"{' '.join(cmd)} failed with {os.waitstatus_to_exitcode(status)}")
+        out.seek(0)
+        return elapsed, out.read()

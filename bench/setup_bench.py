@@ -17,7 +17,7 @@ import tempfile
 from benchlib import ENV, scratch_base, timed
 from harness import SETUP, V1, MachineRoot
 
-RUNS = 11
+RUNS = 21
 PADDING_MB = {"libcuda": 70, "libnvidia-glcore": 40, "libnvidia-eglcore": 20, "libnvidia-ptxjitcompiler": 25}
 
 

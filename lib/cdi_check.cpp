@@ -179,12 +179,16 @@ struct Checker {
 	}
 };
 
-// Opens `path` (absolute, as in the machine) with every symlink resolved inside the root.
-UniqueFd open_in_root(const Context &ctx, const std::string &path, bool follow_last)
+UniqueFd open_root(const Context &ctx)
 {
 	const std::string root = ctx.root.empty() ? "/" : ctx.root;
-	UniqueFd rfd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-	if (!rfd)
+	return UniqueFd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+}
+
+// Opens `path` (absolute, as in the machine) with every symlink resolved inside the root.
+UniqueFd open_in_root(int root_fd, const std::string &path, bool follow_last)
+{
+	if (root_fd < 0)
 		return UniqueFd();
 	open_how how{};
 	how.flags = O_PATH | O_CLOEXEC | (follow_last ? 0 : O_NOFOLLOW);
@@ -194,7 +198,7 @@ UniqueFd open_in_root(const Context &ctx, const std::string &path, bool follow_l
 		rel.erase(0, 1);
 	if (rel.empty())
 		rel = ".";
-	long fd = ::syscall(SYS_openat2, rfd.get(), rel.c_str(), &how, sizeof(how));
+	long fd = ::syscall(SYS_openat2, root_fd, rel.c_str(), &how, sizeof(how));
 	return UniqueFd(static_cast<int>(fd));
 }
 
@@ -278,10 +282,11 @@ void check_cdi_host_paths(const Context &ctx, const nlohmann::ordered_json &doc,
 					fn(d["containerEdits"]);
 	};
 	std::set<std::string> checked;
+	const UniqueFd root_fd = open_root(ctx);
 	auto check = [&](const std::string &path, bool device) {
 		if (path.empty() || path.front() != '/' || !checked.insert(path + (device ? "\1" : "")).second)
 			return;
-		UniqueFd fd = open_in_root(ctx, path, !device);
+		UniqueFd fd = open_in_root(root_fd.get(), path, !device);
 		struct stat st{};
 		if (!fd || ::fstat(fd.get(), &st) < 0) {
 			problems.push_back(Problem{path, display + ": " + (device ? "device node " : "hostPath ") + path + " does not exist"});
