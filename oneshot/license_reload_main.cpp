@@ -95,6 +95,11 @@ int run(int argc, char **argv)
 	::sigaction(SIGTERM, &sa, nullptr);
 	::sigaction(SIGINT, &sa, nullptr);
 
+	// The state directory keeps copies of the token: only root may even list it.
+	if (auto r = fs::mkdir_p(ctx.real(ctx.config.licensing.state_dir), 0700); !r) {
+		log::error(r.error().message);
+		return EXIT_NOT_READY;
+	}
 	auto lock = RunLock::acquire(ctx.real(fs::join(ctx.config.licensing.state_dir, "lock")),
 				     fs::join(ctx.config.licensing.state_dir, "lock"),
 				     [] { log::notice("Another license reload is running, waiting for it."); });
