@@ -229,6 +229,9 @@ Result<bool> LicenseReloader::restart_gridd(ReloadReport &report)
 	report.restarts++;
 	const std::uint32_t old_pid = before->main_pid;
 	auto stopped = units_.stop(unit, lic.stop_timeout);
+	// The job can finish a moment before the old process is reaped: give it a short grace.
+	for (int i = 0; i < 20 && old_pid && seams_.pid_alive(old_pid); i++)
+		seams_.sleep(Millis(100));
 	if (old_pid && seams_.pid_alive(old_pid))
 		return fail(make_error(unit + " (PID " + std::to_string(old_pid) + ") did not exit after SIGTERM within " +
 				       format_duration(lic.stop_timeout) + "; not starting a second instance" +

@@ -46,7 +46,21 @@ std::uint64_t random_below(std::uint64_t bound)
 	return std::uniform_int_distribution<std::uint64_t>(0, bound - 1)(rng);
 }
 
-bool pid_alive(std::uint32_t pid) { return pid != 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
+// A process that exists and is not a zombie. systemd finishes a stop job (and says so on the bus)
+// before it reaps the main process, so right after the job the old daemon can still be a zombie.
+bool pid_alive(std::uint32_t pid)
+{
+	if (pid == 0 || (::kill(static_cast<pid_t>(pid), 0) < 0 && errno != EPERM))
+		return false;
+	auto stat = fs::read_file("/proc/" + std::to_string(pid) + "/stat", 4096);
+	if (!stat)
+		return false;  // gone between the two looks
+	auto paren = stat->rfind(')');
+	if (paren == std::string::npos || paren + 2 >= stat->size())
+		return true;
+	const char state = (*stat)[paren + 2];
+	return state != 'Z' && state != 'X';
+}
 
 int run(int argc, char **argv)
 {

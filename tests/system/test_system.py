@@ -215,7 +215,12 @@ cp /etc/nvidia/ClientConfigToken/client_configuration_token.tok $out/token-final
 stat -c %a /etc/nvidia/ClientConfigToken/client_configuration_token.tok > $out/token-mode
 """
         m.boot(scenario)
-        self.assertEqual(m.read("/var/lib/standin/scenario-errors", ""), "")
+        story = "\n".join(f"{t / 1e6:10.3f} {msg}" for t, _, msg in
+                          m.messages("_SYSTEMD_UNIT=unbounded-nvidia-license-reload.service", "+", "UNIT=unbounded-nvidia-license-reload.service",
+                                     "+", "UNIT=unbounded-nvidia-license-reload.path", "+", "UNIT=nvidia-gridd.service",
+                                     "+", "_SYSTEMD_UNIT=unbounded-test-scenario.service"))
+        story += "\ngridd.log:\n" + m.read("/var/lib/standin/gridd.log", "")
+        self.assertEqual(m.read("/var/lib/standin/scenario-errors", ""), "", story)
         steps = dict(line.split() for line in m.read("/var/lib/standin/steps").splitlines())
         self.assertEqual(steps, {"recorded": "1", "rotated": "2", "touched": "2", "rolled-back": "4"})
         log = m.read("/var/lib/standin/gridd.log").splitlines()
