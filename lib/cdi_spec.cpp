@@ -1,5 +1,6 @@
 #include "cdi_spec.hpp"
 
+#include "format.hpp"
 #include "fs.hpp"
 
 #include <algorithm>
@@ -175,15 +176,7 @@ CdiSpec generate_cdi(const CdiInputs &in)
 		if (g.uuid)
 			devices.emplace_back(*g.uuid, e);
 	}
-	std::sort(devices.begin(), devices.end(), [](const auto &a, const auto &b) {
-		// numeric names in numeric order ("2" before "10"), then the rest by name
-		auto numeric = [](const std::string &s) { return !s.empty() && std::all_of(s.begin(), s.end(), ::isdigit); };
-		if (numeric(a.first) && numeric(b.first))
-			return std::stoul(a.first) < std::stoul(b.first);
-		if (numeric(a.first) != numeric(b.first))
-			return numeric(a.first);
-		return a.first < b.first;
-	});
+	std::sort(devices.begin(), devices.end(), [](const auto &a, const auto &b) { return numeric_name_less(a.first, b.first); });
 	devices.emplace_back("all", all);
 
 	// The lowest cdiVersion the content needs: names starting with a digit need 0.5.0,

@@ -1,5 +1,6 @@
 #include "devices.hpp"
 
+#include "format.hpp"
 #include "fs.hpp"
 
 #include <algorithm>
@@ -84,10 +85,8 @@ void add_drm_nodes(const Context &ctx, Gpu &gpu)
 				gpu.nodes.push_back(*node);
 }
 
-bool all_digits(std::string_view s)
-{
-	return !s.empty() && s.size() < 4 && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
-}
+// A device minor: a few digits (stoul-safe).
+bool is_minor(std::string_view s) { return all_digits(s) && s.size() < 4; }
 
 }  // namespace
 
@@ -118,7 +117,7 @@ Result<DeviceInventory> enumerate_devices(const Context &ctx)
 				continue;
 			}
 			auto minor_it = kv.find("Device Minor");
-			if (minor_it == kv.end() || !all_digits(minor_it->second))
+			if (minor_it == kv.end() || !is_minor(minor_it->second))
 				return fail(make_error("Failed to parse " + info_path + ": no valid 'Device Minor'"));
 			Gpu g;
 			g.pci = pci;
@@ -144,7 +143,7 @@ Result<DeviceInventory> enumerate_devices(const Context &ctx)
 				return fail(names.error());
 			std::vector<unsigned> minors;
 			for (const auto &n : *names)
-				if (n.starts_with("nvidia") && all_digits(std::string_view(n).substr(6)))
+				if (n.starts_with("nvidia") && is_minor(std::string_view(n).substr(6)))
 					minors.push_back(static_cast<unsigned>(std::stoul(n.substr(6))));
 			std::sort(minors.begin(), minors.end());
 			for (unsigned m : minors) {

@@ -2,13 +2,13 @@
 
 #include "discovery_cache.hpp"
 #include "elf.hpp"
+#include "format.hpp"
 #include "fs.hpp"
 
 #include <algorithm>
 #include <cctype>
 #include <elf.h>
 #include <map>
-#include <set>
 #include <tuple>
 
 namespace unbounded {
@@ -40,11 +40,6 @@ struct Entry {
 	std::string display;
 };
 
-bool is_number(std::string_view s)
-{
-	return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
-}
-
 }  // namespace
 
 bool is_library_version(std::string_view v)
@@ -53,7 +48,7 @@ bool is_library_version(std::string_view v)
 	while (true) {
 		auto dot = v.find('.');
 		std::string_view part = v.substr(0, dot);
-		if (!is_number(part) || part.size() > 6)
+		if (!all_digits(part) || part.size() > 6)
 			return false;
 		parts++;
 		if (dot == std::string_view::npos)
@@ -305,10 +300,10 @@ Result<DriverSet> discover_driver(const DiscoveryInput &in)
 	};
 
 	std::map<std::string, std::pair<std::string, const Entry *>> companions;  // prefix -> (version, entry)
-	std::set<std::string> arches;
 	for (const auto &e : entries) {
-		bool driver_lib = e.name.starts_with("lib") && e.name.ends_with(".so." + version) &&
-				  e.name.size() > 4 + version.size() && e.name.find(".so.") == e.name.size() - 4 - version.size();
+		// lib<name>.so.<v>, with no earlier ".so." (libfoo.so.1.so.<v> is not a driver library)
+		const bool driver_lib = e.name.starts_with("lib") && e.name.ends_with(lib_suffix) &&
+					e.name.find(".so.") == e.name.size() - lib_suffix.size();
 		if (!driver_lib) {
 			for (const char *p : COMPANION_PREFIXES) {
 				if (!e.name.starts_with(p))
@@ -335,7 +330,6 @@ Result<DriverSet> discover_driver(const DiscoveryInput &in)
 			if (out.multiarch.empty() || info->machine == NATIVE_MACHINE)
 				out.multiarch = arch;
 		}
-		arches.insert(arch);
 		DriverFile f{FileKind::Library, "lib/" + arch + (e.vdpau ? "/vdpau/" : "/") + e.name, std::move(*src), info->soname};
 		if (auto r = add(std::move(f)); !r)
 			return fail(r.error());

@@ -1,5 +1,7 @@
 #include "format.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 
 namespace unbounded {
@@ -25,6 +27,21 @@ std::string format_ms(std::chrono::milliseconds ms)
 	char buf[32];
 	std::snprintf(buf, sizeof(buf), "%.1fs", static_cast<double>(ms.count()) / 1000.0);
 	return buf;
+}
+
+bool all_digits(std::string_view s)
+{
+	return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+}
+
+bool numeric_name_less(std::string_view a, std::string_view b)
+{
+	const bool na = all_digits(a), nb = all_digits(b);
+	if (na && nb)  // by length, then digit by digit: numeric order without overflow
+		return a.size() != b.size() ? a.size() < b.size() : a < b;
+	if (na != nb)
+		return na;
+	return a < b;
 }
 
 }  // namespace unbounded

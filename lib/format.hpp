@@ -1,13 +1,20 @@
-// Human-readable figures for log lines and STATUS= ("150.2 MiB", "210ms").
+// Small text helpers: human-readable figures for log lines and STATUS= ("150.2 MiB", "210ms"), and
+// the digit checks and numeric ordering that staging names, device minors and CDI names share.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace unbounded {
 
 std::string format_bytes(std::uint64_t bytes);
 std::string format_ms(std::chrono::milliseconds ms);
+
+// Non-empty and only ASCII digits.
+bool all_digits(std::string_view s);
+// Names made of digits first, in numeric order ("2" before "10"), then the others by name.
+bool numeric_name_less(std::string_view a, std::string_view b);
 
 }  // namespace unbounded

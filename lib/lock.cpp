@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <optional>
 #include <sys/file.h>
+#include <thread>
 
 namespace unbounded {
 
@@ -38,19 +39,20 @@ Result<RunLock> RunLock::acquire(const std::string &real_path, const std::string
 	return l;
 }
 
-Result<std::optional<RunLock>> RunLock::try_acquire(const std::string &real_path, const std::string &display)
+std::optional<RunLock> RunLock::wait_shared(const std::string &real_path, std::chrono::milliseconds timeout)
 {
-	auto fd = open_lock(real_path, display);
+	UniqueFd fd(::open(real_path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
 	if (!fd)
-		return fail(fd.error());
-	if (::flock(fd->get(), LOCK_EX | LOCK_NB) < 0) {
-		if (errno == EWOULDBLOCK)
-			return std::optional<RunLock>{};
-		return fail(last_errno_error("Failed to lock " + display));
+		return std::nullopt;
+	const auto deadline = std::chrono::steady_clock::now() + timeout;
+	while (::flock(fd.get(), LOCK_SH | LOCK_NB) < 0) {
+		if (errno != EWOULDBLOCK || std::chrono::steady_clock::now() > deadline)
+			return std::nullopt;
+		std::this_thread::sleep_for(std::chrono::milliseconds(50));
 	}
 	RunLock l;
-	l.fd_ = std::move(*fd);
-	return std::optional<RunLock>(std::move(l));
+	l.fd_ = std::move(fd);
+	return l;
 }
 
 }  // namespace unbounded

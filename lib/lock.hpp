@@ -5,6 +5,7 @@
 #include "error.hpp"
 #include "unique_fd.hpp"
 
+#include <chrono>
 #include <functional>
 #include <optional>
 #include <string>
@@ -16,8 +17,9 @@ public:
 	// Blocks until the lock is ours; calls on_wait once if someone else holds it.
 	static Result<RunLock> acquire(const std::string &real_path, const std::string &display,
 				       const std::function<void()> &on_wait = {});
-	// Takes the lock only if it is free (used by read-only commands to report a run in progress).
-	static Result<std::optional<RunLock>> try_acquire(const std::string &real_path, const std::string &display);
+	// For read-only commands: a shared lock, which waits (at most `timeout`) while a run holds the lock.
+	// Nothing is created: without a lock file no run has happened, and nothing is returned.
+	static std::optional<RunLock> wait_shared(const std::string &real_path, std::chrono::milliseconds timeout);
 
 private:
 	UniqueFd fd_;

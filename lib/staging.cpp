@@ -1,5 +1,6 @@
 #include "staging.hpp"
 
+#include "format.hpp"
 #include "fs.hpp"
 #include "mounts.hpp"
 
@@ -24,18 +25,6 @@ static std::string join_comps(const std::vector<std::string> &comps)
 	return s;
 }
 
-static bool numeric_less(const std::string &a, const std::string &b)
-{
-	auto is_num = [](const std::string &s) {
-		return !s.empty() && s.size() < 10 && std::all_of(s.begin(), s.end(), ::isdigit);
-	};
-	if (is_num(a) && is_num(b))
-		return std::stoul(a) < std::stoul(b);
-	if (is_num(a) != is_num(b))
-		return is_num(a);
-	return a < b;
-}
-
 Result<Staging> Staging::open(const std::string &real_parent, const std::string &display_parent,
 			      const MountTable *mounts)
 {
@@ -49,7 +38,7 @@ Result<Staging> Staging::open(const std::string &real_parent, const std::string 
 	auto names = fs::list_dir(pfd->get(), display_parent);
 	if (!names)
 		return fail(names.error());
-	std::sort(names->begin(), names->end(), numeric_less);
+	std::sort(names->begin(), names->end(), numeric_name_less);
 	const std::string canonical_parent = mounts ? MountTable::canonical(real_parent) : real_parent;
 	for (const auto &n : *names) {
 		if (n.starts_with("."))

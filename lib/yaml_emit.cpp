@@ -1,5 +1,7 @@
 #include "yaml_emit.hpp"
 
+#include "format.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <yaml-cpp/yaml.h>
@@ -9,11 +11,6 @@ namespace unbounded {
 using nlohmann::ordered_json;
 
 namespace {
-
-bool all_digits(const std::string &s)
-{
-	return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
-}
 
 // Plain for sure: starts with a letter, a digit or '/', and holds only characters that can never
 // start a YAML indicator, a comment or a key separator in the middle of a block scalar.

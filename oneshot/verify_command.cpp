@@ -5,36 +5,16 @@
 #include "cdi_check.hpp"
 #include "cdi_state.hpp"
 #include "driver_discovery.hpp"
+#include "lock.hpp"
 #include "log.hpp"
 #include "message_ids.hpp"
 #include "staging_wait.hpp"
 
 #include <chrono>
-#include <fcntl.h>
-#include <sys/file.h>
-#include <thread>
+#include <optional>
+#include <sys/stat.h>
 
 namespace unbounded {
-namespace {
-
-// Shared lock on the run lock when it exists: blocks while a setup holds it exclusively.
-UniqueFd wait_for_setup(const Context &ctx, Report &report)
-{
-	UniqueFd fd(::open(ctx.real(std::string(RUN_DIR) + "/lock").c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-	if (!fd)
-		return fd;
-	PhaseTimer t(report, "lock");
-	const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-	while (::flock(fd.get(), LOCK_SH | LOCK_NB) < 0) {
-		if (errno != EWOULDBLOCK || std::chrono::steady_clock::now() > deadline)
-			break;
-		std::this_thread::sleep_for(std::chrono::milliseconds(50));
-	}
-	return fd;
-}
-
-}  // namespace
-
 std::vector<Problem> check_live_state(const Context &ctx, Report &report, const KnownState *known)
 {
 	const Config &cfg = ctx.config;
@@ -89,7 +69,11 @@ std::vector<Problem> check_live_state(const Context &ctx, Report &report, const 
 int run_verify(const Context &ctx, Report &report)
 {
 	report.command = "verify";
-	UniqueFd lock = wait_for_setup(ctx, report);
+	std::optional<RunLock> lock;
+	{
+		PhaseTimer t(report, "lock");
+		lock = RunLock::wait_shared(ctx.real(std::string(RUN_DIR) + "/lock"), std::chrono::minutes(2));
+	}
 	StagingState staging = probe_staging(ctx);
 	struct stat st{};
 	if (!staging.nvidia_machine && ::lstat(ctx.real(ctx.config.driver_root).c_str(), &st) < 0) {

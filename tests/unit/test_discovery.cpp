@@ -1,4 +1,5 @@
 #include "driver_discovery.hpp"
+#include "format.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -42,4 +43,18 @@ TEST_CASE("versions compare numerically", "[discovery]")
 	CHECK(compare_versions("1.1.9", "1.1.10") < 0);
 	CHECK(compare_versions("550.54.15", "535.104.05") > 0);
 	CHECK(compare_versions("1.0", "1.0") == 0);
+}
+
+TEST_CASE("numeric names sort in numeric order, before other names", "[format]")
+{
+	CHECK(numeric_name_less("2", "10"));
+	CHECK_FALSE(numeric_name_less("10", "2"));
+	CHECK(numeric_name_less("9", "10"));
+	CHECK(numeric_name_less("10", "GPU-00000000-1111-2222-3333-444455556666"));
+	CHECK(numeric_name_less("GPU-0", "all"));
+	CHECK_FALSE(numeric_name_less("7", "7"));
+	CHECK(numeric_name_less("99999999999999999999", "100000000000000000000"));  // no overflow
+	CHECK(all_digits("0123"));
+	CHECK_FALSE(all_digits(""));
+	CHECK_FALSE(all_digits("12a"));
 }
