@@ -1,5 +1,6 @@
 #include "cdi_check.hpp"
 
+#include "bounded_parse.hpp"
 #include "fs.hpp"
 
 #include <cctype>
@@ -9,44 +10,11 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-#include <yaml-cpp/yaml.h>
 
 namespace unbounded {
 namespace {
 
 using json = nlohmann::ordered_json;
-
-json yaml_to_json(const YAML::Node &n)
-{
-	switch (n.Type()) {
-	case YAML::NodeType::Map: {
-		json o = json::object();
-		for (const auto &kv : n)
-			o[kv.first.Scalar()] = yaml_to_json(kv.second);
-		return o;
-	}
-	case YAML::NodeType::Sequence: {
-		json a = json::array();
-		for (const auto &v : n)
-			a.push_back(yaml_to_json(v));
-		return a;
-	}
-	case YAML::NodeType::Scalar: {
-		const std::string &s = n.Scalar();
-		if (n.Tag() == "!")  // quoted: always a string
-			return s;
-		if (!s.empty() && s.size() < 19 &&
-		    std::all_of(s.begin() + (s[0] == '-' ? 1 : 0), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }) &&
-		    s != "-")
-			return std::stoll(s);
-		if (s == "true" || s == "false")
-			return s == "true";
-		return s;
-	}
-	default:
-		return nullptr;
-	}
-}
 
 bool valid_vendor_class(const std::string &s)
 {
@@ -97,7 +65,7 @@ struct Checker {
 		}
 		for (const auto &[k, v] : o.items())
 			if (std::find_if(allowed.begin(), allowed.end(), [&](const char *a) { return k == a; }) == allowed.end())
-				bad("unknown field '" + k + "' in " + where);
+				bad("unknown field '" + printable(k) + "' in " + where);
 		return true;
 	}
 
@@ -179,6 +147,13 @@ struct Checker {
 	}
 };
 
+// Why a file could not be read, for a problem that already names it: the errno text for a plain
+// failure ("No such file or directory"), the whole sentence when we refused it (a FIFO, too large).
+std::string read_failure(const Error &e)
+{
+	return e.message.starts_with("Refusing") ? e.message : errno_string(e.errnum);
+}
+
 UniqueFd open_root(const Context &ctx)
 {
 	const std::string root = ctx.root.empty() ? "/" : ctx.root;
@@ -206,14 +181,7 @@ UniqueFd open_in_root(int root_fd, const std::string &path, bool follow_last)
 
 Result<nlohmann::ordered_json> parse_yaml_document(const std::string &text, const std::string &display)
 {
-	try {
-		YAML::Node n = YAML::Load(text);
-		return yaml_to_json(n);
-	} catch (const YAML::Exception &e) {
-		return fail(make_error("Failed to parse " + display + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg));
-	} catch (const std::exception &e) {
-		return fail(make_error("Failed to parse " + display + ": " + e.what()));
-	}
+	return parse_yaml_bounded(text, display);
 }
 
 void check_cdi_structure(const nlohmann::ordered_json &doc, const std::string &display, std::vector<Problem> &problems)
@@ -225,13 +193,13 @@ void check_cdi_structure(const nlohmann::ordered_json &doc, const std::string &d
 	if (c.string_field(doc, "cdiVersion", "the spec", true)) {
 		version = doc["cdiVersion"].get<std::string>();
 		if (version_rank(version) < 0)
-			c.bad("unknown cdiVersion '" + version + "'");
+			c.bad("unknown cdiVersion '" + printable(version) + "'");
 	}
 	if (c.string_field(doc, "kind", "the spec", true)) {
 		const std::string kind = doc["kind"].get<std::string>();
 		auto slash = kind.find('/');
 		if (slash == std::string::npos || !valid_vendor_class(kind.substr(0, slash)) || !valid_vendor_class(kind.substr(slash + 1)))
-			c.bad("invalid kind '" + kind + "'");
+			c.bad("invalid kind '" + printable(kind) + "'");
 		else if (kind.substr(slash + 1).find('.') != std::string::npos)
 			c.need("0.6.0", "a dot in the class name");
 	}
@@ -250,7 +218,7 @@ void check_cdi_structure(const nlohmann::ordered_json &doc, const std::string &d
 			if (c.string_field(d, "name", w, true)) {
 				name = d["name"].get<std::string>();
 				if (!valid_device_name(name))
-					c.bad("invalid device name '" + name + "'");
+					c.bad("invalid device name '" + printable(name) + "'");
 				else if (std::isdigit(static_cast<unsigned char>(name.front())))
 					c.need("0.5.0", "device names starting with a digit");
 				if (!seen.insert(name).second)
@@ -333,9 +301,9 @@ std::vector<Problem> verify_cdi_spec(const Context &ctx, const std::string &path
 				     const CdiSpec *expected)
 {
 	std::vector<Problem> problems;
-	auto text = fs::read_file(ctx.real(path), 64u << 20);
+	auto text = fs::read_file_at(AT_FDCWD, ctx.real(path), path, MAX_SPEC_BYTES);
 	if (!text) {
-		problems.push_back(Problem{path, "CDI spec " + path + " is unreadable: " + errno_string(text.error().errnum)});
+		problems.push_back(Problem{path, "CDI spec " + path + " is unreadable: " + read_failure(text.error())});
 		return problems;
 	}
 	if (expected && *text == expected->yaml) {
@@ -367,11 +335,16 @@ std::vector<Problem> verify_cdi_spec(const Context &ctx, const std::string &path
 std::vector<Problem> verify_device_plugin_spec(const Context &ctx, const std::string &path, const std::string &driver_version)
 {
 	std::vector<Problem> problems;
-	auto text = fs::read_file(ctx.real(path), 64u << 20);
+	// Written by a pod: hostile until proven otherwise (a FIFO, a huge or deeply nested file).
+	auto text = fs::read_file_at(AT_FDCWD, ctx.real(path), path, MAX_SPEC_BYTES);
 	if (!text) {
 		if (text.error().errnum != ENOENT)
-			problems.push_back(Problem{path, "Device plugin CDI spec " + path + " is unreadable: " + errno_string(text.error().errnum)});
+			problems.push_back(Problem{path, "Device plugin CDI spec " + path + " is unreadable: " + read_failure(text.error())});
 		return problems;  // absent: the device plugin has not written it (yet), nothing to check
+	}
+	if (auto r = check_json_bounded(*text, path); !r) {
+		problems.push_back(Problem{path, "Device plugin CDI spec " + r.error().message});
+		return problems;
 	}
 	json doc = json::parse(*text, nullptr, /*allow_exceptions=*/false);
 	if (doc.is_discarded()) {

@@ -1,11 +1,14 @@
 #include "config.hpp"
 
+#include "bounded_parse.hpp"
 #include "fs.hpp"
 
 #include <cctype>
 #include <charconv>
 #include <functional>
 #include <map>
+#include <optional>
+#include <set>
 #include <yaml-cpp/yaml.h>
 
 namespace unbounded {
@@ -66,11 +69,32 @@ namespace {
 
 struct Ctx {
 	const std::string &file;
+	std::map<std::string, int> *lines;  // key -> line, for checks that involve several keys
 	Error at(const YAML::Node &node, const std::string &key, const std::string &what) const
 	{
-		return usage_error(file + ":" + std::to_string(node.Mark().line + 1) + ": " + what + " '" + key + "'");
+		return at_line(node.Mark().line + 1, key, what);
+	}
+	Error at_line(int line, const std::string &key, const std::string &what) const
+	{
+		return usage_error(file + ":" + std::to_string(line) + ": " + what + " '" + printable(key) + "'");
 	}
 };
+
+// An absolute path in its one normal form: no empty, "." or ".." components (so "/./etc" cannot
+// pass for a deeper path than it is), no control characters or invalid UTF-8 (these paths end up in
+// unit files and log lines), no trailing slash.
+std::optional<std::string> normal_path(const std::string &s)
+{
+	if (s.empty() || s.front() != '/' || !is_printable(s) || s.size() > 1024)
+		return std::nullopt;
+	std::string out;
+	for (const auto &c : fs::split_path(s)) {
+		if (c == "." || c == "..")
+			return std::nullopt;
+		out += "/" + c;
+	}
+	return out.empty() ? "/" : out;
+}
 
 using Handler = std::function<Result<void>(const YAML::Node &value, const std::string &key)>;
 
@@ -87,24 +111,25 @@ Handler path_handler(const Ctx &c, std::string &out)
 		auto s = scalar(c, v, key);
 		if (!s)
 			return fail(s.error());
-		if (s->empty() || s->front() != '/' || s->find('\0') != std::string::npos)
-			return fail(c.at(v, key, "expected an absolute path for key"));
-		while (s->size() > 1 && s->back() == '/')
-			s->pop_back();
-		out = *s;
+		auto n = normal_path(*s);
+		if (!n)
+			return fail(c.at(v, key, "expected an absolute path without '.' or '..' components or control characters for key"));
+		out = *n;
 		return {};
 	};
 }
 
-Handler duration_handler(const Ctx &c, Millis &out)
+Handler duration_handler(const Ctx &c, Millis &out, Millis minimum = Millis(0))
 {
-	return [&c, &out](const YAML::Node &v, const std::string &key) -> Result<void> {
+	return [&c, &out, minimum](const YAML::Node &v, const std::string &key) -> Result<void> {
 		auto s = scalar(c, v, key);
 		if (!s)
 			return fail(s.error());
 		auto d = parse_duration(*s);
 		if (!d)
-			return fail(c.at(v, key, "invalid duration '" + *s + "' for key"));
+			return fail(c.at(v, key, "invalid duration '" + printable(*s) + "' for key"));
+		if (*d < minimum)
+			return fail(c.at(v, key, "duration '" + printable(*s) + "' is below the minimum of " + format_duration(minimum) + " for key"));
 		out = *d;
 		return {};
 	};
@@ -131,17 +156,55 @@ Result<void> walk(const Ctx &c, const YAML::Node &map, const std::string &prefix
 {
 	if (!map.IsMap())
 		return fail(c.at(map, prefix.empty() ? "(top level)" : prefix, "expected a mapping at"));
+	std::set<std::string> seen;
 	for (const auto &kv : map) {
+		if (!kv.first.IsScalar())
+			return fail(c.at(kv.first, prefix.empty() ? "(top level)" : prefix, "expected a plain key under"));
 		const std::string key = kv.first.Scalar();
 		const std::string full = prefix.empty() ? key : prefix + "." + key;
 		auto it = handlers.find(key);
 		if (it == handlers.end())
 			return fail(c.at(kv.first, full, "unknown key"));
+		if (!seen.insert(key).second)
+			return fail(c.at(kv.first, full, "duplicate key"));
+		if (c.lines)
+			(*c.lines)[full] = kv.first.Mark().line + 1;
 		if (kv.second.IsNull())
 			return fail(c.at(kv.first, full, "missing value for key"));
 		if (auto r = it->second(kv.second, full); !r)
 			return r;
 	}
+	return {};
+}
+
+bool inside(const std::string &path, const std::string &dir)
+{
+	return path == dir || path.starts_with(dir + "/");
+}
+
+// The driver root is replaced and its old tree deleted on every run: it must be a directory of its
+// own, deep enough not to be a system directory, holding none of the other configured paths.
+Result<void> check_paths(const Ctx &c, const Config &cfg)
+{
+	auto line = [&](const char *key) {
+		auto it = c.lines->find(key);
+		return it == c.lines->end() ? 1 : it->second;
+	};
+	if (cfg.driver_root == "/" || fs::dirname(cfg.driver_root) == "/")
+		return fail(c.at_line(line("driver_root"), "driver_root", "must not be / or a top-level directory:"));
+	const std::pair<const char *, const std::string *> others[] = {
+		{"staging", &cfg.staging},
+		{"cdi_spec", &cfg.cdi_spec},
+		{"device_plugin_spec", &cfg.device_plugin_spec},
+		{"cdi_hook", &cfg.cdi_hook},
+	};
+	for (const auto &[key, path] : others)
+		if (inside(*path, cfg.driver_root) || inside(cfg.driver_root, *path))
+			return fail(c.at_line(line(c.lines->count(key) ? key : "driver_root"), c.lines->count(key) ? key : "driver_root",
+					      std::string("driver_root and ") + key + " overlap (" + cfg.driver_root + ", " + *path + "):"));
+	for (const char *system_dir : {"/usr", "/etc", "/boot", "/dev", "/proc", "/sys"})
+		if (inside(cfg.driver_root, system_dir))
+			return fail(c.at_line(line("driver_root"), "driver_root", std::string("must not lie in ") + system_dir + ":"));
 	return {};
 }
 
@@ -151,7 +214,11 @@ Result<Config> parse_config(std::string_view yaml_text, const std::string &displ
 {
 	Config cfg;
 	cfg.source_file = display_path;
-	Ctx c{display_path};
+	std::map<std::string, int> lines;
+	Ctx c{display_path, &lines};
+	// Limits and aliases first (an admin's typo must not cost more than a line of error).
+	if (auto r = parse_yaml_bounded(yaml_text, display_path, ParseLimits{8, 1000}); !r)
+		return fail(usage_error(r.error().message));
 	YAML::Node root;
 	try {
 		root = YAML::Load(std::string(yaml_text));
@@ -175,9 +242,9 @@ Result<Config> parse_config(std::string_view yaml_text, const std::string &displ
 		{"state_dir", path_handler(c, lic.state_dir)},
 		{"jitter", duration_handler(c, lic.jitter)},
 		{"auto_reload", bool_handler(c, lic.auto_reload)},
-		{"reload_interval", duration_handler(c, lic.reload_interval)},
+		{"reload_interval", duration_handler(c, lic.reload_interval, Millis(1000))},
 		{"settle_time", duration_handler(c, lic.settle_time)},
-		{"stop_timeout", duration_handler(c, lic.stop_timeout)},
+		{"stop_timeout", duration_handler(c, lic.stop_timeout, Millis(1000))},
 		{"gridd_unit",
 		 [&](const YAML::Node &v, const std::string &key) -> Result<void> {
 			 auto s = scalar(c, v, key);
@@ -225,8 +292,8 @@ Result<Config> parse_config(std::string_view yaml_text, const std::string &displ
 	} catch (const YAML::Exception &e) {
 		return fail(usage_error(display_path + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg));
 	}
-	if (cfg.driver_root == "/" || fs::dirname(cfg.driver_root) == "/")
-		return fail(usage_error(display_path + ": driver_root must not be / or a top-level directory"));
+	if (auto r = check_paths(c, cfg); !r)
+		return fail(r.error());
 	return cfg;
 }
 

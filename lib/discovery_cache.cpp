@@ -1,6 +1,10 @@
 #include "discovery_cache.hpp"
 
+#include "bounded_parse.hpp"
+#include "driver_discovery.hpp"
 #include "fs.hpp"
+
+#include <algorithm>
 
 #include <nlohmann/json.hpp>
 
@@ -16,33 +20,51 @@ std::string identity_key(const struct stat &st)
 	       ns(st.st_mtim) + ":" + ns(st.st_ctim);
 }
 
-DiscoveryCache DiscoveryCache::load(const std::string &real_path)
+DiscoveryCache DiscoveryCache::load(int run_dir_fd, const std::string &display, std::string *rejected)
 {
 	DiscoveryCache c;
-	auto text = fs::read_file(real_path, 4u << 20);
+	auto reject = [&](const std::string &why) {
+		if (rejected)
+			*rejected = why;
+		return DiscoveryCache{};
+	};
+	auto fd = fs::open_regular_at(run_dir_fd, FILE_NAME, display);
+	if (!fd)
+		return fd.error().errnum == ENOENT ? c : reject(fd.error().message);
+	if (auto r = fs::check_trusted(fd->get(), display, /*directory=*/false); !r)
+		return reject(r.error().message);
+	auto text = fs::read_fd(fd->get(), display, 4u << 20);
 	if (!text)
-		return c;
+		return reject(text.error().message);
+	if (auto r = check_json_bounded(*text, display, ParseLimits{8, 200000}); !r)
+		return reject(r.error().message);
 	auto j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
 	if (j.is_discarded() || !j.is_object() || j.value("format", 0) != 1)
-		return c;
+		return reject(display + " has an unknown format");
 	try {
-		for (const auto &[key, names] : j.at("listings").items())
-			c.listings_[key] = names.get<std::vector<std::string>>();
+		for (const auto &[key, names] : j.at("listings").items()) {
+			auto list = names.get<std::vector<std::string>>();
+			// What a fresh listing keeps (list_dir's filter), nothing else.
+			if (std::all_of(list.begin(), list.end(), [](const std::string &n) { return could_be_driver_file(n); }))
+				c.listings_[key] = std::move(list);
+		}
 		for (const auto &[key, e] : j.at("elf").items()) {
 			elf::Info info;
 			info.machine = e.at("machine").get<std::uint16_t>();
 			info.is_64bit = e.at("is_64bit").get<bool>();
 			if (e.contains("soname"))
 				info.soname = e.at("soname").get<std::string>();
+			if (elf::multiarch_for(info.machine, info.is_64bit).empty() || (info.soname && !elf::valid_soname(*info.soname)))
+				continue;  // not what read_info() could have returned: read the file again
 			c.elfs_[key] = std::move(info);
 		}
 	} catch (const std::exception &) {
-		return DiscoveryCache{};  // a damaged cache is no cache
+		return reject(display + " is damaged");
 	}
 	return c;
 }
 
-Result<void> DiscoveryCache::save(const std::string &real_path) const
+Result<void> DiscoveryCache::save(int run_dir_fd, const std::string &display) const
 {
 	if (!dirty_ && used_.size() == listings_.size() + elfs_.size())
 		return {};
@@ -61,9 +83,9 @@ Result<void> DiscoveryCache::save(const std::string &real_path) const
 			e["soname"] = *info.soname;
 		j["elf"][key] = std::move(e);
 	}
-	if (auto r = fs::mkdir_p(fs::dirname(real_path), 0755); !r)
-		return r;
-	auto w = fs::write_file_atomic(real_path, j.dump() + "\n", {.mode = 0644, .fsync = false, .skip_if_unchanged = false});
+	auto w = fs::write_file_atomic_at(run_dir_fd, FILE_NAME, display,
+					  j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
+					  {.mode = 0644, .fsync = false, .skip_if_unchanged = false});
 	if (!w)
 		return fail(w.error());
 	return {};

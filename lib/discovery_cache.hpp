@@ -3,6 +3,10 @@
 // keyed by the inode's identity and change time (dev, ino, size, mtime, ctime), which every change of
 // a directory's entries or a file's content updates, so a hit is exactly what a fresh read would
 // return. It lives in /run (one boot); a missing or unreadable cache only costs the reads again.
+// It is believed only when nobody else could have written it (our file in our directory, see
+// fs::check_trusted), and every entry is validated exactly as a fresh read is: a listing holds
+// only names a fresh listing would keep, an ELF entry a known machine and a valid SONAME. Anything
+// else is dropped and read again.
 #pragma once
 
 #include "elf.hpp"
@@ -21,9 +25,11 @@ std::string identity_key(const struct stat &st);
 
 class DiscoveryCache {
 public:
-	static DiscoveryCache load(const std::string &real_path);
+	static constexpr const char *FILE_NAME = "discovery-cache.json";
+	// From the trusted run directory; `rejected` (optional) tells why a cache was not believed.
+	static DiscoveryCache load(int run_dir_fd, const std::string &display, std::string *rejected = nullptr);
 	// Writes the cache back when something was added.
-	Result<void> save(const std::string &real_path) const;
+	Result<void> save(int run_dir_fd, const std::string &display) const;
 
 	const std::vector<std::string> *listing(const std::string &key) const;
 	void put_listing(const std::string &key, std::vector<std::string> names);

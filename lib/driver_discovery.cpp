@@ -2,6 +2,7 @@
 
 #include "discovery_cache.hpp"
 #include "elf.hpp"
+#include "bounded_parse.hpp"
 #include "format.hpp"
 #include "fs.hpp"
 
@@ -24,13 +25,6 @@ constexpr const char *COMPANION_PREFIXES[] = {
 	"libnvidia-egl-xcb.so.", "libnvidia-egl-xlib.so.",
 };
 
-#if defined(__x86_64__)
-constexpr std::uint16_t NATIVE_MACHINE = EM_X86_64;
-#elif defined(__aarch64__)
-constexpr std::uint16_t NATIVE_MACHINE = EM_AARCH64;
-#else
-constexpr std::uint16_t NATIVE_MACHINE = 0;
-#endif
 
 struct Entry {
 	std::size_t tree;
@@ -73,6 +67,14 @@ std::optional<std::string> version_suffix(std::string_view name, std::string_vie
 	if (!is_driver_version(v))
 		return std::nullopt;
 	return std::string(v);
+}
+
+bool is_plain_file_name(std::string_view name)
+{
+	return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+		return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+		       c == '-' || c == '+';
+	});
 }
 
 bool could_be_driver_file(std::string_view name)
@@ -246,6 +248,11 @@ Result<DriverSet> discover_driver(const DiscoveryInput &in)
 						[&](const char *p) { return n.starts_with(p); }) ||
 				    std::any_of(std::begin(HELPER_BINARIES), std::end(HELPER_BINARIES),
 						[&](const char *b) { return n == b; });
+			if (keep && !is_plain_file_name(n)) {
+				out.warnings.push_back("Skipping " + printable(display_of(l.tree, l.dir, n)) +
+						       ", its name has characters no driver file has");
+				continue;
+			}
 			if (keep)
 				entries.push_back(Entry{l.tree, fs::join(l.dir, n), n, vdpau, display_of(l.tree, l.dir, n)});
 		}
@@ -326,10 +333,6 @@ Result<DriverSet> discover_driver(const DiscoveryInput &in)
 		std::string arch = elf::multiarch_for(info->machine, info->is_64bit);
 		if (arch.empty())
 			return fail(make_error("Unsupported ELF machine " + std::to_string(info->machine) + " in " + src->display));
-		if (e.name.starts_with("libcuda.so.")) {
-			if (out.multiarch.empty() || info->machine == NATIVE_MACHINE)
-				out.multiarch = arch;
-		}
 		DriverFile f{FileKind::Library, "lib/" + arch + (e.vdpau ? "/vdpau/" : "/") + e.name, std::move(*src), info->soname};
 		if (auto r = add(std::move(f)); !r)
 			return fail(r.error());
@@ -379,6 +382,11 @@ Result<DriverSet> discover_driver(const DiscoveryInput &in)
 			for (const auto &n : *names) {
 				if (!n.ends_with(".bin"))
 					continue;
+				if (!is_plain_file_name(n)) {
+					out.warnings.push_back("Skipping firmware " + printable(fs::join(st.trees()[t].display, fs::join(dir, n))) +
+							       ", its name has characters no driver file has");
+					continue;
+				}
 				Entry e{t, fs::join(dir, n), n, false, fs::join(st.trees()[t].display, fs::join(dir, n))};
 				auto src = resolve_regular(e);
 				if (!src)
@@ -391,6 +399,22 @@ Result<DriverSet> discover_driver(const DiscoveryInput &in)
 		}
 	}
 
+	// Containers of this machine load libcuda and libnvidia-ml of its own architecture; a 32-bit or
+	// foreign-architecture copy satisfying the version check would give a root that cannot work.
+	// Checked here, on the plan, so such staging never replaces a working root.
+	const std::string native = elf::native_multiarch();
+	for (const char *lib : {"libcuda.so.", "libnvidia-ml.so."}) {
+		const std::string name = lib + version;
+		if (by_dest.count("lib/" + native + "/" + name))
+			continue;
+		std::string found;
+		for (const auto &[dest, f] : by_dest)
+			if (fs::basename(dest) == name)
+				found += (found.empty() ? "" : ", ") + f.source.display + " (" + fs::basename(fs::dirname(dest)) + ")";
+		return fail(make_error("No " + native + " " + name + " in the staging mounts" +
+				       (found.empty() ? std::string() : ", only " + found) + ": this machine needs its own architecture's driver"));
+	}
+	out.multiarch = native;
 	for (auto &[dest, f] : by_dest)
 		out.files.push_back(std::move(f));
 	return out;

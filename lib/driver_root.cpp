@@ -98,6 +98,111 @@ Result<UniqueFd> mkdirs_at(int base, const std::string &rel, std::map<std::strin
 	return UniqueFd(::fcntl(parent, F_DUPFD_CLOEXEC, 3));
 }
 
+bool same_content_stamp(const struct stat &a, const struct stat &b)
+{
+	return a.st_size == b.st_size && a.st_mtim.tv_sec == b.st_mtim.tv_sec && a.st_mtim.tv_nsec == b.st_mtim.tv_nsec &&
+	       a.st_ctim.tv_sec == b.st_ctim.tv_sec && a.st_ctim.tv_nsec == b.st_ctim.tv_nsec;
+}
+
+// Copies one staging file into dir/name. The source is re-checked after the copy (size, mtime and
+// ctime, which no utimes() can restore): a host rewriting a library in place while we copy would
+// give a torn file that still has the right size and mtime. Such a file is copied once more; a
+// second torn copy fails the run.
+Result<std::uint64_t> copy_source(const DriverFile &src, const ManifestEntry &e, int dirfd, const std::string &name,
+				  const std::string &dest_display)
+{
+	for (int attempt = 0;; attempt++) {
+		UniqueFd in(::openat(src.source.dir.get(), src.source.name.c_str(),
+				     O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+		if (!in)
+			return fail(last_errno_error("Failed to open " + src.source.display));
+		struct stat before{};
+		if (::fstat(in.get(), &before) < 0)
+			return fail(last_errno_error("Failed to stat " + src.source.display));
+		if (!S_ISREG(before.st_mode) || before.st_ino != src.source.st.st_ino || before.st_dev != src.source.st.st_dev ||
+		    static_cast<std::uint64_t>(before.st_size) != e.size || mtime_ns(before) != e.mtime_ns)
+			return fail(errno_error(ESTALE, "Failed to copy " + src.source.display + ", it changed during setup"));
+		(void)::unlinkat(dirfd, name.c_str(), 0);  // a torn first attempt
+		UniqueFd out(::openat(dirfd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+		if (!out)
+			return fail(last_errno_error("Failed to create " + dest_display));
+		auto n = fs::copy_fd(in.get(), out.get(), e.size, src.source.display + " to " + dest_display);
+		if (!n)
+			return fail(n.error());
+		struct stat after{};
+		if (::fstat(in.get(), &after) < 0)
+			return fail(last_errno_error("Failed to stat " + src.source.display));
+		if (*n != e.size || !same_content_stamp(before, after)) {
+			if (attempt == 0)
+				continue;
+			return fail(errno_error(ESTALE, "Failed to copy " + src.source.display +
+								", it was modified while being copied (twice)"));
+		}
+		const struct timespec times[2] = {src.source.st.st_atim, src.source.st.st_mtim};
+		if (::fchmod(out.get(), e.mode) < 0 || ::futimens(out.get(), times) < 0)
+			return fail(last_errno_error("Failed to set attributes of " + dest_display));
+		return *n;
+	}
+}
+
+// Whether a directory at the driver root's path that has no manifest may be replaced: an empty one,
+// or the previous implementation's layout (directories of symlinks into the staging mounts, and
+// relative links between its own entries). Anything else is someone's data: a configured
+// `driver_root: /var/lib` must never make setup swap out and delete kubelet's state.
+Result<void> check_replaceable(int dirfd, const RootLocation &root)
+{
+	const std::string staging_prefix = root.staging + "/";
+	std::size_t seen = 0;
+	std::string offender;
+	auto walk = [&](auto &&self, int fd, const std::string &rel) -> bool {
+		auto names = fs::list_dir(fd, fs::join(root.display, rel), /*sorted=*/true);
+		if (!names) {
+			offender = fs::join(root.display, rel);
+			return false;
+		}
+		for (const auto &n : *names) {
+			const std::string child = fs::join(rel, n);
+			if (++seen > 100000) {
+				offender = fs::join(root.display, child);
+				return false;
+			}
+			struct stat st{};
+			if (::fstatat(fd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0) {
+				offender = fs::join(root.display, child);
+				return false;
+			}
+			if (S_ISLNK(st.st_mode)) {
+				char buf[4096];
+				ssize_t len = ::readlinkat(fd, n.c_str(), buf, sizeof(buf));
+				std::string_view target(buf, len > 0 ? static_cast<std::size_t>(len) : 0);
+				const bool into_staging = target.starts_with(staging_prefix) && target.find("/../") == std::string_view::npos;
+				const bool sibling = len > 0 && target.front() != '/' && target.find("..") == std::string_view::npos;
+				if (!into_staging && !sibling) {
+					offender = fs::join(root.display, child);
+					return false;
+				}
+				continue;
+			}
+			if (!S_ISDIR(st.st_mode)) {
+				offender = fs::join(root.display, child);
+				return false;
+			}
+			UniqueFd sub(::openat(fd, n.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+			if (!sub || !self(self, sub.get(), child)) {
+				if (offender.empty())
+					offender = fs::join(root.display, child);
+				return false;
+			}
+		}
+		return true;
+	};
+	if (walk(walk, dirfd, ""))
+		return {};
+	return fail(make_error("Refusing to replace " + root.display + " (driver_root): it is a directory that " +
+			       "unbounded-nvidia-setup did not build (no " + MANIFEST_NAME + ", and " + offender +
+			       " is not part of a driver root); point driver_root at a directory of its own"));
+}
+
 }  // namespace
 
 std::string temp_prefix(const std::string &root_path) { return "." + fs::basename(root_path) + "-"; }
@@ -172,14 +277,19 @@ Result<InstallStats> install_driver_root(const DriverSet &driver, const Manifest
 	if (::fstatfs(pfd->get(), &sfs) == 0)
 		stats.fstype = fs_name(sfs.f_type);
 
-	// Temp and old trees a killed run left behind. We hold the lock, so nobody else owns them.
+	// Temp and old trees a killed run left behind. We hold the lock, so nobody else owns them. One
+	// that cannot be removed (something is mounted inside it) stays aside under its temp name, with
+	// a warning: it must never keep the machine from getting a driver root.
 	const std::string prefix = temp_prefix(root.real);
 	if (auto names = fs::list_dir(pfd->get(), parent_display)) {
 		for (const auto &n : *names) {
 			if (!n.starts_with(prefix))
 				continue;
-			if (auto r = fs::remove_tree_at(pfd->get(), n, fs::join(parent_display, n)); !r)
-				return fail(r.error());
+			if (auto r = fs::remove_tree_at(pfd->get(), n, fs::join(parent_display, n)); !r) {
+				stats.warnings.push_back(r.error().message + "; leaving it aside");
+				stats.stale_trees_kept++;
+				continue;
+			}
 			stats.stale_trees_removed++;
 		}
 	} else {
@@ -187,12 +297,20 @@ Result<InstallStats> install_driver_root(const DriverSet &driver, const Manifest
 	}
 
 	// The live root, when it is a real directory with a readable manifest, is the reuse source.
-	UniqueFd old_fd(::openat(pfd->get(), base.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+	if (struct stat lst{}; ::fstatat(pfd->get(), base.c_str(), &lst, AT_SYMLINK_NOFOLLOW) == 0 &&
+			       !S_ISDIR(lst.st_mode) && !S_ISLNK(lst.st_mode))
+		return fail(make_error("Refusing to replace " + root.display + " (driver_root): it is " +
+				       fs::file_type_name(lst.st_mode) + ", not a driver root"));
+	UniqueFd old_fd(::openat(pfd->get(), base.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
 	std::optional<Manifest> old_manifest;
 	std::string old_manifest_text;
-	if (old_fd)
-		if (auto text = fs::read_file_at(old_fd.get(), MANIFEST_NAME, root.display + "/" + MANIFEST_NAME))
+	if (old_fd) {
+		auto text = fs::read_file_at(old_fd.get(), MANIFEST_NAME, root.display + "/" + MANIFEST_NAME, MAX_MANIFEST_BYTES);
+		if (text)
 			old_manifest_text = std::move(*text);
+		else if (auto r = check_replaceable(old_fd.get(), root); !r)
+			return fail(r.error());
+	}
 
 	const std::string manifest_text = plan.to_json();
 	for (const auto &e : plan.entries) {
@@ -269,32 +387,9 @@ Result<InstallStats> install_driver_root(const DriverSet &driver, const Manifest
 		}
 
 		const DriverFile &src = *sources.at(e.path);
-		auto in = UniqueFd();
-		{
-			// open_regular needs the Staging only for nothing but the fd: reopen through the dir fd.
-			int fd = ::openat(src.source.dir.get(), src.source.name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-			if (fd < 0)
-				return fail(last_errno_error("Failed to open " + src.source.display));
-			in.reset(fd);
-			struct stat ist{};
-			if (::fstat(in.get(), &ist) < 0)
-				return fail(last_errno_error("Failed to stat " + src.source.display));
-			if (!S_ISREG(ist.st_mode) || ist.st_ino != src.source.st.st_ino || ist.st_dev != src.source.st.st_dev ||
-			    static_cast<std::uint64_t>(ist.st_size) != e.size || mtime_ns(ist) != e.mtime_ns)
-				return fail(errno_error(ESTALE, "Failed to copy " + src.source.display + ", it changed during setup"));
-		}
-		int ofd = ::openat(dfd->get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (ofd < 0)
-			return fail(last_errno_error("Failed to create " + dest_display));
-		UniqueFd out(ofd);
-		auto n = fs::copy_fd(in.get(), out.get(), e.size, src.source.display + " to " + dest_display);
+		auto n = copy_source(src, e, dfd->get(), name, dest_display);
 		if (!n)
 			return fail(n.error());
-		if (*n != e.size)
-			return fail(errno_error(ESTALE, "Failed to copy " + src.source.display + ", its size changed during the copy"));
-		const struct timespec times[2] = {src.source.st.st_atim, src.source.st.st_mtim};
-		if (::fchmod(out.get(), e.mode) < 0 || ::futimens(out.get(), times) < 0)
-			return fail(last_errno_error("Failed to set attributes of " + dest_display));
 		stats.files_copied++;
 		stats.bytes_copied += *n;
 	}
@@ -310,6 +405,10 @@ Result<InstallStats> install_driver_root(const DriverSet &driver, const Manifest
 		if (::fchmod(m.get(), 0644) < 0)
 			return fail(last_errno_error("Failed to set mode of " + root.display + "/" + MANIFEST_NAME));
 	}
+	// Everything that can be checked before the swap is checked here, on the new tree: a root that
+	// would fail verification never replaces one that works.
+	if (auto problems = check_driver_tree(tfd->get(), plan, tmp_display); !problems.empty())
+		return fail(make_error("The new driver root failed its checks before the swap: " + problems.front().message));
 	dirs.clear();
 	tfd->reset();
 
@@ -328,8 +427,10 @@ Result<InstallStats> install_driver_root(const DriverSet &driver, const Manifest
 		previous->emplace(std::move(*pfd), base, guard.release(), root.display, exchanged);
 		return stats;
 	}
-	if (auto r = guard.remove(); !r)
-		return fail(with_context(r.error(), "New driver root is in place, but removing the old one failed"));
+	if (auto r = guard.remove(); !r) {
+		stats.warnings.push_back(r.error().message + "; the new driver root is in place, the old one is left aside");
+		stats.stale_trees_kept++;
+	}
 	return stats;
 }
 
@@ -462,11 +563,20 @@ std::vector<Problem> verify_driver_root(const RootLocation &root, Manifest *mani
 	auto rfd = fs::open_dir(root.real);
 	if (!rfd)
 		return one(rfd.error().message);
+	// Only what setup wrote counts: a root or manifest that someone else could have written is
+	// not believed, whatever it says.
+	if (auto r = fs::check_trusted(rfd->get(), "driver root " + root.display, /*directory=*/true); !r)
+		return one(r.error().message);
 	const std::string mdisplay = root.display + "/" + MANIFEST_NAME;
-	auto text = fs::read_file_at(rfd->get(), MANIFEST_NAME, mdisplay);
-	if (!text)
-		return {Problem{mdisplay, "Driver root has no manifest (" + text.error().message +
+	auto mfd = fs::open_regular_at(rfd->get(), MANIFEST_NAME, mdisplay);
+	if (!mfd)
+		return {Problem{mdisplay, "Driver root has no manifest (" + mfd.error().message +
 						  "), it was not built by unbounded-nvidia-setup"}};
+	if (auto r = fs::check_trusted(mfd->get(), mdisplay, /*directory=*/false); !r)
+		return {Problem{mdisplay, r.error().message}};
+	auto text = fs::read_fd(mfd->get(), mdisplay, MAX_MANIFEST_BYTES);
+	if (!text)
+		return {Problem{mdisplay, text.error().message}};
 	if (expected && *text == expected->to_json()) {
 		auto problems = check_driver_tree(rfd->get(), *expected, root.display);
 		if (manifest_out)

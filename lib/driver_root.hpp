@@ -19,6 +19,9 @@ namespace unbounded {
 struct RootLocation {
 	std::string real;     // with --root applied
 	std::string display;  // as operators see it: "/run/nvidia/driver"
+	// The staging parent ("/run/host-nvidia"): a directory of symlinks into it is the layout of the
+	// previous implementation, which setup may replace although it has no manifest.
+	std::string staging = "/run/host-nvidia";
 };
 
 // What the new root will contain, computed from the discovered driver before anything is written.
@@ -30,7 +33,9 @@ struct InstallStats {
 	std::uint64_t files_copied = 0, files_reused = 0;
 	std::uint64_t bytes_copied = 0, bytes_reused = 0;
 	std::uint64_t stale_trees_removed = 0;
+	std::uint64_t stale_trees_kept = 0;  // could not be removed (a mount inside): left aside, warned about
 	std::string fstype;              // file system of the driver root's parent ("tmpfs" expected)
+	std::vector<std::string> warnings;
 };
 
 // After a swap, the tree that was live before (if any), kept until the caller has finished the steps

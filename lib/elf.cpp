@@ -143,7 +143,7 @@ Result<Info> parse(const Reader &rd, const std::string &display, std::uint64_t f
 		name.append(buf, chunk);
 		pos += chunk;
 	}
-	if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+	if (!valid_soname(name))
 		return fail(bad(display, "invalid DT_SONAME"));
 	info.soname = std::move(name);
 	return info;
@@ -183,6 +183,31 @@ Result<Info> read_info(int fd, const std::string &display)
 		return parse<Elf32_Ehdr, Elf32_Phdr, Elf32_Dyn>(rd, display, size);
 	}
 	return fail(bad(display, "unknown ELF class"));
+}
+
+bool valid_soname(std::string_view name)
+{
+	if (name.empty() || name.size() > 255 || name == "." || name == "..")
+		return false;
+	return std::all_of(name.begin(), name.end(), [](char c) {
+		return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+		       c == '-' || c == '+';
+	});
+}
+
+std::string native_multiarch()
+{
+#if defined(__x86_64__) && !defined(__ILP32__)
+	return multiarch_for(EM_X86_64, true);
+#elif defined(__aarch64__)
+	return multiarch_for(EM_AARCH64, true);
+#elif defined(__i386__)
+	return multiarch_for(EM_386, false);
+#elif defined(__powerpc64__)
+	return multiarch_for(EM_PPC64, true);
+#else
+	return {};
+#endif
 }
 
 std::string multiarch_for(std::uint16_t machine, bool is_64bit)

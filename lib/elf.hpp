@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace unbounded::elf {
 
@@ -17,6 +18,13 @@ struct Info {
 
 // Fails with a message naming `display` when the file is not a well-formed ELF object.
 Result<Info> read_info(int fd, const std::string &display);
+
+// A DT_SONAME we may turn into a link name: one plain file name of [A-Za-z0-9._+-], not "." or "..",
+// at most 255 bytes. Applied to fresh reads and to memoised ones alike.
+bool valid_soname(std::string_view name);
+
+// The multiarch tuple of the machine this program runs on ("x86_64-linux-gnu").
+std::string native_multiarch();
 
 // Debian multiarch tuple for an ELF machine ("x86_64-linux-gnu"); empty when unknown.
 std::string multiarch_for(std::uint16_t machine, bool is_64bit);

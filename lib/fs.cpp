@@ -1,6 +1,7 @@
 #include "fs.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cerrno>
 #include <dirent.h>
 #include <fcntl.h>
@@ -164,28 +165,104 @@ Result<bool> dir_is_empty(int dirfd, const std::string &display)
 	}
 }
 
+long long mount_id_of(int fd)
+{
+	struct statx stx{};
+	if (::statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_MNT_ID, &stx) == 0 && (stx.stx_mask & STATX_MNT_ID))
+		return static_cast<long long>(stx.stx_mnt_id);
+	// Kernels before 5.8 (and emulators that do not pass statx through): /proc/self/fdinfo has it.
+	auto info = read_file("/proc/self/fdinfo/" + std::to_string(fd), 4096);
+	if (!info)
+		return -1;
+	auto pos = info->find("mnt_id:");
+	if (pos == std::string::npos)
+		return -1;
+	return std::strtoll(info->c_str() + pos + 7, nullptr, 10);
+}
+
+namespace {
+
+// One level of remove_tree_at: `sub` is an open directory on mount `mnt`. Entries that cannot be
+// removed (a mount point below) are counted in `busy`; the rest of the tree is still removed.
+Result<void> remove_contents(int sub, long long mnt, dev_t dev, const std::string &display, std::string &busy)
+{
+	auto names = list_dir(sub, display, /*sorted=*/false);
+	if (!names)
+		return fail(names.error());
+	for (const auto &n : *names) {
+		const std::string child = join(display, n);
+		if (::unlinkat(sub, n.c_str(), 0) == 0 || errno == ENOENT)
+			continue;
+		if (errno == EBUSY) {  // a file bind-mounted over this name
+			if (busy.empty())
+				busy = child;
+			continue;
+		}
+		if (errno != EISDIR && errno != EPERM)
+			return fail(last_errno_error("Failed to remove " + child));
+		UniqueFd cfd(::openat(sub, n.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+		if (!cfd) {
+			if (errno == ENOENT)
+				continue;
+			return fail(last_errno_error("Failed to open " + child));
+		}
+		struct stat cst{};
+		if (::fstat(cfd.get(), &cst) < 0)
+			return fail(last_errno_error("Failed to stat " + child));
+		const long long cmnt = mount_id_of(cfd.get());
+		if (cst.st_dev != dev || (mnt >= 0 && cmnt != mnt)) {
+			// A mount point: never descend into another file system's files.
+			if (busy.empty())
+				busy = child;
+			continue;
+		}
+		if (auto r = remove_contents(cfd.get(), mnt, dev, child, busy); !r)
+			return r;
+		cfd.reset();
+		if (::unlinkat(sub, n.c_str(), AT_REMOVEDIR) < 0 && errno != ENOENT) {
+			if (errno == ENOTEMPTY || errno == EBUSY) {
+				if (busy.empty())
+					busy = child;
+				continue;
+			}
+			return fail(last_errno_error("Failed to remove directory " + child));
+		}
+	}
+	return {};
+}
+
+}  // namespace
+
 Result<void> remove_tree_at(int dirfd, const std::string &name, const std::string &display)
 {
 	if (::unlinkat(dirfd, name.c_str(), 0) == 0 || errno == ENOENT)
 		return {};
+	if (errno == EBUSY)
+		return fail(errno_error(EBUSY, "Failed to remove " + display + ", it is a mount point"));
 	if (errno != EISDIR && errno != EPERM)
 		return fail(last_errno_error("Failed to remove " + display));
 
-	int fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0) {
+	UniqueFd sub(::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+	if (!sub) {
 		if (errno == ENOENT)
 			return {};
 		return fail(last_errno_error("Failed to open " + display));
 	}
-	UniqueFd sub(fd);
-	auto names = list_dir(sub.get(), display);
-	if (!names)
-		return fail(names.error());
-	for (const auto &n : *names) {
-		auto r = remove_tree_at(sub.get(), n, join(display, n));
-		if (!r)
-			return r;
-	}
+	// The directory that holds `name` (name may have several components, dirfd may be AT_FDCWD).
+	UniqueFd parent(::openat(dirfd, name.find('/') == std::string::npos ? "." : dirname(name).c_str(),
+				 O_PATH | O_DIRECTORY | O_CLOEXEC));
+	struct stat pst{}, st{};
+	if (!parent || ::fstat(parent.get(), &pst) < 0 || ::fstat(sub.get(), &st) < 0)
+		return fail(last_errno_error("Failed to stat " + display));
+	const long long mnt = mount_id_of(sub.get());
+	if (st.st_dev != pst.st_dev || (mnt >= 0 && mnt != mount_id_of(parent.get())))
+		return fail(errno_error(EBUSY, "Failed to remove " + display + ", it is a mount point"));
+	std::string busy;
+	if (auto r = remove_contents(sub.get(), mnt, st.st_dev, display, busy); !r)
+		return r;
+	sub.reset();
+	if (!busy.empty())
+		return fail(errno_error(EBUSY, "Failed to remove " + display + ", " + busy + " is a mount point"));
 	if (::unlinkat(dirfd, name.c_str(), AT_REMOVEDIR) < 0 && errno != ENOENT)
 		return fail(last_errno_error("Failed to remove directory " + display));
 	return {};
@@ -194,16 +271,88 @@ Result<void> remove_tree_at(int dirfd, const std::string &name, const std::strin
 Result<std::string> read_file_at(int dirfd, const std::string &name, const std::string &display,
 				 std::size_t max_bytes)
 {
-	int fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
+	auto f = open_regular_at(dirfd, name, display);
+	if (!f)
+		return fail(f.error());
+	return read_fd(f->get(), display, max_bytes);
+}
+
+Result<UniqueFd> open_regular_at(int dirfd, const std::string &name, const std::string &display)
+{
+	// O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever (and an
+	// O_NOFOLLOW open of a symlink fails with ELOOP instead of reading its target).
+	int fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0) {
+		if (errno == ELOOP)
+			return fail(errno_error(ELOOP, "Refusing to read " + display + ", it is a symlink"));
 		return fail(last_errno_error("Failed to open " + display));
+	}
 	UniqueFd f(fd);
 	struct stat st{};
 	if (::fstat(f.get(), &st) < 0)
 		return fail(last_errno_error("Failed to stat " + display));
 	if (!S_ISREG(st.st_mode))
-		return fail(errno_error(EINVAL, "Refusing to read " + display + ", not a regular file"));
-	return read_fd(f.get(), display, max_bytes);
+		return fail(errno_error(EINVAL, "Refusing to read " + display + ", it is " + file_type_name(st.st_mode) +
+						     ", not a regular file"));
+	return f;
+}
+
+const char *file_type_name(mode_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFREG: return "a regular file";
+	case S_IFDIR: return "a directory";
+	case S_IFLNK: return "a symlink";
+	case S_IFIFO: return "a FIFO";
+	case S_IFSOCK: return "a socket";
+	case S_IFCHR: return "a character device";
+	case S_IFBLK: return "a block device";
+	default: return "of unknown type";
+	}
+}
+
+Result<void> check_trusted(int fd, const std::string &display, bool directory)
+{
+	struct stat st{};
+	if (::fstat(fd, &st) < 0)
+		return fail(last_errno_error("Failed to stat " + display));
+	if (directory ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
+		return fail(errno_error(EPERM, "Refusing " + display + ": it is " + file_type_name(st.st_mode) + ", expected " +
+						   (directory ? "a directory" : "a regular file")));
+	if (st.st_uid != ::geteuid())
+		return fail(errno_error(EPERM, "Refusing " + display + ": owned by UID " + std::to_string(st.st_uid) +
+						   ", not by UID " + std::to_string(::geteuid())));
+	if (st.st_mode & 022)
+		return fail(errno_error(EPERM, "Refusing " + display + ": writable by group or others (mode " +
+						   [&] {
+							   char b[8];
+							   std::snprintf(b, sizeof(b), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+							   return std::string(b);
+						   }() + ")"));
+	if (!directory && st.st_nlink != 1)
+		return fail(errno_error(EPERM, "Refusing " + display + ": it has " + std::to_string(st.st_nlink) + " hard links"));
+	return {};
+}
+
+Result<UniqueFd> open_private_dir(const std::string &path, const std::string &display, mode_t mode)
+{
+	if (auto r = mkdir_p(dirname(path), 0755); !r)
+		return fail(r.error());
+	if (::mkdir(path.c_str(), mode) < 0 && errno != EEXIST)
+		return fail(last_errno_error("Failed to create directory " + display));
+	int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno == ELOOP || errno == ENOTDIR) {
+			struct stat st{};
+			const char *what = ::lstat(path.c_str(), &st) == 0 ? file_type_name(st.st_mode) : "not a directory";
+			return fail(errno_error(EPERM, "Refusing " + display + ": it is " + what + ", expected a directory"));
+		}
+		return fail(last_errno_error("Failed to open directory " + display));
+	}
+	UniqueFd d(fd);
+	if (auto r = check_trusted(d.get(), display, /*directory=*/true); !r)
+		return fail(r.error());
+	return d;
 }
 
 Result<std::string> read_fd(int fd, const std::string &display, std::size_t max_bytes)
@@ -220,7 +369,8 @@ Result<std::string> read_fd(int fd, const std::string &display, std::size_t max_
 		if (n == 0)
 			break;
 		if (out.size() + static_cast<std::size_t>(n) > max_bytes)
-			return fail(errno_error(EFBIG, "Failed to read " + display));
+			return fail(errno_error(EFBIG, "Refusing to read " + display + ", it is larger than " +
+							       std::to_string(max_bytes) + " bytes"));
 		out.append(buf, static_cast<std::size_t>(n));
 	}
 	return out;
@@ -264,32 +414,38 @@ Result<void> write_all(int fd, std::string_view data, const std::string &display
 Result<WriteOutcome> write_file_atomic(const std::string &path, std::string_view content,
 				       const AtomicWriteOptions &opts)
 {
-	const std::string dir = dirname(path), base = basename(path);
-	auto dfd = open_dir(dir);
+	auto dfd = open_dir(dirname(path));
 	if (!dfd)
 		return fail(dfd.error());
+	return write_file_atomic_at(dfd->get(), basename(path), path, content, opts);
+}
+
+Result<WriteOutcome> write_file_atomic_at(int dirfd, const std::string &base, const std::string &path,
+					  std::string_view content, const AtomicWriteOptions &opts)
+{
+	const std::string dir = dirname(path);
 
 	if (opts.skip_if_unchanged) {
-		auto old = read_file_at(dfd->get(), base, path, content.size() + 1);
+		auto old = read_file_at(dirfd, base, path, content.size() + 1);
 		struct stat st{};
-		if (old && *old == content && ::fstatat(dfd->get(), base.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-		    (st.st_mode & 07777) == opts.mode)
+		if (old && *old == content && ::fstatat(dirfd, base.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    (st.st_mode & 07777) == opts.mode && (!opts.owner_root || (st.st_uid == 0 && st.st_gid == 0)))
 			return WriteOutcome::Unchanged;
 	}
 
 	// Temp files of a writer that was killed before its rename: callers hold their lock, so any
 	// that exist are dead.
 	const std::string tmp_prefix = "." + base + ".tmp-";
-	if (auto names = list_dir(dfd->get(), dir, /*sorted=*/false))
+	if (auto names = list_dir(dirfd, dir, /*sorted=*/false))
 		for (const auto &n : *names)
 			if (n.starts_with(tmp_prefix))
-				(void)::unlinkat(dfd->get(), n.c_str(), 0);
+				(void)::unlinkat(dirfd, n.c_str(), 0);
 
 	std::string tmp;
 	UniqueFd f;
 	for (int attempt = 0; attempt < 100 && !f; attempt++) {
 		tmp = tmp_prefix + random_suffix();
-		int fd = ::openat(dfd->get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		int fd = ::openat(dirfd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd < 0 && errno != EEXIST)
 			return fail(last_errno_error("Failed to create temporary file in " + dir));
 		f.reset(fd);
@@ -297,10 +453,15 @@ Result<WriteOutcome> write_file_atomic(const std::string &path, std::string_view
 	if (!f)
 		return fail(errno_error(EEXIST, "Failed to create temporary file in " + dir));
 
-	auto cleanup = [&] { (void)::unlinkat(dfd->get(), tmp.c_str(), 0); };
+	auto cleanup = [&] { (void)::unlinkat(dirfd, tmp.c_str(), 0); };
 	if (auto r = write_all(f.get(), content, join(dir, tmp)); !r) {
 		cleanup();
 		return fail(r.error());
+	}
+	if (opts.owner_root && ::fchown(f.get(), 0, 0) < 0) {
+		Error e = last_errno_error("Failed to set the owner of " + join(dir, tmp));
+		cleanup();
+		return fail(e);
 	}
 	if (::fchmod(f.get(), opts.mode) < 0) {
 		Error e = last_errno_error("Failed to set mode of " + join(dir, tmp));
@@ -313,12 +474,12 @@ Result<WriteOutcome> write_file_atomic(const std::string &path, std::string_view
 		return fail(e);
 	}
 	f.reset();
-	if (::renameat(dfd->get(), tmp.c_str(), dfd->get(), base.c_str()) < 0) {
+	if (::renameat(dirfd, tmp.c_str(), dirfd, base.c_str()) < 0) {
 		Error e = last_errno_error("Failed to rename temporary file to " + path);
 		cleanup();
 		return fail(e);
 	}
-	if (opts.fsync && ::fsync(dfd->get()) < 0)
+	if (opts.fsync && ::fsync(dirfd) < 0)
 		return fail(last_errno_error("Failed to sync directory " + dir));
 	return WriteOutcome::Written;
 }

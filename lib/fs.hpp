@@ -33,13 +33,29 @@ Result<std::vector<std::string>> list_dir(int dirfd, const std::string &display,
 // True when the directory has no entry but "." and ".." (reads one batch, not the whole listing).
 Result<bool> dir_is_empty(int dirfd, const std::string &display);
 
-// rm -rf of dirfd/name without following any symlink; ENOENT is success.
+// rm -rf of dirfd/name without following any symlink and without leaving the mount it starts on:
+// a directory that is a mount point (a bind mount from the same file system included, which st_dev
+// cannot tell) is never entered, and the removal then fails with EBUSY naming it. ENOENT is success.
 Result<void> remove_tree_at(int dirfd, const std::string &name, const std::string &display);
+// The mount an open file lives on (statx STATX_MNT_ID, else name_to_handle_at), or -1 if unknown.
+long long mount_id_of(int fd);
 
 // Reads a whole small file (at most max_bytes) relative to dirfd, refusing symlinks in the last component.
 Result<std::string> read_file_at(int dirfd, const std::string &name, const std::string &display,
 				 std::size_t max_bytes = 16u << 20);
 Result<std::string> read_file(const std::string &path, std::size_t max_bytes = 16u << 20);
+// Opens dirfd/name for reading without following a symlink and without blocking (a FIFO that a
+// container planted must not hang us), and refuses anything but a regular file.
+Result<UniqueFd> open_regular_at(int dirfd, const std::string &name, const std::string &display);
+const char *file_type_name(mode_t mode);  // "a FIFO", "a directory", ...
+
+// Something only we may have written: of the expected type, owned by our effective UID, not
+// writable by group or others, and (files) with a single link. What an unprivileged writer could
+// have planted or forged is refused, not believed.
+Result<void> check_trusted(int fd, const std::string &display, bool directory);
+// Creates (0755) or opens the directory `path`, refusing a symlink or a directory that fails
+// check_trusted(): /run/unbounded-nvidia holds the lock, the discovery memo and status.json.
+Result<UniqueFd> open_private_dir(const std::string &path, const std::string &display, mode_t mode = 0755);
 // Writes all of data to fd, retrying short writes and EINTR.
 Result<void> write_all(int fd, std::string_view data, const std::string &display);
 
@@ -50,12 +66,16 @@ struct AtomicWriteOptions {
 	mode_t mode = 0644;
 	bool fsync = true;            // fsync the file and its directory (persistent /etc); off on tmpfs
 	bool skip_if_unchanged = true;
+	bool owner_root = false;      // chown root:root (licensing files); "unchanged" also needs that owner
 };
 enum class WriteOutcome { Written, Unchanged };
 // Writes path via a temp file in the same directory, then rename(); readers see old or new bytes.
 // Temp files of this path that a killed writer left are removed first (callers hold a lock).
 Result<WriteOutcome> write_file_atomic(const std::string &path, std::string_view content,
 				       const AtomicWriteOptions &opts = {});
+// The same inside an open directory; `display` is the whole path for messages.
+Result<WriteOutcome> write_file_atomic_at(int dirfd, const std::string &base, const std::string &display,
+					  std::string_view content, const AtomicWriteOptions &opts = {});
 
 // Copies src to dst (both regular-file fds) with copy_file_range, falling back to sendfile and then
 // read/write where the kernel refuses; returns bytes copied. No per-byte loop in user space.

@@ -5,44 +5,43 @@
 #include <fcntl.h>
 #include <optional>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <thread>
 
 namespace unbounded {
 
-static Result<UniqueFd> open_lock(const std::string &real_path, const std::string &display)
+Result<RunLock> RunLock::acquire(int dirfd, const std::string &name, const std::string &display,
+				 const std::function<void(Holder)> &on_wait)
 {
-	if (auto r = fs::mkdir_p(fs::dirname(real_path), 0755); !r)
-		return fail(r.error());
-	int fd = ::open(real_path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
+	UniqueFd fd(::openat(dirfd, name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, 0600));
+	if (!fd) {
+		if (errno == ELOOP)
+			return fail(errno_error(ELOOP, "Refusing lock file " + display + ", it is a symlink"));
 		return fail(last_errno_error("Failed to open lock file " + display));
-	return UniqueFd(fd);
-}
-
-Result<RunLock> RunLock::acquire(const std::string &real_path, const std::string &display,
-				 const std::function<void()> &on_wait)
-{
-	auto fd = open_lock(real_path, display);
-	if (!fd)
-		return fail(fd.error());
-	if (::flock(fd->get(), LOCK_EX | LOCK_NB) < 0) {
+	}
+	if (auto r = fs::check_trusted(fd.get(), "lock file " + display, /*directory=*/false); !r)
+		return fail(r.error());
+	if (::flock(fd.get(), LOCK_EX | LOCK_NB) < 0) {
 		if (errno != EWOULDBLOCK)
 			return fail(last_errno_error("Failed to lock " + display));
+		// A shared lock we can take means only readers hold it; it is converted below.
+		const bool readers = ::flock(fd.get(), LOCK_SH | LOCK_NB) == 0;
 		if (on_wait)
-			on_wait();
-		while (::flock(fd->get(), LOCK_EX) < 0)
+			on_wait(readers ? Holder::Readers : Holder::Writer);
+		while (::flock(fd.get(), LOCK_EX) < 0)
 			if (errno != EINTR)
 				return fail(last_errno_error("Failed to lock " + display));
 	}
 	RunLock l;
-	l.fd_ = std::move(*fd);
+	l.fd_ = std::move(fd);
 	return l;
 }
 
 std::optional<RunLock> RunLock::wait_shared(const std::string &real_path, std::chrono::milliseconds timeout)
 {
-	UniqueFd fd(::open(real_path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-	if (!fd)
+	UniqueFd fd(::open(real_path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+	struct stat st{};
+	if (!fd || ::fstat(fd.get(), &st) < 0 || !S_ISREG(st.st_mode))
 		return std::nullopt;
 	const auto deadline = std::chrono::steady_clock::now() + timeout;
 	while (::flock(fd.get(), LOCK_SH | LOCK_NB) < 0) {

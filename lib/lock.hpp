@@ -14,9 +14,13 @@ namespace unbounded {
 
 class RunLock {
 public:
-	// Blocks until the lock is ours; calls on_wait once if someone else holds it.
-	static Result<RunLock> acquire(const std::string &real_path, const std::string &display,
-				       const std::function<void()> &on_wait = {});
+	enum class Holder { Writer, Readers };
+	// Blocks until the lock `name` in the (trusted) directory `dirfd` is ours; calls on_wait once if
+	// someone holds it, saying whether that is another writer (setup) or only readers (verify), so
+	// "another setup is running" is said only when it is true. The lock file must be a regular file
+	// that only we could have made (a planted FIFO or symlink is refused, never opened blocking).
+	static Result<RunLock> acquire(int dirfd, const std::string &name, const std::string &display,
+				       const std::function<void(Holder)> &on_wait = {});
 	// For read-only commands: a shared lock, which waits (at most `timeout`) while a run holds the lock.
 	// Nothing is created: without a lock file no run has happened, and nothing is returned.
 	static std::optional<RunLock> wait_shared(const std::string &real_path, std::chrono::milliseconds timeout);

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string>
 #include <sys/stat.h>
+#include "bounded_parse.hpp"
 #include "sd_protocols.hpp"
 
 #include <unistd.h>
@@ -64,7 +65,7 @@ void emit(Level level, std::string_view message, const Fields &fields)
 	}
 	std::string line = program;
 	line += ": ";
-	line += message;
+	line += printable(message);  // one line, whatever bytes a file name brought in
 	line += '\n';
 	(void)!::write(STDERR_FILENO, line.data(), line.size());
 }

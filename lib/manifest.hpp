@@ -11,6 +11,8 @@
 namespace unbounded {
 
 inline constexpr const char *MANIFEST_NAME = ".unbounded-manifest.json";
+// A manifest lists tens of files; anything near this is not ours.
+inline constexpr std::size_t MAX_MANIFEST_BYTES = 4u << 20;
 
 struct ManifestEntry {
 	enum class Type { File, Link } type = Type::File;

@@ -109,14 +109,17 @@ int run(int argc, char **argv)
 	::sigaction(SIGTERM, &sa, nullptr);
 	::sigaction(SIGINT, &sa, nullptr);
 
-	// The state directory keeps copies of the token: only root may even list it.
-	if (auto r = fs::mkdir_p(ctx.real(ctx.config.licensing.state_dir), 0700); !r) {
-		log::error(r.error().message);
+	// The state directory keeps copies of the token: only root may even list it, and only root may
+	// have written what it holds (a forged "applied" record would suppress a rotation).
+	const std::string &state_dir = ctx.config.licensing.state_dir;
+	auto state = fs::open_private_dir(ctx.real(state_dir), state_dir, 0700);
+	if (!state) {
+		log::error(state.error().message);
 		return EXIT_NOT_READY;
 	}
-	auto lock = RunLock::acquire(ctx.real(fs::join(ctx.config.licensing.state_dir, "lock")),
-				     fs::join(ctx.config.licensing.state_dir, "lock"),
-				     [] { log::notice("Another license reload is running, waiting for it."); });
+	auto lock = RunLock::acquire(state->get(), "lock", fs::join(state_dir, "lock"), [](RunLock::Holder) {
+		log::notice("Another license reload is running, waiting for it.");
+	});
 	if (!lock) {
 		log::error(lock.error().message);
 		return EXIT_NOT_READY;

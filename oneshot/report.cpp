@@ -26,7 +26,9 @@ std::string Report::to_json() const
 	j["problems"] = p;
 	if (!error.empty())
 		j["error"] = error;
-	return j.dump(2) + "\n";
+	// Names from staging and specs may be any bytes: invalid UTF-8 becomes U+FFFD instead of an
+	// exception (messages are passed through printable() where they are made).
+	return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace unbounded

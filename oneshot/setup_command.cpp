@@ -2,6 +2,7 @@
 // Any failure leaves the previous driver root exactly as it was.
 #include "commands.hpp"
 
+#include "bounded_parse.hpp"
 #include "cdi_state.hpp"
 #include "discovery_cache.hpp"
 #include "driver_discovery.hpp"
@@ -14,6 +15,8 @@
 #include "notify.hpp"
 #include "staging.hpp"
 #include "staging_wait.hpp"
+
+#include <fcntl.h>
 
 namespace unbounded {
 namespace {
@@ -30,6 +33,23 @@ int finish_failed(const Context &ctx, Report &report, const Error &e)
 	return e.exit_code == EXIT_READY ? EXIT_NOT_READY : e.exit_code;
 }
 
+// The file at cdi_spec is replaced on every run: it must be a CDI spec for NVIDIA GPUs (ours, or
+// one nvidia-ctk wrote), so that a configured `cdi_spec: /etc/passwd` cannot make setup replace it.
+Result<void> check_spec_replaceable(const Context &ctx)
+{
+	const std::string &path = ctx.config.cdi_spec;
+	auto text = fs::read_file_at(AT_FDCWD, ctx.real(path), path, MAX_SPEC_BYTES);
+	if (!text) {
+		if (text.error().errnum == ENOENT)
+			return {};
+		return fail(make_error("Refusing to replace " + path + " (cdi_spec): " + text.error().message));
+	}
+	if (text->empty() || text->find(CDI_KIND) != std::string::npos)
+		return {};
+	return fail(make_error("Refusing to replace " + path + " (cdi_spec): it exists and is not a CDI spec of kind " +
+			       CDI_KIND + "; point cdi_spec at a file of its own"));
+}
+
 }  // namespace
 
 int run_setup(const Context &ctx, Report &report)
@@ -39,12 +59,21 @@ int run_setup(const Context &ctx, Report &report)
 	report.details["driver_root"] = cfg.driver_root;
 	const auto total_start = std::chrono::steady_clock::now();
 
+	// The run directory holds the lock, the discovery memo and status.json: it must be ours alone,
+	// or a forged memo could steer what setup builds as root.
+	auto run_dir = fs::open_private_dir(ctx.real(RUN_DIR), RUN_DIR);
+	if (!run_dir)
+		return finish_failed(ctx, report, run_dir.error());
+
 	std::optional<RunLock> lock;
 	{
 		PhaseTimer t(report, "lock");
-		auto l = RunLock::acquire(ctx.real(std::string(RUN_DIR) + "/lock"), std::string(RUN_DIR) + "/lock", [] {
-			log::notice("Another unbounded-nvidia-setup is running, waiting for it to finish.");
-			notify_status("Waiting for another setup run to finish");
+		auto l = RunLock::acquire(run_dir->get(), "lock", std::string(RUN_DIR) + "/lock", [](RunLock::Holder h) {
+			const std::string what = h == RunLock::Holder::Writer
+							 ? "Another unbounded-nvidia-setup run is in progress"
+							 : "unbounded-nvidia-setup verify is reading the live state";
+			log::notice(what + ", waiting for it to finish.");
+			notify_status(what + ", waiting");
 		});
 		if (!l)
 			return finish_failed(ctx, report, l.error());
@@ -78,11 +107,16 @@ int run_setup(const Context &ctx, Report &report)
 			return finish_failed(ctx, report, staging.error());
 		report.details["staging"] = state.usable;
 		report.details["staging_mounts"] = state.mounts;
-		const std::string cache_path = ctx.real(std::string(RUN_DIR) + "/discovery-cache.json");
-		DiscoveryCache cache = DiscoveryCache::load(cache_path);
+		const std::string cache_display = std::string(RUN_DIR) + "/" + DiscoveryCache::FILE_NAME;
+		std::string cache_rejected;
+		DiscoveryCache cache = DiscoveryCache::load(run_dir->get(), cache_display, &cache_rejected);
+		if (!cache_rejected.empty()) {
+			log::warning(cache_rejected + ", reading the staging mounts afresh");
+			report.warnings.push_back(cache_rejected);
+		}
 		DiscoveryInput in{&*staging, ctx.real("/proc/driver/nvidia/version"), "/proc/driver/nvidia/version", &cache};
 		auto d = discover_driver(in);
-		if (auto r = cache.save(cache_path); !r)
+		if (auto r = cache.save(run_dir->get(), cache_display); !r)
 			log::debug(r.error().message + ", discovery cache not saved");
 		report.details["discovery_cache_hits"] = cache.hits();
 		if (!d)
@@ -124,7 +158,9 @@ int run_setup(const Context &ctx, Report &report)
 		report.details["cdi_hooks"] = cdi.spec.hooks;
 	}
 
-	const RootLocation root{ctx.real(cfg.driver_root), cfg.driver_root};
+	const RootLocation root{ctx.real(cfg.driver_root), cfg.driver_root, cfg.staging};
+	if (auto r = check_spec_replaceable(ctx); !r)
+		return finish_failed(ctx, report, r.error());
 	InstallStats stats;
 	std::optional<PreviousRoot> previous;
 	{
@@ -134,6 +170,10 @@ int run_setup(const Context &ctx, Report &report)
 		if (!s)
 			return finish_failed(ctx, report, s.error());
 		stats = *s;
+		for (const auto &w : stats.warnings) {
+			log::warning(w);
+			report.warnings.push_back(w);
+		}
 	}
 
 	{
@@ -172,6 +212,7 @@ int run_setup(const Context &ctx, Report &report)
 	report.details["bytes_copied"] = stats.bytes_copied;
 	report.details["bytes_reused"] = stats.bytes_reused;
 	report.details["stale_trees_removed"] = stats.stale_trees_removed;
+	report.details["stale_trees_kept"] = stats.stale_trees_kept;
 	if (stats.fstype != "tmpfs") {
 		std::string w = "Driver root " + cfg.driver_root + " is on " + stats.fstype + ", expected tmpfs";
 		log::warning(w);

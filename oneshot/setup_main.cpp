@@ -5,6 +5,9 @@
 #include "context.hpp"
 #include "log.hpp"
 #include "main_guard.hpp"
+#include "bounded_parse.hpp"
+
+#include <sys/stat.h>
 
 #include <chrono>
 #include <cstdio>
@@ -113,6 +116,14 @@ int run(int argc, char **argv)
 
 	Context ctx;
 	ctx.root = effective_root(args.root);
+	if (!ctx.root.empty()) {
+		struct stat st{};
+		if (::stat(ctx.root.c_str(), &st) < 0 || !S_ISDIR(st.st_mode)) {
+			log::error("--root " + printable(ctx.root) + " is not a directory" +
+				   (args.root.empty() ? " (from $UNBOUNDED_NVIDIA_ROOT)" : ""));
+			return EXIT_USAGE;
+		}
+	}
 	const std::string config_path = args.config_given ? args.config : ctx.real(DEFAULT_CONFIG_PATH);
 	auto cfg = load_config(config_path, args.config_given);
 	if (!cfg) {
@@ -135,10 +146,12 @@ int run(int argc, char **argv)
 	report.details["peak_rss_kib"] = peak_rss_kib();
 
 	if (args.command == "setup") {
-		const std::string status = ctx.real(std::string(RUN_DIR) + "/status.json");
-		if (auto r = fs::mkdir_p(fs::dirname(status), 0755); !r)
-			log::warning(r.error().message + ", not recording the result");
-		else if (auto w = fs::write_file_atomic(status, report.to_json(), {.mode = 0644, .fsync = false, .skip_if_unchanged = false}); !w)
+		const std::string status = std::string(RUN_DIR) + "/status.json";
+		if (auto dir = fs::open_private_dir(ctx.real(RUN_DIR), RUN_DIR); !dir)
+			log::warning(dir.error().message + ", not recording the result");
+		else if (auto w = fs::write_file_atomic_at(dir->get(), "status.json", status, report.to_json(),
+							   {.mode = 0644, .fsync = false, .skip_if_unchanged = false});
+			 !w)
 			log::warning(w.error().message + ", not recording the result");
 	}
 	if (args.json)

@@ -487,7 +487,7 @@ class TestConcurrency(SetupTestCase):
             deadline = time.monotonic() + 20
             while not any("waiting" in l for l in lines) and time.monotonic() < deadline:
                 time.sleep(0.05)
-            self.assertIn("unbounded-nvidia-setup: Another unbounded-nvidia-setup is running, waiting for it to finish.\n",
+            self.assertIn("unbounded-nvidia-setup: Another unbounded-nvidia-setup run is in progress, waiting for it to finish.\n",
                           lines)
             time.sleep(0.3)
             self.assertIsNone(p.poll(), "setup did not wait for the lock")

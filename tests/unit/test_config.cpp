@@ -92,7 +92,7 @@ TEST_CASE("bad configs name the file, the line and the key", "[config]")
 		{"staging: /a\nstagin: /b\n", "f.yaml:2: unknown key 'stagin'"},
 		{"licensing:\n  jitter: 5s\n  jiter: 5s\n", "f.yaml:3: unknown key 'licensing.jiter'"},
 		{"staging_timeout: forever\n", "f.yaml:1: invalid duration 'forever' for key 'staging_timeout'"},
-		{"driver_root: relative/path\n", "f.yaml:1: expected an absolute path for key 'driver_root'"},
+		{"driver_root: relative/path\n", "f.yaml:1: expected an absolute path without '.' or '..' components or control characters for key 'driver_root'"},
 		{"enabled: maybe\n", "f.yaml:1: expected auto, true or false for key 'enabled'"},
 		{"licensing:\n  auto_reload: perhaps\n", "f.yaml:2: expected true or false for key 'licensing.auto_reload'"},
 		{"staging: [a, b]\n", "f.yaml:1: expected a string value for key 'staging'"},
@@ -100,7 +100,23 @@ TEST_CASE("bad configs name the file, the line and the key", "[config]")
 		{"staging: /a\n  bad: indent: here\n", "f.yaml:2:"},
 		{"driver_root: [unclosed\n", "f.yaml:"},
 		{"staging:\n", "f.yaml:1: missing value for key 'staging'"},
-		{"driver_root: /run\n", "driver_root must not be / or a top-level directory"},
+		{"driver_root: /run\n", "f.yaml:1: must not be / or a top-level directory: 'driver_root'"},
+		// Normal form: "/./etc" is the top-level /etc, not a deeper path (issue 10, class 2).
+		{"driver_root: /./etc\n", "f.yaml:1: expected an absolute path without '.' or '..' components"},
+		{"driver_root: /run/nvidia/../../etc\n", "f.yaml:1: expected an absolute path without"},
+		{"cdi_spec: \"/etc/cdi/a\\nb.yaml\"\n", "f.yaml:1: expected an absolute path without '.' or '..' components or control characters for key 'cdi_spec'"},
+		{"licensing:\n  source_dir: \"/run/lic\\nUnit=other.service\"\n", "f.yaml:2: expected an absolute path without '.' or '..' components or control characters for key 'licensing.source_dir'"},
+		{"staging: /a\nstaging: /b\n", "f.yaml:2: duplicate key 'staging'"},
+		{"licensing:\n  jitter: 1s\n  jitter: 2s\n", "f.yaml:3: duplicate key 'licensing.jitter'"},
+		{"driver_root: /run/nvidia/driver\nstaging: /run/nvidia/driver/staging\n", "f.yaml:2: driver_root and staging overlap"},
+		{"driver_root: /usr/lib/nvidia\n", "f.yaml:1: must not lie in /usr: 'driver_root'"},
+		// Intervals below a second (issue 10, class 11).
+		{"licensing:\n  reload_interval: 0\n", "f.yaml:2: duration '0' is below the minimum of 1s for key 'licensing.reload_interval'"},
+		{"licensing:\n  reload_interval: 10ms\n", "f.yaml:2: duration '10ms' is below the minimum of 1s for key 'licensing.reload_interval'"},
+		{"? [a, b]\n: c\n", "f.yaml:1: expected a plain key"},
+		{"licensing:\n  ? {x: 1}\n  : c\n", "f.yaml:2:"},
+		{"staging: &a /x\ndriver_root: *a\n", "f.yaml:2: YAML aliases are not allowed here under 'driver_root'"},
+		{"licensing: [[[[[[[[[[[[1]]]]]]]]]]]]\n", "f.yaml:1: nested deeper than 8 levels under 'licensing"},
 		{"licensing:\n  gridd_unit: gridd\n", "expected a service unit name for key 'licensing.gridd_unit'"},
 	};
 	for (const auto &c : cases) {
