@@ -1,6 +1,7 @@
 #include "generator.hpp"
 
 #include "build_config.h"
+#include "bounded_parse.hpp"
 #include "fs.hpp"
 
 #include <cerrno>
@@ -22,6 +23,29 @@ constexpr const char *MASKED_UNITS[] = {"nvidia-cdi-refresh.path", "nvidia-cdi-r
 constexpr const char *ORDERED_UNITS[] = {"containerd.service", "kubelet.service"};
 
 std::string rooted(const Input &in, const std::string &path) { return fs::root_path(in.root, path); }
+
+}  // namespace
+
+Result<std::string> unit_path_value(std::string_view value)
+{
+	// A unit file value is one line: a newline would start a new assignment (a `Unit=` of the
+	// attacker's choosing), a trailing backslash would glue the next line on, and systemd trims
+	// surrounding whitespace. Refused, not mangled. What is left only needs its specifier
+	// character doubled: every setting we write (PathChanged=, SourcePath=, ExecStart=) expands
+	// %-specifiers.
+	if (value.empty() || value.front() != '/' || !is_printable(value) || value.back() == '\\' ||
+	    value.front() == ' ' || value.back() == ' ')
+		return fail(make_error("Refusing to write '" + printable(value) + "' into a unit file: not a plain absolute path"));
+	std::string out;
+	for (char c : value) {
+		if (c == '%')
+			out += '%';
+		out += c;
+	}
+	return out;
+}
+
+namespace {
 
 bool non_empty_dir(const std::string &path)
 {
@@ -111,13 +135,14 @@ std::string setup_unit_text(const Decision &d, const Config &cfg)
 	u += "\n[Unit]\n";
 	u += "Description=NVIDIA driver root and CDI spec for containers\n";
 	u += "Documentation=man:unbounded-nvidia-setup(8) man:unbounded-nvidia-generator(8)\n";
-	u += "SourcePath=" + d.source_path + "\n";
+	if (auto source = unit_path_value(d.source_path))
+		u += "SourcePath=" + *source + "\n";
 	u += "After=local-fs.target\n";
 	u += "Before=containerd.service kubelet.service\n";
 	u += "\n[Service]\n";
 	u += "Type=oneshot\n";
 	u += "RemainAfterExit=yes\n";
-	u += std::string("ExecStart=") + SETUP_BINARY_PATH + " setup\n";
+	u += "ExecStart=" + unit_path_value(SETUP_BINARY_PATH).value_or("/usr/bin/unbounded-nvidia-setup") + " setup\n";
 	u += "NotifyAccess=main\n";  // STATUS= lines from the oneshot, for systemctl status
 	u += "TimeoutStartSec=" + std::to_string(timeout_s) + "s\n";
 	return u;
@@ -161,9 +186,12 @@ Result<std::vector<std::string>> write_outputs(const Input &in, const Decision &
 		// The configured source directory and interval. An empty assignment resets the shipped
 		// values (for a timer it resets every trigger, so OnBootSec= is repeated).
 		const LicensingConfig &lic = d.config.licensing;
+		auto source_dir = unit_path_value(lic.source_dir);
+		if (!source_dir)
+			return fail(with_context(source_dir.error(), "licensing.source_dir"));
 		const std::string path_dropin = std::string(LICENSE_PATH_UNIT) + ".d/50-unbounded-nvidia-source.conf";
 		if (auto r = note(write_new_file(dir, path_dropin,
-						 std::string(HEADER) + "\n[Path]\nPathChanged=\nPathChanged=" + lic.source_dir + "\n"),
+						 std::string(HEADER) + "\n[Path]\nPathChanged=\nPathChanged=" + *source_dir + "\n"),
 				  path_dropin);
 		    !r)
 			return fail(r.error());

@@ -7,6 +7,7 @@
 #include "error.hpp"
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace unbounded::generator {
@@ -31,6 +32,10 @@ Decision decide(const Input &in, Error *config_error);
 
 // Writes the units, drop-ins, links and masks for a decision into in.normal_dir.
 Result<std::vector<std::string>> write_outputs(const Input &in, const Decision &d);
+
+// A path as a unit file value: `%` doubled; refused when it holds a newline or other control
+// character, invalid UTF-8, surrounding spaces or a trailing backslash (systemd.syntax(7)).
+Result<std::string> unit_path_value(std::string_view value);
 
 // The generated unit file's text (exposed for tests).
 std::string setup_unit_text(const Decision &d, const Config &cfg);

@@ -115,6 +115,24 @@ class TestGolden(unittest.TestCase):
         r = self.check_case("09-bad-config", rc=1)
         self.assertIn("/etc/unbounded/nvidia.yaml:2: unknown key 'stagin_timeout'", r.stderr)
 
+    def test_10_unit_values_escape_specifiers(self):
+        """Issue 10, class 3: a configured path is written with `%` doubled, never as a specifier."""
+        self.check_case("10-unit-values-escaped")
+        r, out, _ = self.generate("10-unit-values-escaped")
+        with open(os.path.join(out, "unbounded-nvidia-license-reload.path.d/50-unbounded-nvidia-source.conf")) as f:
+            self.assertIn("PathChanged=/run/lic%%i/100%% sure\n", f.read())
+
+    def test_11_newline_in_a_configured_path_never_reaches_unit_text(self):
+        """Issue 10, class 3: `source_dir: "/run/lic\\nUnit=other.service"` must not add a Unit= line."""
+        r = self.check_case("11-newline-in-config-refused", rc=1)
+        self.assertIn("nvidia.yaml:2: expected an absolute path without", r.stderr)
+        _, out, _ = self.generate("11-newline-in-config-refused")
+        for dirpath, _, files in os.walk(out):
+            for n in files:
+                if not os.path.islink(os.path.join(dirpath, n)):
+                    with open(os.path.join(dirpath, n)) as f:
+                        self.assertNotIn("other.service", f.read(), n)
+
     def test_kill_switch_from_the_environment(self):
         r, out, _ = self.generate("04-licensing-configured", env={"VGPU_LICENSE_AUTO_RELOAD": "false"})
         self.assertEqual(r.returncode, 0, r.stderr)
