@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <charconv>
 #include <csignal>
+#include <cstdio>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/stat.h>
@@ -27,18 +28,26 @@ constexpr unsigned MAX_ROUNDS = 5;                 // re-checks of a source that
 Result<std::optional<std::string>> read_beneath(int dirfd, const std::string &name, const std::string &display)
 {
 	open_how how{};
-	how.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY;
+	// O_NONBLOCK: the projection is writable by whoever controls the Secret's volume; a FIFO there
+	// must not hang the reloader.
+	how.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
 	how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
 	long fd = ::syscall(SYS_openat2, dirfd, name.c_str(), &how, sizeof(how));
 	if (fd < 0) {
 		if (errno == ENOENT)
 			return std::optional<std::string>();
+		if (errno == EXDEV)  // what RESOLVE_BENEATH answers for an escape; "cross-device link" misleads
+			return fail(make_error("Refusing " + display + ": a symlink on its path leads outside the licensing source directory",
+					       EXIT_NOT_READY, EXDEV));
 		return fail(last_errno_error("Failed to open " + display));
 	}
 	UniqueFd f(static_cast<int>(fd));
 	struct stat st{};
-	if (::fstat(f.get(), &st) < 0 || !S_ISREG(st.st_mode))
-		return fail(errno_error(EINVAL, "Refusing to read " + display + ", not a regular file"));
+	if (::fstat(f.get(), &st) < 0)
+		return fail(last_errno_error("Failed to stat " + display));
+	if (!S_ISREG(st.st_mode))
+		return fail(errno_error(EINVAL, "Refusing to read " + display + ", it is " + fs::file_type_name(st.st_mode) +
+							", not a regular file"));
 	auto text = fs::read_fd(f.get(), display, 1u << 20);
 	if (!text)
 		return fail(text.error());
@@ -205,7 +214,8 @@ Result<void> LicenseReloader::install(const LicenseSet &set, const LicenseSet *p
 		}
 		if (auto r = fs::mkdir_p(fs::dirname(path), 0755); !r)
 			return r;
-		auto w = fs::write_file_atomic(path, it->second, {.mode = item.mode, .fsync = true, .skip_if_unchanged = true});
+		auto w = fs::write_file_atomic(path, it->second,
+					       {.mode = item.mode, .fsync = true, .skip_if_unchanged = true, .owner_root = ::geteuid() == 0});
 		if (!w)
 			return fail(with_context(w.error(), "Failed to install " + item.target));
 	}
@@ -249,6 +259,31 @@ Result<bool> LicenseReloader::restart_gridd(ReloadReport &report)
 	return after->active_state == "active" && after->main_pid != 0 && seams_.pid_alive(after->main_pid);
 }
 
+// The installed files keep their owner and mode on every run, whatever else happens: a token left
+// world-readable (by an older installer, or by hand) is fixed, not recorded as it is.
+void LicenseReloader::enforce_target_attributes(ReloadReport &report) const
+{
+	for (const auto &item : items_) {
+		UniqueFd f(::open(ctx_.real(item.target).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+		struct stat st{};
+		if (!f || ::fstat(f.get(), &st) < 0 || !S_ISREG(st.st_mode))
+			continue;  // absent (installed later) or not a file (refused when it is installed)
+		const bool want_root = ::geteuid() == 0;
+		if ((st.st_mode & 07777) == item.mode && (!want_root || (st.st_uid == 0 && st.st_gid == 0)))
+			continue;
+		char was[8];
+		std::snprintf(was, sizeof(was), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+		if ((want_root && ::fchown(f.get(), 0, 0) < 0) || ::fchmod(f.get(), item.mode) < 0) {
+			log::warning(errno_error(errno, "Failed to set the owner and mode of " + item.target).message);
+			continue;
+		}
+		char now[8];
+		std::snprintf(now, sizeof(now), "%04o", item.mode);
+		note(report, "Fixed " + item.target + ": mode " + was + " owner " + std::to_string(st.st_uid) + " -> mode " + now +
+				     (want_root ? " owner root" : ""));
+	}
+}
+
 Result<ReloadReport> LicenseReloader::run()
 {
 	const LicensingConfig &lic = ctx_.config.licensing;
@@ -260,6 +295,7 @@ Result<ReloadReport> LicenseReloader::run()
 	}
 	if (auto r = fs::mkdir_p(ctx_.real(lic.state_dir), 0700); !r)
 		return fail(r.error());
+	enforce_target_attributes(report);
 
 	for (unsigned round = 0; round < MAX_ROUNDS; round++) {
 		auto source = read_source();

@@ -82,6 +82,7 @@ private:
 	Result<std::optional<LicenseSet>> read_state(const char *name) const;
 	Result<void> write_state(const char *name, const std::optional<LicenseSet> &set) const;
 	LicenseSet read_targets() const;
+	void enforce_target_attributes(ReloadReport &report) const;
 	Result<void> install(const LicenseSet &set, const LicenseSet *previous) const;
 	Result<bool> restart_gridd(ReloadReport &report);
 	void note(ReloadReport &r, std::string msg) const;

@@ -374,3 +374,52 @@ TEST_CASE("license state files round-trip and reject damage", "[license]")
 	for (std::size_t cut = 0; cut < text.size(); cut++)
 		CHECK_FALSE(LicenseSet::parse(text.substr(0, cut)) == s);
 }
+
+// Issue 10, class 5: the licensing projection is writable by whoever controls the Secret's volume.
+TEST_CASE("a FIFO among the licensing files is refused at once, never read", "[license][hostile]")
+{
+	for (const char *where : {"run/host-nvidia-licensing/gridd.conf", "drivers/gridd.conf"}) {
+		INFO(where);
+		Machine m;
+		m.dir.mkdir(fs::dirname(where));
+		REQUIRE(::mkfifo((m.dir / where).c_str(), 0644) == 0);
+		LicenseReloader r(m.ctx, m.units, m.seams());
+		const auto start = std::chrono::steady_clock::now();
+		auto rep = r.run();  // a blocking open would never return: the test would hang, not pass
+		CHECK(std::chrono::steady_clock::now() - start < 10s);
+		REQUIRE_FALSE(rep);
+		CHECK_THAT(rep.error().message, Catch::Contains("is a FIFO, not a regular file"));
+		CHECK_THAT(rep.error().message, Catch::Contains(fs::basename(where)));
+		CHECK(m.installed(GRIDD) == "<absent>");
+	}
+}
+
+// Issue 10, class 10: modes are enforced on every run, the recording run included.
+TEST_CASE("an installed token is made 0600 even when only recorded", "[license][hostile]")
+{
+	Machine m;
+	m.project("2026_01", "FeatureType=1\n", "token-1");
+	m.dir.write("etc/nvidia/gridd.conf", "FeatureType=1\n", 0666);
+	m.dir.write("etc/nvidia/ClientConfigToken/client_configuration_token.tok", "token-1", 0644);
+	auto r = m.run();
+	CHECK(r.outcome == ReloadOutcome::Recorded);
+	CHECK(m.mode("etc/nvidia/ClientConfigToken/client_configuration_token.tok") == 0600);
+	CHECK(m.mode("etc/nvidia/gridd.conf") == 0644);
+	// And on a run with nothing to do, after someone loosened it again.
+	::chmod((m.dir / "etc/nvidia/ClientConfigToken/client_configuration_token.tok").c_str(), 0644);
+	CHECK(m.run().outcome == ReloadOutcome::Unchanged);
+	CHECK(m.mode("etc/nvidia/ClientConfigToken/client_configuration_token.tok") == 0600);
+	CHECK(m.units.count("stop") == 0);
+}
+
+TEST_CASE("a licensing symlink escaping the source directory says so", "[license][hostile]")
+{
+	Machine m;
+	m.dir.write("secret-elsewhere", "not a license");
+	m.dir.link("/secret-elsewhere", "run/host-nvidia-licensing/gridd.conf");
+	LicenseReloader r(m.ctx, m.units, m.seams());
+	auto rep = r.run();
+	REQUIRE_FALSE(rep);
+	CHECK_THAT(rep.error().message, Catch::Contains("leads outside the licensing source directory"));
+	CHECK_THAT(rep.error().message, !Catch::Contains("cross-device"));
+}

@@ -1,0 +1,193 @@
+// Issue 10: the mechanisms that keep hostile or broken input from costing memory, time or trust,
+// tested one by one (the whole programs are tested against the same inputs in
+// tests/integration/test_hostile.py).
+#include "bounded_parse.hpp"
+#include "discovery_cache.hpp"
+#include "elf.hpp"
+#include "fs.hpp"
+#include "lock.hpp"
+#include "temp_dir.hpp"
+
+#include <catch2/catch.hpp>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace unbounded;
+
+namespace {
+
+// "a: &a [x, x]" then nine levels of "[*a, *a, ...]": a few hundred bytes, a billion nodes expanded.
+std::string alias_bomb()
+{
+	std::string s = "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n";
+	char prev = 'a';
+	for (char c = 'b'; c <= 'i'; c++, prev++) {
+		s += std::string(1, c) + ": &" + c + " [";
+		for (int i = 0; i < 9; i++)
+			s += std::string(i ? "," : "") + "*" + prev;
+		s += "]\n";
+	}
+	return s;
+}
+
+}  // namespace
+
+TEST_CASE("YAML aliases are refused before anything is expanded", "[hostile][parse]")
+{
+	auto r = parse_yaml_bounded(alias_bomb(), "spec.yaml");
+	REQUIRE_FALSE(r);
+	CHECK_THAT(r.error().message, Catch::Contains("spec.yaml:2: YAML aliases are not allowed here under 'b"));
+}
+
+TEST_CASE("nesting and node count are capped, with file and line", "[hostile][parse]")
+{
+	const std::string deep = std::string(100, '[') + std::string(100, ']');
+	auto y = parse_yaml_bounded(deep, "spec.yaml");
+	REQUIRE_FALSE(y);
+	CHECK_THAT(y.error().message, Catch::Contains("spec.yaml:1: nested deeper than 32 levels"));
+	auto j = check_json_bounded(deep, "plugin.json");
+	REQUIRE_FALSE(j);
+	CHECK(j.error().message == "plugin.json is refused: nested deeper than 32 levels");
+
+	std::string wide = "[";
+	for (int i = 0; i < 60000; i++)
+		wide += i ? ",1" : "1";
+	wide += "]";
+	CHECK_THAT(parse_yaml_bounded(wide, "w.yaml").error().message, Catch::Contains("more than 50000 nodes"));
+	CHECK_THAT(check_json_bounded(wide, "w.json").error().message, Catch::Contains("more than 50000 nodes"));
+	CHECK(check_json_bounded("{\"a\": [1, 2, {\"b\": null}]}", "ok.json"));
+	CHECK_THAT(check_json_bounded("{\"a\": ", "bad.json").error().message, Catch::StartsWith("bad.json is not valid JSON"));
+}
+
+TEST_CASE("the bounded YAML reader keeps the CDI scalar rules", "[parse]")
+{
+	auto r = parse_yaml_bounded("cdiVersion: \"0.5.0\"\nn: 42\nq: \"42\"\nb: true\nz: ~\nl: [a, -1]\n", "s.yaml");
+	REQUIRE(r);
+	CHECK((*r)["cdiVersion"] == "0.5.0");
+	CHECK((*r)["n"] == 42);
+	CHECK((*r)["q"] == "42");
+	CHECK((*r)["b"] == true);
+	CHECK((*r)["z"].is_null());
+	CHECK((*r)["l"][1] == -1);
+	CHECK_THAT(parse_yaml_bounded("? [a]\n: b\n", "k.yaml").error().message, Catch::Contains("expected a plain key"));
+	CHECK(parse_yaml_bounded("", "empty.yaml").value().is_null());
+}
+
+TEST_CASE("printable() escapes what would break a line, a log or JSON", "[hostile]")
+{
+	CHECK(printable("libcuda.so.535.104.05") == "libcuda.so.535.104.05");
+	CHECK(printable("caf\xc3\xa9") == "caf\xc3\xa9");  // valid UTF-8 stays
+	CHECK(printable("lib\xff.so.1") == "lib\\xff.so.1");
+	CHECK(printable("a\nUnit=x") == "a\\x0aUnit=x");
+	CHECK(printable("\xed\xa0\x80") == "\\xed\\xa0\\x80");  // a UTF-16 surrogate is not UTF-8
+	CHECK_FALSE(is_printable("a\tb"));
+	CHECK(is_printable("/run/host-nvidia/0"));
+}
+
+TEST_CASE("a SONAME must be a plain file name", "[hostile][elf]")
+{
+	CHECK(elf::valid_soname("libcuda.so.1"));
+	CHECK(elf::valid_soname("libstdc++.so.6"));
+	for (const char *bad : {"", ".", "..", "../../etc/evil", "a/b", "lib\xff.so", "lib cuda.so", "lib\n.so"})
+		CHECK_FALSE(elf::valid_soname(bad));
+	CHECK_FALSE(elf::valid_soname(std::string(256, 'a')));
+	CHECK_FALSE(elf::native_multiarch().empty());
+}
+
+TEST_CASE("the discovery memo is believed only from our own file, entry by entry", "[hostile][cache]")
+{
+	test::TempDir t;
+	auto dir = fs::open_dir(t.path());
+	REQUIRE(dir);
+	const std::string forged =
+		R"({"format":1,"listings":{"1:2:3":["libcuda.so.535.104.05"],"4:5:6":["libcuda.so.535.104.05","../../x"]},)"
+		R"("elf":{"k1":{"machine":62,"is_64bit":true,"soname":"../../../tmp/evil"},)"
+		R"("k2":{"machine":62,"is_64bit":true,"soname":"libcuda.so.1"},"k3":{"machine":9999,"is_64bit":true}}})";
+	t.write(DiscoveryCache::FILE_NAME, forged, 0644);
+
+	SECTION("invalid entries are dropped, valid ones kept")
+	{
+		std::string why;
+		auto c = DiscoveryCache::load(dir->get(), "cache", &why);
+		CHECK(why.empty());
+		CHECK(c.listing("1:2:3") != nullptr);
+		CHECK(c.listing("4:5:6") == nullptr);  // "../../x" is no name a listing keeps
+		CHECK_FALSE(c.elf("k1"));              // a SONAME with a slash
+		CHECK(c.elf("k2").value().soname == "libcuda.so.1");
+		CHECK_FALSE(c.elf("k3"));              // an unknown machine
+	}
+	SECTION("a memo writable by others is not believed at all")
+	{
+		::chmod((t / DiscoveryCache::FILE_NAME).c_str(), 0666);
+		std::string why;
+		auto c = DiscoveryCache::load(dir->get(), "cache", &why);
+		CHECK_THAT(why, Catch::Contains("writable by group or others"));
+		CHECK(c.listing("1:2:3") == nullptr);
+	}
+	SECTION("a memo owned by someone else is not believed at all")
+	{
+		if (::geteuid() != 0)
+			FAIL("needs root to give the file to another user (CI runs as root)");
+		REQUIRE(::chown((t / DiscoveryCache::FILE_NAME).c_str(), 65534, 65534) == 0);
+		std::string why;
+		auto c = DiscoveryCache::load(dir->get(), "cache", &why);
+		CHECK_THAT(why, Catch::Contains("owned by UID 65534"));
+		CHECK(c.listing("1:2:3") == nullptr);
+	}
+	SECTION("a FIFO in its place costs nothing")
+	{
+		::unlink((t / DiscoveryCache::FILE_NAME).c_str());
+		REQUIRE(::mkfifo((t / DiscoveryCache::FILE_NAME).c_str(), 0644) == 0);
+		std::string why;
+		auto c = DiscoveryCache::load(dir->get(), "cache", &why);
+		CHECK_THAT(why, Catch::Contains("is a FIFO"));
+	}
+}
+
+TEST_CASE("the run directory must be ours: no symlink, not writable by others", "[hostile][fs]")
+{
+	test::TempDir t;
+	t.mkdir("elsewhere");
+	t.link(t / "elsewhere", "run-link");
+	auto l = fs::open_private_dir(t / "run-link", "/run/unbounded-nvidia");
+	REQUIRE_FALSE(l);
+	CHECK_THAT(l.error().message, Catch::Contains("Refusing /run/unbounded-nvidia: it is a symlink"));
+	t.mkdir("open");
+	::chmod((t / "open").c_str(), 01777);
+	auto o = fs::open_private_dir(t / "open", "/run/unbounded-nvidia");
+	REQUIRE_FALSE(o);
+	CHECK_THAT(o.error().message, Catch::Contains("writable by group or others (mode 1777)"));
+	auto fresh = fs::open_private_dir(t / "fresh", "/run/unbounded-nvidia");
+	CHECK(fresh);
+}
+
+TEST_CASE("a FIFO, a symlink or another's file as the lock is refused, never waited on", "[hostile][lock]")
+{
+	test::TempDir t;
+	auto dir = fs::open_dir(t.path());
+	REQUIRE(dir);
+	REQUIRE(::mkfifo((t / "lock").c_str(), 0600) == 0);
+	auto l = RunLock::acquire(dir->get(), "lock", "/run/unbounded-nvidia/lock");
+	REQUIRE_FALSE(l);
+	CHECK_THAT(l.error().message, Catch::Contains("it is a FIFO, expected a regular file"));
+	CHECK_FALSE(RunLock::wait_shared(t / "lock", std::chrono::milliseconds(10)));
+	::unlink((t / "lock").c_str());
+	t.link("/etc/passwd", "lock");
+	auto s = RunLock::acquire(dir->get(), "lock", "/run/unbounded-nvidia/lock");
+	REQUIRE_FALSE(s);
+	CHECK_THAT(s.error().message, Catch::Contains("is a symlink"));
+}
+
+TEST_CASE("reads refuse FIFOs and oversized files with a sentence", "[hostile][fs]")
+{
+	test::TempDir t;
+	REQUIRE(::mkfifo((t / "fifo").c_str(), 0644) == 0);
+	auto f = fs::read_file(t / "fifo");
+	REQUIRE_FALSE(f);
+	CHECK_THAT(f.error().message, Catch::Contains("it is a FIFO, not a regular file"));
+	t.write("big", std::string(5000, 'x'));
+	auto b = fs::read_file(t / "big", 4096);
+	REQUIRE_FALSE(b);
+	CHECK_THAT(b.error().message, Catch::Contains("larger than 4096 bytes"));
+}
