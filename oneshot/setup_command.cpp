@@ -33,11 +33,16 @@ int finish_failed(const Context &ctx, Report &report, const Error &e)
 	return e.exit_code == EXIT_READY ? EXIT_NOT_READY : e.exit_code;
 }
 
-// The file at cdi_spec is replaced on every run: it must be a CDI spec for NVIDIA GPUs (ours, or
-// one nvidia-ctk wrote), so that a configured `cdi_spec: /etc/passwd` cannot make setup replace it.
+// The file at cdi_spec is replaced on every run. In a CDI spec directory that file is a spec by
+// definition (whatever a hostile writer left there is overwritten); anywhere else it must already
+// be a CDI spec for NVIDIA GPUs, so that a configured `cdi_spec: /etc/passwd` cannot make setup
+// replace it.
 Result<void> check_spec_replaceable(const Context &ctx)
 {
 	const std::string &path = ctx.config.cdi_spec;
+	const std::string dir = fs::dirname(path);
+	if (dir == "/etc/cdi" || dir == "/var/run/cdi" || dir == "/run/cdi")
+		return {};
 	auto text = fs::read_file_at(AT_FDCWD, ctx.real(path), path, MAX_SPEC_BYTES);
 	if (!text) {
 		if (text.error().errnum == ENOENT)
