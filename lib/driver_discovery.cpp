@@ -69,14 +69,6 @@ std::optional<std::string> version_suffix(std::string_view name, std::string_vie
 	return std::string(v);
 }
 
-bool is_plain_file_name(std::string_view name)
-{
-	return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
-		return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-		       c == '-' || c == '+';
-	});
-}
-
 bool could_be_driver_file(std::string_view name)
 {
 	for (const char *b : HELPER_BINARIES)

@@ -42,8 +42,6 @@ inline constexpr const char *HELPER_BINARIES[] = {
 std::optional<std::string> version_suffix(std::string_view name, std::string_view prefix);
 bool is_driver_version(std::string_view v);   // 2 or 3 numbers, the first of at least 3 digits
 bool is_library_version(std::string_view v);  // 2 or 3 numbers ("1.1.9")
-// Only [A-Za-z0-9._+-]: every file of a driver is named so; anything else is skipped with a warning.
-bool is_plain_file_name(std::string_view name);
 // Version-independent pre-filter applied while listing a staging directory.
 bool could_be_driver_file(std::string_view name);
 // Kernel module version from the text of /proc/driver/nvidia/version.

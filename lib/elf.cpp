@@ -1,6 +1,7 @@
 #include "elf.hpp"
 
-#include <algorithm>
+#include "format.hpp"
+
 #include <cstring>
 #include <elf.h>
 #include <sys/stat.h>
@@ -187,12 +188,7 @@ Result<Info> read_info(int fd, const std::string &display)
 
 bool valid_soname(std::string_view name)
 {
-	if (name.empty() || name.size() > 255 || name == "." || name == "..")
-		return false;
-	return std::all_of(name.begin(), name.end(), [](char c) {
-		return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-		       c == '-' || c == '+';
-	});
+	return name.size() <= 255 && name != "." && name != ".." && is_plain_file_name(name);
 }
 
 std::string native_multiarch()

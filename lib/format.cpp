@@ -29,6 +29,17 @@ std::string format_ms(std::chrono::milliseconds ms)
 	return buf;
 }
 
+bool is_plain_file_name(std::string_view s)
+{
+	if (s.empty())
+		return false;
+	for (char c : s)
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+		      c == '-' || c == '+'))
+			return false;
+	return true;
+}
+
 bool all_digits(std::string_view s)
 {
 	return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
