@@ -42,6 +42,9 @@ HELPERS = ["nvidia-smi", "nvidia-debugdump", "nvidia-persistenced",
 ARCH = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu"}[os.uname().machine]
 
 IS_ROOT = os.geteuid() == 0
+# Directories the tests make (the run directory among them) must not come out group-writable under
+# a lax umask: setup refuses a run directory that others could write, as it should.
+os.umask(0o022)
 
 
 def fixture(name):
