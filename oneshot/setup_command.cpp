@@ -204,8 +204,13 @@ int run_setup(const Context &ctx, Report &report)
 			return finish_failed(ctx, report, e);
 		}
 		if (previous)
-			if (auto r = previous->commit(); !r)
-				log::warning(r.error().message + ", the next run removes it");
+			if (auto r = previous->commit(); !r) {
+				// A mount inside the old tree: it stays aside, the next run tries again.
+				const std::string w = r.error().message + "; the old driver root is left aside";
+				log::warning(w);
+				report.warnings.push_back(w);
+				stats.stale_trees_kept++;
+			}
 	}
 	report.details["cdi_spec"] = cfg.cdi_spec;
 	report.details["driver_root_fs"] = stats.fstype;
