@@ -2,6 +2,7 @@
 
 #include "bounded_parse.hpp"
 #include "driver_discovery.hpp"
+#include "format.hpp"
 #include "fs.hpp"
 
 #include <algorithm>
@@ -45,7 +46,8 @@ DiscoveryCache DiscoveryCache::load(int run_dir_fd, const std::string &display, 
 		for (const auto &[key, names] : j.at("listings").items()) {
 			auto list = names.get<std::vector<std::string>>();
 			// What a fresh listing keeps (list_dir's filter), nothing else.
-			if (std::all_of(list.begin(), list.end(), [](const std::string &n) { return could_be_driver_file(n); }))
+			if (std::all_of(list.begin(), list.end(),
+					[](const std::string &n) { return is_plain_file_name(n) && could_be_driver_file(n); }))
 				c.listings_[key] = std::move(list);
 		}
 		for (const auto &[key, e] : j.at("elf").items()) {

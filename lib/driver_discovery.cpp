@@ -167,7 +167,9 @@ Result<DriverSet> discover_driver(const DiscoveryInput &in)
 				if (!listed)
 					return fail(listed.error());
 				names = std::move(*listed);
-				if (in.cache)
+				// A listing with a name that is not plain (skipped with a warning below) is not
+				// memoised: the memo is JSON, and every run should say the same about it.
+				if (in.cache && std::all_of(names.begin(), names.end(), [](const std::string &n) { return is_plain_file_name(n); }))
 					in.cache->put_listing(key, names);
 			}
 			if (!names.empty())

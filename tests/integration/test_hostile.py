@@ -406,6 +406,9 @@ class TestClass9NonUtf8Names(HostileCase):
         with open(m.p("/run/unbounded-nvidia/status.json")) as f:
             self.assertEqual(json.load(f)["outcome"], "ready")
         self.assertCompleteRoot(m, V1)
+        again = m.setup()  # from the memo: the same warning, the same bytes named
+        self.assertSetupOk(again)
+        self.assertTrue(any(f"lib\\xff.so.{V1}" in w for w in again.result["warnings"]), again.result["warnings"])
 
     def test_non_utf8_key_in_a_spec(self):
         m, _ = self.prepared()
