@@ -29,6 +29,13 @@ std::string format_ms(std::chrono::milliseconds ms)
 	return buf;
 }
 
+std::string format_mode(unsigned mode)
+{
+	char buf[8];
+	std::snprintf(buf, sizeof(buf), "%04o", mode & 07777);
+	return buf;
+}
+
 bool is_plain_file_name(std::string_view s)
 {
 	if (s.empty())

@@ -12,6 +12,8 @@ namespace unbounded {
 std::string format_bytes(std::uint64_t bytes);
 std::string format_ms(std::chrono::milliseconds ms);
 
+// A file mode as operators read it: "0644".
+std::string format_mode(unsigned mode);
 // Non-empty and only [A-Za-z0-9._+-]: how every file of an NVIDIA driver, and every SONAME, is named.
 bool is_plain_file_name(std::string_view s);
 // Non-empty and only ASCII digits.

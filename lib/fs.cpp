@@ -1,5 +1,7 @@
 #include "fs.hpp"
 
+#include "format.hpp"
+
 #include <algorithm>
 #include <cstdlib>
 #include <cerrno>
@@ -288,13 +290,20 @@ Result<UniqueFd> open_regular_at(int dirfd, const std::string &name, const std::
 		return fail(last_errno_error("Failed to open " + display));
 	}
 	UniqueFd f(fd);
+	if (auto r = require_regular(f.get(), display); !r)
+		return fail(r.error());
+	return f;
+}
+
+Result<void> require_regular(int fd, const std::string &display)
+{
 	struct stat st{};
-	if (::fstat(f.get(), &st) < 0)
+	if (::fstat(fd, &st) < 0)
 		return fail(last_errno_error("Failed to stat " + display));
 	if (!S_ISREG(st.st_mode))
 		return fail(errno_error(EINVAL, "Refusing to read " + display + ", it is " + file_type_name(st.st_mode) +
 						     ", not a regular file"));
-	return f;
+	return {};
 }
 
 const char *file_type_name(mode_t mode)
@@ -324,11 +333,7 @@ Result<void> check_trusted(int fd, const std::string &display, bool directory)
 						   ", not by UID " + std::to_string(::geteuid())));
 	if (st.st_mode & 022)
 		return fail(errno_error(EPERM, "Refusing " + display + ": writable by group or others (mode " +
-						   [&] {
-							   char b[8];
-							   std::snprintf(b, sizeof(b), "%04o", static_cast<unsigned>(st.st_mode & 07777));
-							   return std::string(b);
-						   }() + ")"));
+						   format_mode(st.st_mode) + ")"));
 	if (!directory && st.st_nlink != 1)
 		return fail(errno_error(EPERM, "Refusing " + display + ": it has " + std::to_string(st.st_nlink) + " hard links"));
 	return {};

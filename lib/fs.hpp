@@ -48,6 +48,8 @@ Result<std::string> read_file(const std::string &path, std::size_t max_bytes = 1
 // container planted must not hang us), and refuses anything but a regular file.
 Result<UniqueFd> open_regular_at(int dirfd, const std::string &name, const std::string &display);
 const char *file_type_name(mode_t mode);  // "a FIFO", "a directory", ...
+// fstat()s an open fd and refuses anything but a regular file: "Refusing to read X, it is a FIFO, ...".
+Result<void> require_regular(int fd, const std::string &display);
 
 // Something only we may have written: of the expected type, owned by our effective UID, not
 // writable by group or others, and (files) with a single link. What an unprivileged writer could

@@ -1,5 +1,6 @@
 #include "license_reload.hpp"
 
+#include "format.hpp"
 #include "fs.hpp"
 #include "log.hpp"
 #include "message_ids.hpp"
@@ -7,7 +8,6 @@
 #include <cerrno>
 #include <charconv>
 #include <csignal>
-#include <cstdio>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/stat.h>
@@ -42,12 +42,8 @@ Result<std::optional<std::string>> read_beneath(int dirfd, const std::string &na
 		return fail(last_errno_error("Failed to open " + display));
 	}
 	UniqueFd f(static_cast<int>(fd));
-	struct stat st{};
-	if (::fstat(f.get(), &st) < 0)
-		return fail(last_errno_error("Failed to stat " + display));
-	if (!S_ISREG(st.st_mode))
-		return fail(errno_error(EINVAL, "Refusing to read " + display + ", it is " + fs::file_type_name(st.st_mode) +
-							", not a regular file"));
+	if (auto r = fs::require_regular(f.get(), display); !r)
+		return fail(r.error());
 	auto text = fs::read_fd(f.get(), display, 1u << 20);
 	if (!text)
 		return fail(text.error());
@@ -271,15 +267,12 @@ void LicenseReloader::enforce_target_attributes(ReloadReport &report) const
 		const bool want_root = ::geteuid() == 0;
 		if ((st.st_mode & 07777) == item.mode && (!want_root || (st.st_uid == 0 && st.st_gid == 0)))
 			continue;
-		char was[8];
-		std::snprintf(was, sizeof(was), "%04o", static_cast<unsigned>(st.st_mode & 07777));
 		if ((want_root && ::fchown(f.get(), 0, 0) < 0) || ::fchmod(f.get(), item.mode) < 0) {
 			log::warning(errno_error(errno, "Failed to set the owner and mode of " + item.target).message);
 			continue;
 		}
-		char now[8];
-		std::snprintf(now, sizeof(now), "%04o", item.mode);
-		note(report, "Fixed " + item.target + ": mode " + was + " owner " + std::to_string(st.st_uid) + " -> mode " + now +
+		note(report, "Fixed " + item.target + ": mode " + format_mode(st.st_mode) + " owner " + std::to_string(st.st_uid) +
+				     " -> mode " + format_mode(item.mode) +
 				     (want_root ? " owner root" : ""));
 	}
 }

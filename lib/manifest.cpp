@@ -1,5 +1,7 @@
 #include "manifest.hpp"
 
+#include "format.hpp"
+
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
@@ -7,12 +9,6 @@ namespace unbounded {
 
 using nlohmann::ordered_json;
 
-static std::string octal(unsigned mode)
-{
-	char buf[8];
-	std::snprintf(buf, sizeof(buf), "%04o", mode & 07777);
-	return buf;
-}
 
 std::string Manifest::to_json() const
 {
@@ -26,7 +22,7 @@ std::string Manifest::to_json() const
 		o["path"] = e.path;
 		if (e.type == ManifestEntry::Type::File) {
 			o["type"] = "file";
-			o["mode"] = octal(e.mode);
+			o["mode"] = format_mode(e.mode);
 			o["size"] = e.size;
 			o["mtime_ns"] = e.mtime_ns;
 			o["source"] = e.source;

@@ -236,16 +236,22 @@ TEST_CASE("a ..data swap of a projected volume is seen through the symlinks", "[
 	CHECK(m.units.count("start") == 1);
 }
 
-TEST_CASE("a symlink leading out of the source directory is refused", "[license]")
+TEST_CASE("a symlink leading out of the source directory is refused, and says so", "[license][hostile]")
 {
-	Machine m;
-	m.dir.write("secret-elsewhere", "not a license");
-	m.dir.link("../../secret-elsewhere", "run/host-nvidia-licensing/gridd.conf");
-	LicenseReloader r(m.ctx, m.units, m.seams());
-	auto rep = r.run();
-	REQUIRE_FALSE(rep);
-	CHECK_THAT(rep.error().message, Catch::Contains("/run/host-nvidia-licensing/gridd.conf"));
-	CHECK(m.installed(GRIDD) == "<absent>");
+	for (const char *target : {"../../secret-elsewhere", "/secret-elsewhere"}) {
+		INFO(target);
+		Machine m;
+		m.dir.write("secret-elsewhere", "not a license");
+		m.dir.link(target, "run/host-nvidia-licensing/gridd.conf");
+		LicenseReloader r(m.ctx, m.units, m.seams());
+		auto rep = r.run();
+		REQUIRE_FALSE(rep);
+		CHECK_THAT(rep.error().message, Catch::Contains("/run/host-nvidia-licensing/gridd.conf"));
+		// Issue 10, class 10: what RESOLVE_BENEATH answers (EXDEV) is not what the operator is told.
+		CHECK_THAT(rep.error().message, Catch::Contains("leads outside the licensing source directory"));
+		CHECK_THAT(rep.error().message, !Catch::Contains("cross-device"));
+		CHECK(m.installed(GRIDD) == "<absent>");
+	}
 }
 
 TEST_CASE("a rotation landing between record and install is applied, not dropped", "[license]")
@@ -410,16 +416,4 @@ TEST_CASE("an installed token is made 0600 even when only recorded", "[license][
 	CHECK(m.run().outcome == ReloadOutcome::Unchanged);
 	CHECK(m.mode("etc/nvidia/ClientConfigToken/client_configuration_token.tok") == 0600);
 	CHECK(m.units.count("stop") == 0);
-}
-
-TEST_CASE("a licensing symlink escaping the source directory says so", "[license][hostile]")
-{
-	Machine m;
-	m.dir.write("secret-elsewhere", "not a license");
-	m.dir.link("/secret-elsewhere", "run/host-nvidia-licensing/gridd.conf");
-	LicenseReloader r(m.ctx, m.units, m.seams());
-	auto rep = r.run();
-	REQUIRE_FALSE(rep);
-	CHECK_THAT(rep.error().message, Catch::Contains("leads outside the licensing source directory"));
-	CHECK_THAT(rep.error().message, !Catch::Contains("cross-device"));
 }
