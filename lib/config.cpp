@@ -257,6 +257,13 @@ Result<Config> parse_config(std::string_view yaml_text, const std::string &displ
 		 }},
 	};
 
+	RefreshConfig &refresh = cfg.refresh;
+	const std::map<std::string, Handler> refresh_keys = {
+		{"settle_time", duration_handler(c, refresh.settle_time)},
+		{"settle_limit", duration_handler(c, refresh.settle_limit)},
+		{"interval", duration_handler(c, refresh.interval, Millis(10'000))},
+	};
+
 	const std::map<std::string, Handler> top_keys = {
 		{"enabled",
 		 [&](const YAML::Node &v, const std::string &key) -> Result<void> {
@@ -284,6 +291,8 @@ Result<Config> parse_config(std::string_view yaml_text, const std::string &displ
 			 lic.section_present = true;
 			 return walk(c, v, key, licensing_keys);
 		 }},
+		{"refresh",
+		 [&](const YAML::Node &v, const std::string &key) -> Result<void> { return walk(c, v, key, refresh_keys); }},
 	};
 
 	try {

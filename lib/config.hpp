@@ -32,6 +32,14 @@ struct LicensingConfig {
 	Millis stop_timeout{60'000};
 };
 
+// The refresh path (unbounded-nvidia-refresh.{path,timer,service}): applies host driver changes while
+// the machine runs.
+struct RefreshConfig {
+	Millis settle_time{10'000};   // staging must have been quiet this long before a refresh reads it
+	Millis settle_limit{300'000}; // the longest a refresh waits for quiet before it reads anyway
+	Millis interval{300'000};     // the timer backstop: events lost while a refresh runs, module reloads
+};
+
 struct Config {
 	std::string source_file;                 // where it was read from, empty for defaults
 	Enabled enabled = Enabled::Auto;
@@ -42,6 +50,7 @@ struct Config {
 	std::string cdi_hook = "/usr/bin/nvidia-cdi-hook";
 	Millis staging_timeout{30'000};
 	LicensingConfig licensing;
+	RefreshConfig refresh;
 };
 
 // Parses "30s", "500ms", "2m", "1h", "1m30s" or a bare number of seconds.

@@ -5,6 +5,7 @@
 #include "bounded_parse.hpp"
 #include "format.hpp"
 #include "fs.hpp"
+#include "staging_layout.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -15,10 +16,8 @@
 namespace unbounded {
 namespace {
 
-// Directories searched in every staging tree, relative to its root. Debian keeps the real files in
-// nvidia/current/ (with SONAME links in the lib dir itself); VDPAU lives in a vdpau/ subdirectory.
-constexpr const char *SCAN_DIRS[] = {"", "nvidia/current", "vdpau", "nvidia/current/vdpau", "bin"};
-constexpr const char *FIRMWARE_DIRS[] = {"firmware/nvidia", "nvidia", "lib/firmware/nvidia"};
+using staging_layout::FIRMWARE_DIRS;
+using staging_layout::SCAN_DIRS;
 // Versioned independently of the driver: take the highest version found of each.
 constexpr const char *COMPANION_PREFIXES[] = {
 	"libnvidia-egl-gbm.so.", "libnvidia-egl-wayland.so.", "libnvidia-egl-wayland2.so.",
@@ -180,7 +179,7 @@ Result<DriverSet> discover_driver(const DiscoveryInput &in)
 		return fs::join(st.trees()[tree].display, fs::join(dir, name));
 	};
 
-	// 2. The version: libcuda.so.<v>, agreeing with libnvidia-ml.so.<v> and the kernel module.
+	// 2. The version: libcuda.so.<v>, agreeing with libnvidia-ml.so.<v>.
 	std::map<std::string, std::string> cuda_versions, nvml_versions;  // version -> first path seen
 	for (const auto &l : listings) {
 		for (const auto &n : l.names) {
@@ -199,20 +198,13 @@ Result<DriverSet> discover_driver(const DiscoveryInput &in)
 		}
 	}
 
-	if (auto text = fs::read_file(in.proc_version_path, 64 * 1024)) {
-		if (auto kv = parse_proc_version(*text))
-			out.kernel_version = *kv;
-		else
-			out.warnings.push_back("Could not find a version in " + in.proc_version_display + ", skipping the kernel module check");
-	}
-
 	if (cuda_versions.empty())
 		return fail(make_error("No libcuda.so.<version> found in the staging mounts (" + where + ")", EXIT_NOT_READY, ENOENT));
 	std::string version;
 	if (cuda_versions.size() == 1) {
 		version = cuda_versions.begin()->first;
-	} else if (!out.kernel_version.empty() && cuda_versions.count(out.kernel_version)) {
-		version = out.kernel_version;
+	} else if (in.kernel_version && cuda_versions.count(*in.kernel_version)) {
+		version = *in.kernel_version;
 	} else {
 		std::string list;
 		for (const auto &[v, p] : cuda_versions)
@@ -226,9 +218,7 @@ Result<DriverSet> discover_driver(const DiscoveryInput &in)
 		return fail(make_error("Driver version mismatch: " + cuda_versions[version] + " but " +
 				       nvml_versions.begin()->second));
 	}
-	if (!out.kernel_version.empty() && out.kernel_version != version)
-		return fail(make_error("Driver version mismatch: kernel module " + out.kernel_version + " (" +
-				       in.proc_version_display + ") but userspace " + cuda_versions[version]));
+	out.libcuda_display = cuda_versions[version];
 	out.version = version;
 
 	// The entries that can matter for this version, in a stable order (tree, scan dir, name).

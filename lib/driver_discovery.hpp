@@ -1,7 +1,8 @@
 // Finds the NVIDIA driver in the staging trees: its version (from libcuda.so.<v>, cross-checked with
-// libnvidia-ml.so.<v> and the kernel module's /proc/driver/nvidia/version), and the files that make up
+// libnvidia-ml.so.<v>), and the files that make up
 // the driver root: every lib*.so.<v> of that version with its EGL/GBM companions, the helper binaries,
-// and the GSP firmware. Nothing else of a host's lib dir is taken.
+// and the GSP firmware. Nothing else of a host's lib dir is taken. Whether that version may go live
+// (the kernel module's) is the caller's decision (refresh_policy.hpp).
 #pragma once
 
 #include "error.hpp"
@@ -28,7 +29,7 @@ struct DriverFile {
 struct DriverSet {
 	std::string version;                  // "535.104.05"
 	std::string multiarch;                // of libcuda: "x86_64-linux-gnu"
-	std::string kernel_version;           // from /proc/driver/nvidia/version, "" when not readable
+	std::string libcuda_display;          // where libcuda.so.<version> was found, for messages
 	std::vector<DriverFile> files;        // sorted by dest
 	std::vector<std::string> warnings;
 };
@@ -51,8 +52,7 @@ int compare_versions(std::string_view a, std::string_view b);
 
 struct DiscoveryInput {
 	const Staging *staging = nullptr;
-	std::string proc_version_path;       // real path (with --root applied)
-	std::string proc_version_display;    // "/proc/driver/nvidia/version"
+	std::optional<std::string> kernel_version;  // chooses among several staged versions
 	DiscoveryCache *cache = nullptr;     // optional memo of listings and ELF facts
 };
 

@@ -6,6 +6,7 @@
 #include "driver_root.hpp"
 #include "report.hpp"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,12 +15,12 @@ namespace unbounded {
 inline constexpr const char *RUN_DIR = "/run/unbounded-nvidia";
 
 int run_setup(const Context &ctx, Report &report);
+int run_refresh(const Context &ctx, Report &report);
 int run_verify(const Context &ctx, Report &report);
 int run_generate_cdi(const Context &ctx, Report &report, const std::string &output);
 
 // The checks of `verify`, shared with the last step of `setup`: the driver root against its
-// manifest and the kernel module, our CDI spec (valid, every hostPath present, not stale) and the
-// device plugin's spec when it exists.
+// manifest and the kernel module, and our CDI spec (valid, every hostPath present, not stale).
 // `known` carries what setup has just computed (the manifest and the spec for the current devices),
 // which the checks then use instead of deriving them again; the files are still read and compared.
 struct KnownState {
@@ -28,5 +29,10 @@ struct KnownState {
 	bool root_checked = false;  // the root was kept unchanged after passing the same check in this run
 };
 std::vector<Problem> check_live_state(const Context &ctx, Report &report, const KnownState *known = nullptr);
+
+// The device plugin's spec, when it exists, against the live driver version: one problem that names
+// the device plugin and says what to do. It is written by a pod, which needs containerd: setup and
+// refresh only warn about it (failing them would keep containerd, and so the plugin, from starting).
+std::optional<Problem> check_device_plugin(const Context &ctx, const std::string &driver_version);
 
 }  // namespace unbounded

@@ -13,14 +13,18 @@ namespace unbounded {
 
 struct Report {
 	std::string command;
-	std::string outcome;                    // "ready", "no-gpu", "not-ready", "failed"
+	std::string outcome;  // "ready", "no-gpu", "pending-host-reboot", "staging-inconsistent", "staging-gone", "not-ready", "failed"
 	nlohmann::ordered_json details = nlohmann::ordered_json::object();
 	nlohmann::ordered_json timings_ms = nlohmann::ordered_json::object();
 	std::vector<std::string> warnings;
 	std::vector<Problem> problems;
 	std::string error;
 
-	bool ready() const { return outcome == "ready" || outcome == "no-gpu"; }
+	// The live state serves containers: also when it keeps a root the host has moved past.
+	bool ready() const
+	{
+		return outcome == "ready" || outcome == "no-gpu" || outcome == "pending-host-reboot" || outcome == "staging-inconsistent";
+	}
 	std::string to_json() const;
 };
 

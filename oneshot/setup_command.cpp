@@ -1,5 +1,8 @@
-// `setup`: lock, wait for staging, discover, build and swap the driver root, verify, record the result.
-// Any failure leaves the previous driver root exactly as it was.
+// `setup` and `refresh`: lock, (wait for staging,) discover, decide with the kernel module which driver
+// may be live (refresh_policy.hpp), build and swap the driver root or keep the live one, write the CDI
+// spec, verify, record the result. Any failure leaves the previous driver root exactly as it was.
+// `refresh` is what unbounded-nvidia-refresh.service runs while containerd keeps running: it first
+// waits for staging to settle, and goes again when staging changed while it worked.
 #include "commands.hpp"
 
 #include "bounded_parse.hpp"
@@ -8,12 +11,16 @@
 #include "driver_discovery.hpp"
 #include "driver_root.hpp"
 #include "format.hpp"
+#include "kernel_module.hpp"
 #include "lock.hpp"
 #include "log.hpp"
 #include "message_ids.hpp"
 #include "mounts.hpp"
 #include "notify.hpp"
+#include "refresh_policy.hpp"
 #include "staging.hpp"
+#include "staged_driver.hpp"
+#include "staging_quiet.hpp"
 #include "staging_wait.hpp"
 
 #include <fcntl.h>
@@ -55,91 +62,122 @@ Result<void> check_spec_replaceable(const Context &ctx)
 			       CDI_KIND + "; point cdi_spec at a file of its own"));
 }
 
-}  // namespace
-
-int run_setup(const Context &ctx, Report &report)
+// Writes the spec next to where it goes and renames it into place; unchanged bytes are not rewritten.
+Result<fs::WriteOutcome> write_spec(const Context &ctx, const std::string &yaml)
 {
-	report.command = "setup";
+	const std::string spec_path = ctx.real(ctx.config.cdi_spec);
+	if (auto d = fs::mkdir_p(fs::dirname(spec_path), 0755); !d)
+		return fail(d.error());
+	return fs::write_file_atomic(spec_path, yaml, {.mode = 0644, .fsync = true, .skip_if_unchanged = true});
+}
+
+// The device plugin's spec is reported, never fatal: see check_device_plugin().
+void warn_about_device_plugin(const Context &ctx, Report &report, const std::string &version)
+{
+	report.details["device_plugin_spec"] = ctx.config.device_plugin_spec;
+	auto p = check_device_plugin(ctx, version);
+	report.details["device_plugin_spec_current"] = !p.has_value();
+	if (!p)
+		return;
+	log::warning(p->message, {{"MESSAGE_ID", message_id::DEVICE_PLUGIN_SPEC_STALE}, {"UNBOUNDED_NVIDIA_PATH", p->path}});
+	report.warnings.push_back(p->message);
+}
+
+int finish_not_ready(Report &report)
+{
+	report.outcome = "not-ready";
+	for (const auto &p : report.problems)
+		log::error("Not ready: " + p.message, {{"MESSAGE_ID", message_id::VERIFY_FAILED},
+							  {"UNBOUNDED_NVIDIA_PATH", p.path}});
+	report.error = std::to_string(report.problems.size()) + " verification problem(s), first: " +
+		       report.problems.front().message;
+	notify_status("Not ready: " + report.problems.front().message);
+	return EXIT_NOT_READY;
+}
+
+// The live root stays: its spec is brought up to date for the devices there are now, and checked.
+int keep_live_root(const Context &ctx, Report &report, const DriverDecision &decision, const Manifest &live)
+{
 	const Config &cfg = ctx.config;
-	report.details["driver_root"] = cfg.driver_root;
-	const auto total_start = std::chrono::steady_clock::now();
-
-	// The run directory holds the lock, the discovery memo and status.json: it must be ours alone,
-	// or a forged memo could steer what setup builds as root.
-	auto run_dir = fs::open_private_dir(ctx.real(RUN_DIR), RUN_DIR);
-	if (!run_dir)
-		return finish_failed(ctx, report, run_dir.error());
-
-	std::optional<RunLock> lock;
+	report.details["driver_version"] = live.driver_version;
+	report.details["driver_root_kept"] = true;
+	SpecForState cdi;
 	{
-		PhaseTimer t(report, "lock");
-		auto l = RunLock::acquire(run_dir->get(), "lock", std::string(RUN_DIR) + "/lock", [](RunLock::Holder h) {
-			const std::string what = h == RunLock::Holder::Writer
-							 ? "Another unbounded-nvidia-setup run is in progress"
-							 : "unbounded-nvidia-setup verify is reading the live state";
-			log::notice(what + ", waiting for it to finish.");
-			notify_status(what + ", waiting");
-		});
-		if (!l)
-			return finish_failed(ctx, report, l.error());
-		lock.emplace(std::move(*l));
-	}
-
-	StagingState state;
-	{
-		PhaseTimer t(report, "wait");
-		notify_status("Waiting for the staging mounts under " + cfg.staging + " and /dev/nvidiactl");
-		Millis waited{};
-		auto s = wait_for_staging(ctx, cfg.staging_timeout, &waited);
+		PhaseTimer t(report, "cdi");
+		auto s = spec_for_state(ctx, live);
 		if (!s)
 			return finish_failed(ctx, report, s.error());
-		state = *s;
+		cdi = std::move(*s);
+		report.details["gpus"] = cdi.devices.gpus.size();
 	}
-	if (!state.nvidia_machine) {
-		report.outcome = "no-gpu";
-		log::info("No staging mounts under " + cfg.staging + " and no /dev/nvidiactl: not an NVIDIA machine, nothing to do.",
-			  {{"MESSAGE_ID", message_id::SETUP_NO_GPU}});
-		notify_status("Not an NVIDIA machine, nothing to do");
-		return EXIT_READY;
+	{
+		PhaseTimer t(report, "write_cdi");
+		if (auto r = check_spec_replaceable(ctx); !r)
+			return finish_failed(ctx, report, r.error());
+		auto w = write_spec(ctx, cdi.spec.yaml);
+		if (!w)
+			return finish_failed(ctx, report, w.error());
+		report.details["cdi_spec"] = cfg.cdi_spec;
+		report.details["cdi_spec_written"] = *w == fs::WriteOutcome::Written;
 	}
+	{
+		PhaseTimer t(report, "verify");
+		const KnownState known{&live, &cdi, true};
+		report.problems = check_live_state(ctx, report, &known);
+	}
+	if (!report.problems.empty())
+		return finish_not_ready(report);
+	warn_about_device_plugin(ctx, report, live.driver_version);
 
-	DriverSet driver;
+	report.outcome = outcome_name(decision.action);
+	log::Fields fields = {{"UNBOUNDED_NVIDIA_DRIVER_VERSION", live.driver_version},
+			      {"UNBOUNDED_NVIDIA_DRIVER_ROOT", cfg.driver_root}};
+	switch (decision.action) {
+	case DriverAction::KeepPendingHostReboot:
+		fields.push_back({"MESSAGE_ID", message_id::DRIVER_PENDING_HOST_REBOOT});
+		log::notice(decision.message + ".", fields);
+		break;
+	case DriverAction::KeepStagingInconsistent:
+		fields.push_back({"MESSAGE_ID", message_id::STAGING_INCONSISTENT});
+		log::warning(decision.message + ".", fields);
+		report.warnings.push_back(decision.message);
+		break;
+	case DriverAction::KeepStagingGone:
+		fields.push_back({"MESSAGE_ID", message_id::STAGING_GONE});
+		log::error(decision.message + ".", fields);
+		report.problems.push_back(Problem{cfg.staging, decision.message});
+		report.error = decision.message;
+		notify_status("Not ready: " + decision.message);
+		return EXIT_NOT_READY;
+	default:
+		break;
+	}
+	notify_status(decision.message);
+	return EXIT_READY;
+}
+
+}  // namespace
+
+namespace {
+
+enum class Mode { Setup, Refresh };
+
+// Builds and swaps in the root for `driver` (kept as it is when unchanged), then writes its spec.
+int build_root(const Context &ctx, Report &report, const DriverSet &driver, std::chrono::steady_clock::time_point total_start)
+{
+	const Config &cfg = ctx.config;
 	Manifest plan;
 	{
-		PhaseTimer t(report, "discover");
-		auto staging = Staging::open(ctx.real(cfg.staging), cfg.staging, state.mounts_table.get());
-		if (!staging)
-			return finish_failed(ctx, report, staging.error());
-		report.details["staging"] = state.usable;
-		report.details["staging_mounts"] = state.mounts;
-		const std::string cache_display = std::string(RUN_DIR) + "/" + DiscoveryCache::FILE_NAME;
-		std::string cache_rejected;
-		DiscoveryCache cache = DiscoveryCache::load(run_dir->get(), cache_display, &cache_rejected);
-		if (!cache_rejected.empty()) {
-			log::warning(cache_rejected + ", reading the staging mounts afresh");
-			report.warnings.push_back(cache_rejected);
-		}
-		DiscoveryInput in{&*staging, ctx.real("/proc/driver/nvidia/version"), "/proc/driver/nvidia/version", &cache};
-		auto d = discover_driver(in);
-		if (auto r = cache.save(run_dir->get(), cache_display); !r)
-			log::debug(r.error().message + ", discovery cache not saved");
-		report.details["discovery_cache_hits"] = cache.hits();
-		if (!d)
-			return finish_failed(ctx, report, d.error());
-		driver = std::move(*d);
-		report.details["driver_version"] = driver.version;
-		report.details["kernel_module_version"] = driver.kernel_version;
-		report.details["multiarch"] = driver.multiarch;
-		auto p = plan_manifest(driver, driver.warnings);
+		PhaseTimer t(report, "plan");
+		std::vector<std::string> warnings;
+		auto p = plan_manifest(driver, warnings);
 		if (!p)
 			return finish_failed(ctx, report, p.error());
 		plan = std::move(*p);
-		for (const auto &w : driver.warnings) {
+		for (const auto &w : warnings) {
 			log::warning(w);
 			report.warnings.push_back(w);
 		}
-		if (driver.kernel_version.empty())
-			log::info("/proc/driver/nvidia/version is not readable here, skipping the kernel module version check.");
 	}
 
 	// The spec depends only on the planned root and the devices: generate it before touching
@@ -185,12 +223,7 @@ int run_setup(const Context &ctx, Report &report)
 		// The spec goes in after the root it describes; if it cannot be written, the old root goes
 		// back, so root and spec never disagree because of a failed run.
 		PhaseTimer t(report, "write_cdi");
-		const std::string spec_path = ctx.real(cfg.cdi_spec);
-		Result<fs::WriteOutcome> w = fs::WriteOutcome::Unchanged;
-		if (auto d = fs::mkdir_p(fs::dirname(spec_path), 0755); !d)
-			w = fail(d.error());
-		else
-			w = fs::write_file_atomic(spec_path, cdi.spec.yaml, {.mode = 0644, .fsync = true, .skip_if_unchanged = true});
+		Result<fs::WriteOutcome> w = write_spec(ctx, cdi.spec.yaml);
 		if (w)
 			report.details["cdi_spec_written"] = *w == fs::WriteOutcome::Written;
 		if (!w) {
@@ -237,16 +270,9 @@ int run_setup(const Context &ctx, Report &report)
 		report.problems = check_live_state(ctx, report, &known);
 	}
 	const auto total = std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - total_start);
-	if (!report.problems.empty()) {
-		report.outcome = "not-ready";
-		for (const auto &p : report.problems)
-			log::error("Not ready: " + p.message, {{"MESSAGE_ID", message_id::VERIFY_FAILED},
-									  {"UNBOUNDED_NVIDIA_PATH", p.path}});
-		report.error = std::to_string(report.problems.size()) + " verification problem(s), first: " +
-			       report.problems.front().message;
-		notify_status("Not ready: " + report.problems.front().message);
-		return EXIT_NOT_READY;
-	}
+	if (!report.problems.empty())
+		return finish_not_ready(report);
+	warn_about_device_plugin(ctx, report, driver.version);
 
 	report.outcome = "ready";
 	std::string summary = "Driver " + driver.version + " ready in " + cfg.driver_root + ": " +
@@ -264,6 +290,168 @@ int run_setup(const Context &ctx, Report &report)
 			    {"UNBOUNDED_NVIDIA_DURATION_MS", std::to_string(total.count())}});
 	notify_status(summary);
 	return EXIT_READY;
+}
+
+// One run of setup or refresh, under the lock.
+int apply(const Context &ctx, Report &report, Mode mode, int run_dir)
+{
+	const Config &cfg = ctx.config;
+	const auto total_start = std::chrono::steady_clock::now();
+	report.details["driver_root"] = cfg.driver_root;
+
+	std::optional<RunLock> lock;
+	{
+		PhaseTimer t(report, "lock");
+		auto l = RunLock::acquire(run_dir, "lock", std::string(RUN_DIR) + "/lock", [](RunLock::Holder h) {
+			const std::string what = h == RunLock::Holder::Writer
+							 ? "Another unbounded-nvidia-setup run is in progress"
+							 : "unbounded-nvidia-setup verify is reading the live state";
+			log::notice(what + ", waiting for it to finish.");
+			notify_status(what + ", waiting");
+		});
+		if (!l)
+			return finish_failed(ctx, report, l.error());
+		lock.emplace(std::move(*l));
+	}
+
+	StagingState state;
+	if (mode == Mode::Setup) {
+		// At boot the host's mounts may still be on their way; a refresh takes what is there.
+		PhaseTimer t(report, "wait");
+		notify_status("Waiting for the staging mounts under " + cfg.staging + " and /dev/nvidiactl");
+		Millis waited{};
+		auto s = wait_for_staging(ctx, cfg.staging_timeout, &waited);
+		if (!s)
+			return finish_failed(ctx, report, s.error());
+		state = *s;
+	} else {
+		state = probe_staging(ctx);
+	}
+	struct stat root_st{};
+	const bool root_exists = ::lstat(ctx.real(cfg.driver_root).c_str(), &root_st) == 0;
+	if (!state.nvidia_machine && (mode == Mode::Setup || !root_exists)) {
+		report.outcome = "no-gpu";
+		log::info("No staging mounts under " + cfg.staging + " and no /dev/nvidiactl: not an NVIDIA machine, nothing to do.",
+			  {{"MESSAGE_ID", message_id::SETUP_NO_GPU}});
+		notify_status("Not an NVIDIA machine, nothing to do");
+		return EXIT_READY;
+	}
+
+	// The kernel module is read on every run: a path unit cannot watch /proc, so a module reload is
+	// noticed by the next refresh, whatever started it.
+	const KernelModule module = read_kernel_module(ctx);
+	report.details["kernel_module_version"] = module.version.value_or("");
+
+	StagedDriver staged;
+	{
+		PhaseTimer t(report, "discover");
+		report.details["staging"] = state.usable;
+		report.details["staging_mounts"] = state.mounts;
+		if (state.usable.empty())
+			staged.error = make_error("No staging mounts under " + cfg.staging, EXIT_NOT_READY, ENOENT);
+		else
+			staged = discover_staged(ctx, state, run_dir, module.version, /*save=*/true);
+		report.details["discovery_cache_hits"] = staged.cache_hits;
+		for (const auto &w : staged.warnings) {
+			log::warning(w);
+			report.warnings.push_back(w);
+		}
+		if (staged.driver) {
+			report.details["staged_driver_version"] = staged.driver->version;
+			report.details["multiarch"] = staged.driver->multiarch;
+			for (const auto &w : staged.driver->warnings) {
+				log::warning(w);
+				report.warnings.push_back(w);
+			}
+		}
+	}
+
+	Manifest live_manifest;
+	DriverWitnesses witnesses;
+	witnesses.module = module.version;
+	witnesses.module_unknown_reason = module.unknown_reason;
+	witnesses.staging_present = !state.usable.empty();
+	witnesses.keep_when_unsure = mode == Mode::Refresh;
+	witnesses.staging_error = staged.error.message;
+	if (staged.driver) {
+		witnesses.staged = staged.driver->version;
+		witnesses.staged_where = staged.driver->libcuda_display;
+	}
+	witnesses.live = [&]() -> std::optional<std::string> {
+		PhaseTimer t(report, "check_live_root");
+		auto problems = verify_driver_root(RootLocation{ctx.real(cfg.driver_root), cfg.driver_root}, &live_manifest);
+		if (!problems.empty() || live_manifest.driver_version.empty())
+			return std::nullopt;
+		return live_manifest.driver_version;
+	};
+	const DriverDecision decision = decide_driver(witnesses);
+	if (!decision.warning.empty()) {
+		log::notice(decision.warning + ".");
+		report.warnings.push_back(decision.warning);
+	}
+	switch (decision.action) {
+	case DriverAction::Build:
+		report.details["driver_version"] = staged.driver->version;
+		return build_root(ctx, report, *staged.driver, total_start);
+	case DriverAction::Fail:
+		if (!staged.driver && decision.message == staged.error.message)
+			return finish_failed(ctx, report, staged.error);
+		return finish_failed(ctx, report, make_error(decision.message));
+	default:
+		return keep_live_root(ctx, report, decision, live_manifest);
+	}
+}
+
+}  // namespace
+
+int run_setup(const Context &ctx, Report &report)
+{
+	report.command = "setup";
+	auto run_dir = fs::open_private_dir(ctx.real(RUN_DIR), RUN_DIR);
+	if (!run_dir)
+		return finish_failed(ctx, report, run_dir.error());
+	return apply(ctx, report, Mode::Setup, run_dir->get());
+}
+
+int run_refresh(const Context &ctx, Report &report)
+{
+	const RefreshConfig &rc = ctx.config.refresh;
+	auto run_dir = fs::open_private_dir(ctx.real(RUN_DIR), RUN_DIR);
+	if (!run_dir) {
+		report.command = "refresh";
+		return finish_failed(ctx, report, run_dir.error());
+	}
+	// Changes made while a refresh works are not seen by the path unit (systemd 252 drops its watches
+	// while the service runs): when staging changed during a pass, go again. Bounded: a host that
+	// never stops changing is left to the timer.
+	constexpr int MAX_PASSES = 3;
+	Millis settle_total{};
+	int rc_exit = EXIT_NOT_READY;
+	for (int pass = 1; pass <= MAX_PASSES; pass++) {
+		report = Report{};
+		report.command = "refresh";
+		QuietWait quiet;
+		{
+			PhaseTimer t(report, "settle");
+			notify_status("Waiting until " + ctx.config.staging + " has been quiet for " + format_duration(rc.settle_time));
+			quiet = wait_for_quiet_staging(ctx, rc.settle_time, rc.settle_limit);
+		}
+		settle_total += quiet.waited;
+		if (quiet.gave_up) {
+			const std::string w = ctx.config.staging + " was still changing after " + format_duration(rc.settle_limit) +
+					      " (refresh.settle_limit), reading it anyway";
+			log::warning(w);
+			report.warnings.push_back(w);
+		}
+		rc_exit = apply(ctx, report, Mode::Refresh, run_dir->get());
+		report.details["settle_waited_ms"] = settle_total.count();
+		report.details["passes"] = pass;
+		if (stamp_staging(ctx) == quiet.stamp)
+			break;
+		if (pass < MAX_PASSES)
+			log::notice(ctx.config.staging + " changed while the refresh ran, refreshing again.");
+	}
+	return rc_exit;
 }
 
 }  // namespace unbounded

@@ -26,6 +26,8 @@ void print_help()
 		    "Builds the NVIDIA driver root and CDI spec of a Kubernetes GPU machine.\n\n"
 		    "Commands:\n"
 		    "  setup           build the driver root, write the CDI spec, verify (default)\n"
+		    "  refresh         apply host driver changes while the machine runs: wait until staging\n"
+		    "                  is quiet, then build, swap or keep the root as the kernel module allows\n"
 		    "  verify          check the live state without changing it\n"
 		    "  generate-cdi    print the CDI spec for the current driver root\n\n"
 		    "Options:\n"
@@ -63,7 +65,7 @@ int parse_args(int argc, char **argv, Args &a)
 				return EXIT_USAGE;
 			}
 			a.command = argv[optind++];
-			if (a.command != "setup" && a.command != "verify" && a.command != "generate-cdi") {
+			if (a.command != "setup" && a.command != "refresh" && a.command != "verify" && a.command != "generate-cdi") {
 				std::fprintf(stderr, "unbounded-nvidia-setup: unknown command '%s' (see --help)\n", a.command.c_str());
 				return EXIT_USAGE;
 			}
@@ -138,6 +140,8 @@ int run(int argc, char **argv)
 	int rc = EXIT_USAGE;
 	if (args.command == "setup")
 		rc = run_setup(ctx, report);
+	else if (args.command == "refresh")
+		rc = run_refresh(ctx, report);
 	else if (args.command == "verify")
 		rc = run_verify(ctx, report);
 	else if (args.command == "generate-cdi")
@@ -145,7 +149,7 @@ int run(int argc, char **argv)
 	report.timings_ms["total"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 	report.details["peak_rss_kib"] = peak_rss_kib();
 
-	if (args.command == "setup") {
+	if (args.command == "setup" || args.command == "refresh") {
 		const std::string status = std::string(RUN_DIR) + "/status.json";
 		if (auto dir = fs::open_private_dir(ctx.real(RUN_DIR), RUN_DIR); !dir)
 			log::warning(dir.error().message + ", not recording the result");

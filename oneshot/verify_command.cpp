@@ -5,9 +5,11 @@
 #include "cdi_check.hpp"
 #include "cdi_state.hpp"
 #include "driver_discovery.hpp"
+#include "kernel_module.hpp"
 #include "lock.hpp"
 #include "log.hpp"
 #include "message_ids.hpp"
+#include "staged_driver.hpp"
 #include "staging_wait.hpp"
 
 #include <chrono>
@@ -34,11 +36,10 @@ std::vector<Problem> check_live_state(const Context &ctx, Report &report, const 
 	if (manifest.driver_version.empty())
 		return problems;  // no usable root: nothing else can be right
 
-	if (auto text = fs::read_file(ctx.real("/proc/driver/nvidia/version"), 64 * 1024))
-		if (auto kv = parse_proc_version(*text); kv && *kv != manifest.driver_version)
-			problems.push_back(Problem{"/proc/driver/nvidia/version",
-						   "Kernel module is " + *kv + " but the driver root holds " + manifest.driver_version +
-							   ": run setup (restart unbounded-nvidia-setup.service)"});
+	if (auto kv = read_kernel_module(ctx).version; kv && *kv != manifest.driver_version)
+		problems.push_back(Problem{PROC_DRIVER_VERSION,
+					   "Kernel module is " + *kv + " but the driver root holds " + manifest.driver_version +
+						   ": start unbounded-nvidia-refresh.service to rebuild it (containerd keeps running)"});
 
 	PhaseTimer t(report, "verify_cdi");
 	const CdiSpec *expected = nullptr;
@@ -60,10 +61,26 @@ std::vector<Problem> check_live_state(const Context &ctx, Report &report, const 
 	report.details["cdi_spec"] = cfg.cdi_spec;
 	for (auto &p : verify_cdi_spec(ctx, cfg.cdi_spec, manifest.driver_version, expected))
 		problems.push_back(std::move(p));
-	report.details["device_plugin_spec"] = cfg.device_plugin_spec;
-	for (auto &p : verify_device_plugin_spec(ctx, cfg.device_plugin_spec, manifest.driver_version))
-		problems.push_back(std::move(p));
 	return problems;
+}
+
+std::optional<Problem> check_device_plugin(const Context &ctx, const std::string &driver_version)
+{
+	const std::string &path = ctx.config.device_plugin_spec;
+	auto details = verify_device_plugin_spec(ctx, path, driver_version);
+	if (details.empty())
+		return std::nullopt;
+	// A spec naming files of another driver, after a refresh swapped the root, is the usual case.
+	// It stays where it is: it is the plugin's file, and containers that use it fail fast on the
+	// missing hostPath, naming it. Only the plugin can write a current one, when it restarts.
+	std::string what;
+	constexpr std::size_t SHOWN = 3;
+	for (std::size_t i = 0; i < details.size() && i < SHOWN; i++)
+		what += (i ? "; " : "") + details[i].message;
+	if (details.size() > SHOWN)
+		what += " (and " + std::to_string(details.size() - SHOWN) + " more)";
+	return Problem{path, "The NVIDIA device plugin's CDI spec does not match driver " + driver_version + ": " + what +
+				     ". Restart the NVIDIA device plugin pod on this node so it writes a current spec"};
 }
 
 int run_verify(const Context &ctx, Report &report)
@@ -82,15 +99,50 @@ int run_verify(const Context &ctx, Report &report)
 		return EXIT_READY;
 	}
 	report.problems = check_live_state(ctx, report);
+	const std::string version = report.details["driver_version"].get<std::string>();
+	report.details["device_plugin_spec"] = ctx.config.device_plugin_spec;
+	if (!version.empty())
+		if (auto p = check_device_plugin(ctx, version)) {
+			log::error(p->message, {{"MESSAGE_ID", message_id::DEVICE_PLUGIN_SPEC_STALE}, {"UNBOUNDED_NVIDIA_PATH", p->path}});
+			report.problems.push_back(std::move(*p));
+		}
+	// What the host has staged, beside what is live: a refresh keeps a root the module still needs.
+	std::string staged_note;
 	if (report.problems.empty()) {
-		report.outcome = "ready";
-		log::info("Ready: driver " + report.details["driver_version"].get<std::string>() + " in " +
-			  ctx.config.driver_root + ", " + ctx.config.cdi_spec + " current, every hostPath present.");
+		if (!staging.nvidia_machine || staging.usable.empty()) {
+			report.outcome = "staging-gone";
+			report.problems.push_back(Problem{ctx.config.staging, "The host's staging mounts under " + ctx.config.staging +
+										  " are gone: driver " + version + " stays live, but no refresh can follow the host"});
+		} else {
+			// The memo is read, never written: verify changes nothing.
+			auto run_dir = fs::open_dir(ctx.real(RUN_DIR));
+			const StagedDriver staged = discover_staged(ctx, staging, run_dir ? run_dir->get() : -1,
+								    read_kernel_module(ctx).version, /*save=*/false);
+			if (!staged.driver) {
+				report.outcome = "staging-inconsistent";
+				report.details["staging_error"] = staged.error.message;
+				report.warnings.push_back(staged.error.message);
+				staged_note = " (staging is inconsistent: " + staged.error.message + ")";
+			} else if (staged.driver->version != version) {
+				const std::string &v = staged.driver->version;
+				report.outcome = "pending-host-reboot";
+				report.details["staged_driver_version"] = v;
+				staged_note = " (the host staged " + v + ", which goes live once the kernel module is " + v + ")";
+			} else {
+				report.outcome = "ready";
+			}
+		}
+	}
+	if (report.problems.empty()) {
+		log::info("Ready: driver " + version + " in " + ctx.config.driver_root + ", " + ctx.config.cdi_spec +
+			  " current, every hostPath present" + staged_note + ".");
 		return EXIT_READY;
 	}
-	report.outcome = "not-ready";
+	if (report.outcome.empty())
+		report.outcome = "not-ready";
 	for (const auto &p : report.problems)
-		log::error("Not ready: " + p.message, {{"MESSAGE_ID", message_id::VERIFY_FAILED}, {"UNBOUNDED_NVIDIA_PATH", p.path}});
+		if (p.path != ctx.config.device_plugin_spec)
+			log::error("Not ready: " + p.message, {{"MESSAGE_ID", message_id::VERIFY_FAILED}, {"UNBOUNDED_NVIDIA_PATH", p.path}});
 	return EXIT_NOT_READY;
 }
 

@@ -11,29 +11,11 @@ import tempfile
 import unittest
 
 import cdi_schema
-from harness import ARCH, IS_ROOT, SETUP, V1, V2, MachineRoot, main, snapshot, write
+from harness import ARCH, IS_ROOT, PLUGIN_SPEC, SETUP, V1, V2, MachineRoot, main, plugin_spec, snapshot, write
 
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "golden", "cdi")
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
 SPEC = "/etc/cdi/nvidia.yaml"
-PLUGIN_SPEC = "/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json"
-
-
-def plugin_spec(m, version, with_libcuda=True):
-    """A device plugin spec like k8s-device-plugin writes (JSON, uuid-named devices, no 'all')."""
-    lib = f"/run/nvidia/driver/lib/{ARCH}"
-    mounts = [{"hostPath": f"{lib}/libnvidia-ml.so.{version}", "containerPath": f"/lib/{ARCH}/libnvidia-ml.so.{version}",
-               "options": ["ro", "nosuid", "nodev", "rbind", "rprivate"]}]
-    if with_libcuda:
-        mounts.insert(0, {"hostPath": f"{lib}/libcuda.so.{version}", "containerPath": f"/lib/{ARCH}/libcuda.so.{version}",
-                          "options": ["ro", "nosuid", "nodev", "rbind", "rprivate"]})
-    return json.dumps({
-        "cdiVersion": "0.5.0", "kind": "k8s.device-plugin.nvidia.com/gpu",
-        "devices": [{"name": "GPU-00000000-1111-2222-3333-444455556666",
-                     "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia0", "hostPath": "/dev/nvidia0"}]}}],
-        "containerEdits": {"env": ["NVIDIA_VISIBLE_DEVICES=void"],
-                           "deviceNodes": [{"path": "/dev/nvidiactl", "hostPath": "/dev/nvidiactl"}],
-                           "mounts": mounts}})
 
 
 class CdiCase(unittest.TestCase):

@@ -35,6 +35,9 @@ TEST_CASE("an empty or absent config gives the documented defaults", "[config]")
 	CHECK_FALSE(c->licensing.section_present);
 	CHECK(c->licensing.jitter == 60s);
 	CHECK(c->licensing.reload_interval == 30s);
+	CHECK(c->refresh.settle_time == 10s);
+	CHECK(c->refresh.settle_limit == 5min);
+	CHECK(c->refresh.interval == 5min);
 
 	auto missing = load_config("/nonexistent/unbounded.yaml", false);
 	REQUIRE(missing);
@@ -65,6 +68,10 @@ licensing:
   settle_time: 2s
   stop_timeout: 20s
   gridd_unit: gridd.service
+refresh:
+  settle_time: 0s
+  settle_limit: 2m
+  interval: 1h
 )", "f.yaml");
 	REQUIRE(c);
 	CHECK(c->enabled == Enabled::Yes);
@@ -80,6 +87,9 @@ licensing:
 	CHECK_FALSE(c->licensing.auto_reload);
 	CHECK(c->licensing.reload_interval == 45s);
 	CHECK(c->licensing.gridd_unit == "gridd.service");
+	CHECK(c->refresh.settle_time == 0s);
+	CHECK(c->refresh.settle_limit == 2min);
+	CHECK(c->refresh.interval == 1h);
 }
 
 TEST_CASE("bad configs name the file, the line and the key", "[config]")
@@ -94,6 +104,8 @@ TEST_CASE("bad configs name the file, the line and the key", "[config]")
 		{"staging_timeout: forever\n", "f.yaml:1: invalid duration 'forever' for key 'staging_timeout'"},
 		{"driver_root: relative/path\n", "f.yaml:1: expected an absolute path without '.' or '..' components or control characters for key 'driver_root'"},
 		{"enabled: maybe\n", "f.yaml:1: expected auto, true or false for key 'enabled'"},
+		{"refresh:\n  settle: 5s\n", "f.yaml:2: unknown key 'refresh.settle'"},
+		{"refresh:\n  interval: 1s\n", "f.yaml:2: duration '1s' is below the minimum of 10s for key 'refresh.interval'"},
 		{"licensing:\n  auto_reload: perhaps\n", "f.yaml:2: expected true or false for key 'licensing.auto_reload'"},
 		{"staging: [a, b]\n", "f.yaml:1: expected a string value for key 'staging'"},
 		{"- a\n- b\n", "f.yaml:1: expected a mapping at '(top level)'"},

@@ -1,0 +1,36 @@
+// The refresh's settle wait. A host package upgrade replaces driver files over seconds (every
+// package manager installs by creating and renaming entries); a refresh acts once the staging
+// directories have been quiet for the settle time, so it reads the upgrade once, whole.
+//
+// Quiet is judged from the change times (ctime) of the staging parent, every staging tree and the
+// directories discovery reads in it: the kernel sets ctime on every create, remove and rename, nobody
+// can set it back, and host and machine share the clock. A refresh started long after the last
+// change therefore waits not at all. The wait is bounded: after `limit` the refresh reads what is
+// there, and discovery decides whether that is a consistent driver.
+#pragma once
+
+#include "config.hpp"
+#include "context.hpp"
+
+#include <ctime>
+#include <string>
+
+namespace unbounded {
+
+struct StagingStamp {
+	std::string identity;        // device, inode and times of every stamped directory, in order
+	struct timespec newest{};    // the latest change time among them
+	bool operator==(const StagingStamp &o) const { return identity == o.identity; }
+};
+
+StagingStamp stamp_staging(const Context &ctx);
+
+struct QuietWait {
+	Millis waited{};
+	bool gave_up = false;        // still changing when the limit ran out
+	StagingStamp stamp;          // as it was when the wait ended
+};
+
+QuietWait wait_for_quiet_staging(const Context &ctx, Millis settle, Millis limit);
+
+}  // namespace unbounded

@@ -1,0 +1,40 @@
+#include "staged_driver.hpp"
+
+#include "discovery_cache.hpp"
+#include "log.hpp"
+#include "staging.hpp"
+
+namespace unbounded {
+
+StagedDriver discover_staged(const Context &ctx, const StagingState &state, int run_dir,
+			     const std::optional<std::string> &kernel_version, bool save)
+{
+	StagedDriver out;
+	const std::string &staging_path = ctx.config.staging;
+	auto staging = Staging::open(ctx.real(staging_path), staging_path, state.mounts_table.get());
+	if (!staging) {
+		out.error = staging.error();
+		return out;
+	}
+	const std::string cache_display = std::string("/run/unbounded-nvidia/") + DiscoveryCache::FILE_NAME;
+	DiscoveryCache cache;
+	if (run_dir >= 0) {
+		std::string rejected;
+		cache = DiscoveryCache::load(run_dir, cache_display, &rejected);
+		if (!rejected.empty())
+			out.warnings.push_back(rejected + ", reading the staging mounts afresh");
+	}
+	DiscoveryInput in{&*staging, kernel_version, &cache};
+	auto d = discover_driver(in);
+	if (save && run_dir >= 0)
+		if (auto r = cache.save(run_dir, cache_display); !r)
+			log::debug(r.error().message + ", discovery cache not saved");
+	out.cache_hits = cache.hits();
+	if (!d)
+		out.error = d.error();
+	else
+		out.driver = std::move(*d);
+	return out;
+}
+
+}  // namespace unbounded

@@ -1,0 +1,26 @@
+// Step 3 of setup and refresh, and verify's look at what the host has staged: the staging trees
+// opened and the driver discovered in them, through the discovery memo of the run directory.
+#pragma once
+
+#include "context.hpp"
+#include "driver_discovery.hpp"
+#include "staging_wait.hpp"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace unbounded {
+
+struct StagedDriver {
+	std::optional<DriverSet> driver;     // nullopt when staging holds no consistent driver
+	Error error;                         // why not
+	std::vector<std::string> warnings;   // memo rejected, ...
+	std::size_t cache_hits = 0;
+};
+
+// `run_dir` is the run directory (-1: no memo). The memo is written back only when `save`.
+StagedDriver discover_staged(const Context &ctx, const StagingState &state, int run_dir,
+			     const std::optional<std::string> &kernel_version, bool save);
+
+}  // namespace unbounded

@@ -1,0 +1,243 @@
+#!/usr/bin/env python3
+"""`refresh`: host driver changes applied while the machine runs, as the loaded kernel module allows,
+and the device plugin's spec never failing setup or refresh. Fake machine roots under --root."""
+
+import json
+import os
+import shutil
+import time
+import unittest
+
+from harness import ARCH, PLUGIN_SPEC, V1, V2, MachineRoot, main, plugin_spec, snapshot, write
+
+SPEC = "/etc/cdi/nvidia.yaml"
+QUICK = "refresh:\n  settle_time: 0s\n"
+
+
+class RefreshCase(unittest.TestCase):
+    def running_machine(self, version=V1, config=QUICK):
+        """A machine whose boot setup built `version`, with the module of that version loaded."""
+        m = MachineRoot(self).standard(version)
+        if config:
+            m.config(config)
+        r = m.setup()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return m
+
+    def upgrade_staging(self, m, version, module=None):
+        """The host replaced its userspace by `version` (and loaded that module when asked)."""
+        m.clear_staging()
+        m.stage_all(version)
+        if module:
+            m.set_proc_version(module)
+
+    def refresh(self, m, rc=0):
+        r = m.run("--json", "refresh")
+        self.assertEqual(r.returncode, rc, r.stderr)
+        r.result = json.loads(r.stdout)
+        return r
+
+    def verify(self, m):
+        r = m.run("--json", "verify")
+        r.result = json.loads(r.stdout)
+        return r
+
+    def status(self, m):
+        with open(m.p("/run/unbounded-nvidia/status.json")) as f:
+            return json.load(f)
+
+    def live(self, m):
+        return snapshot(m.driver_root()), open(m.p(SPEC)).read()
+
+    def assertHolds(self, m, version, other):
+        self.assertTrue(os.path.isfile(os.path.join(m.libdir(), f"libcuda.so.{version}")))
+        self.assertFalse(os.path.exists(os.path.join(m.libdir(), f"libcuda.so.{other}")))
+        spec = open(m.p(SPEC)).read()
+        self.assertIn(f"libcuda.so.{version}", spec)
+        self.assertNotIn(other, spec)
+
+
+class TestOutcomes(RefreshCase):
+    def test_nothing_changed_copies_nothing(self):
+        m = self.running_machine()
+        before = self.live(m)
+        r = self.refresh(m)
+        self.assertEqual(r.result["command"], "refresh")
+        self.assertEqual(r.result["outcome"], "ready")
+        self.assertTrue(r.result["unchanged"])
+        self.assertEqual(r.result["bytes_copied"], 0)
+        self.assertFalse(r.result["cdi_spec_written"])
+        self.assertEqual(self.live(m), before)
+
+    def test_userspace_upgrade_with_the_old_module_keeps_the_root_and_its_spec(self):
+        m = self.running_machine()
+        before = self.live(m)
+        self.upgrade_staging(m, V2)  # the module stays V1 until the host reboots
+        r = self.refresh(m)
+        self.assertEqual(r.result["outcome"], "pending-host-reboot")
+        self.assertTrue(r.result["ready"])
+        self.assertEqual(r.result["driver_version"], V1)
+        self.assertEqual(r.result["staged_driver_version"], V2)
+        self.assertEqual(r.result["kernel_module_version"], V1)
+        self.assertTrue(r.result["driver_root_kept"])
+        self.assertIn(f"Host staged driver {V2} but the loaded kernel module is {V1}", r.stderr)
+        self.assertEqual(self.live(m), before)
+        self.assertEqual(self.status(m)["outcome"], "pending-host-reboot")
+        v = self.verify(m)
+        self.assertEqual(v.returncode, 0, v.stderr)
+        self.assertEqual(v.result["outcome"], "pending-host-reboot")
+        self.assertEqual(v.result["staged_driver_version"], V2)
+
+    def test_setup_run_by_hand_while_pending_keeps_the_root_too(self):
+        m = self.running_machine()
+        before = self.live(m)
+        self.upgrade_staging(m, V2)
+        r = m.setup()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.result["outcome"], "pending-host-reboot")
+        self.assertEqual(self.live(m), before)
+
+    def test_module_and_userspace_upgrade_swaps_root_and_spec(self):
+        m = self.running_machine()
+        self.upgrade_staging(m, V2, module=V2)
+        r = self.refresh(m)
+        self.assertEqual(r.result["outcome"], "ready")
+        self.assertEqual(r.result["driver_version"], V2)
+        self.assertTrue(r.result["cdi_spec_written"])
+        self.assertHolds(m, V2, V1)
+        self.assertEqual(sorted(os.listdir(m.p("/run/nvidia"))), ["driver"])
+        v = self.verify(m)
+        self.assertEqual(v.returncode, 0, v.stderr)
+        self.assertEqual(v.result["outcome"], "ready")
+
+    def test_module_reload_is_picked_up_without_a_staging_change(self):
+        m = self.running_machine()
+        self.upgrade_staging(m, V2)
+        self.assertEqual(self.refresh(m).result["outcome"], "pending-host-reboot")
+        m.set_proc_version(V2)  # the host reloaded the module; nothing in staging changed
+        v = self.verify(m)
+        self.assertEqual(v.returncode, 1)
+        self.assertIn("start unbounded-nvidia-refresh.service", v.stderr)
+        r = self.refresh(m)
+        self.assertEqual(r.result["outcome"], "ready")
+        self.assertHolds(m, V2, V1)
+
+    def test_staging_mid_upgrade_keeps_the_root_and_tries_again(self):
+        m = self.running_machine()
+        before = self.live(m)
+        # libcuda already replaced, libnvidia-ml not yet: a package manager half way through
+        d = m.p("/run/host-nvidia/0")
+        m.clear_staging()
+        m.stage_all(V2)
+        os.unlink(os.path.join(d, f"libnvidia-ml.so.{V2}"))
+        shutil.copy(os.path.join(MachineRoot(self).stage_ubuntu(V1), f"libnvidia-ml.so.{V1}"), d)
+        r = self.refresh(m)
+        self.assertEqual(r.result["outcome"], "staging-inconsistent")
+        self.assertTrue(r.result["ready"])
+        self.assertIn("Driver version mismatch", r.stderr)
+        self.assertIn(f"keeping driver root {V1}, trying again on the next change", r.stderr)
+        self.assertTrue(any("mismatch" in w for w in r.result["warnings"]))
+        self.assertEqual(self.live(m), before)
+        # The upgrade completes and the host reboots into the new module: the next refresh applies it.
+        self.upgrade_staging(m, V2, module=V2)
+        self.assertEqual(self.refresh(m).result["outcome"], "ready")
+        self.assertHolds(m, V2, V1)
+
+    def test_staging_gone_keeps_the_root_and_reports_not_ready(self):
+        m = self.running_machine()
+        before = self.live(m)
+        m.clear_staging()
+        r = self.refresh(m, rc=1)
+        self.assertEqual(r.result["outcome"], "staging-gone")
+        self.assertFalse(r.result["ready"])
+        self.assertIn("staging mounts are gone", r.stderr)
+        self.assertEqual(self.live(m), before)
+        v = self.verify(m)
+        self.assertEqual(v.returncode, 1)
+        self.assertEqual(v.result["outcome"], "staging-gone")
+
+    def test_unknown_module_keeps_a_working_root_of_another_version(self):
+        m = self.running_machine()
+        before = self.live(m)
+        os.unlink(m.p("/proc/driver/nvidia/version"))
+        self.upgrade_staging(m, V2)
+        r = self.refresh(m)
+        self.assertEqual(r.result["outcome"], "pending-host-reboot")
+        self.assertIn("kernel module version is unknown", r.stderr)
+        self.assertEqual(self.live(m), before)
+
+    def test_setup_with_an_unreadable_module_builds_from_staging(self):
+        """The boot decision: with no /proc/driver/nvidia/version, staging is the only witness."""
+        m = MachineRoot(self).standard(V1)
+        os.unlink(m.p("/proc/driver/nvidia/version"))
+        r = m.setup()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.result["outcome"], "ready")
+        self.assertTrue(any(w.startswith("Kernel module version unknown") for w in r.result["warnings"]), r.result["warnings"])
+        self.assertHolds(m, V1, V2)
+
+
+class TestDevicePluginSpec(RefreshCase):
+    def test_a_stale_device_plugin_spec_never_fails_setup(self):
+        m = MachineRoot(self).standard(V1)
+        write(m.p(PLUGIN_SPEC), plugin_spec(m, V2))  # left from before the machine restart
+        r = m.setup()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.result["outcome"], "ready")
+        self.assertFalse(r.result["device_plugin_spec_current"])
+        self.assertIn("NVIDIA device plugin", r.stderr)
+
+    def test_refresh_swapping_under_the_plugin_spec_succeeds_and_verify_says_what_to_do(self):
+        m = self.running_machine()
+        write(m.p(PLUGIN_SPEC), plugin_spec(m, V1))
+        self.assertEqual(self.verify(m).returncode, 0)
+        self.upgrade_staging(m, V2, module=V2)
+        r = self.refresh(m)
+        self.assertEqual(r.result["outcome"], "ready")
+        self.assertFalse(r.result["device_plugin_spec_current"])
+        # The plugin's spec stays where it is (it is the plugin's file), and verify stays not ready
+        # with the cure in the message until the plugin has written a current spec.
+        self.assertTrue(os.path.exists(m.p(PLUGIN_SPEC)))
+        v = self.verify(m)
+        self.assertEqual(v.returncode, 1)
+        self.assertEqual(v.result["outcome"], "not-ready")
+        [p] = v.result["problems"]
+        self.assertEqual(p["path"], PLUGIN_SPEC)
+        self.assertIn(f"The NVIDIA device plugin's CDI spec does not match driver {V2}", p["message"])
+        self.assertIn(f"libcuda.so.{V2}", p["message"])
+        self.assertIn("Restart the NVIDIA device plugin pod on this node", p["message"])
+        write(m.p(PLUGIN_SPEC), plugin_spec(m, V2))  # the restarted plugin
+        self.assertEqual(self.verify(m).returncode, 0)
+
+
+class TestSettle(RefreshCase):
+    def touch_staging(self, m):
+        """What a package manager does to a lib dir: create and rename entries."""
+        d = m.p("/run/host-nvidia/0")
+        write(os.path.join(d, ".dpkg-new"), "x")
+        os.rename(os.path.join(d, ".dpkg-new"), os.path.join(d, "libfoo.so.1"))
+
+    def test_refresh_waits_until_staging_has_been_quiet(self):
+        m = self.running_machine(config="refresh:\n  settle_time: 2s\n")
+        self.touch_staging(m)
+        r = self.refresh(m)
+        self.assertGreater(r.result["settle_waited_ms"], 0)
+        self.assertEqual(r.result["outcome"], "ready")
+
+    def test_staging_that_was_quiet_long_enough_is_read_at_once(self):
+        m = self.running_machine(config="refresh:\n  settle_time: 1s\n")
+        time.sleep(1.2)  # everything in staging is now older than the settle time
+        r = self.refresh(m)
+        self.assertEqual(r.result["settle_waited_ms"], 0)
+
+    def test_the_wait_is_bounded(self):
+        m = self.running_machine(config="refresh:\n  settle_time: 60s\n  settle_limit: 1s\n")
+        self.touch_staging(m)
+        r = self.refresh(m)
+        self.assertEqual(r.result["outcome"], "ready")
+        self.assertTrue(any("was still changing after 1s (refresh.settle_limit)" in w for w in r.result["warnings"]),
+                        r.result["warnings"])
+
+
+if __name__ == "__main__":
+    main()
