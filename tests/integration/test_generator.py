@@ -133,11 +133,32 @@ class TestGolden(unittest.TestCase):
                     with open(os.path.join(dirpath, n)) as f:
                         self.assertNotIn("other.service", f.read(), n)
 
+    def test_12_refresh_watches_the_staging_layout(self):
+        """The refresh path unit watches the staging parent, every tree and the directories discovery
+        reads in each, never through a symlink; a name that cannot be a unit value is left out."""
+        r = self.check_case("12-refresh-watches-staging")
+        self.assertEqual(r.stderr.count("not watching it for changes"), 0, r.stderr)
+        # A staging entry named with a newline (made here: no such name is checked in).
+        tmp = tempfile.mkdtemp(prefix="unbounded-gen-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        root = os.path.join(tmp, "root")
+        shutil.copytree(os.path.join(CASES, "12-refresh-watches-staging", "input"), root, symlinks=True)
+        os.makedirs(os.path.join(root, "run/host-nvidia/4\nUnit=evil.service"))
+        out = os.path.join(tmp, "out")
+        os.makedirs(out)
+        r = run_generator(root, [out])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("not watching it for changes", r.stderr)
+        with open(os.path.join(out, "unbounded-nvidia-refresh.path")) as f:
+            self.assertNotIn("evil.service", f.read())
+
     def test_kill_switch_from_the_environment(self):
         r, out, _ = self.generate("04-licensing-configured", env={"VGPU_LICENSE_AUTO_RELOAD": "false"})
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertTrue(os.path.exists(os.path.join(out, "unbounded-nvidia-setup.service")))
-        self.assertFalse(os.path.lexists(os.path.join(out, "multi-user.target.wants")))
+        self.assertFalse(os.path.lexists(os.path.join(out, "multi-user.target.wants/unbounded-nvidia-license-reload.path")))
+        self.assertFalse(os.path.lexists(os.path.join(out, "timers.target.wants/unbounded-nvidia-license-reload.timer")))
+        self.assertTrue(os.path.lexists(os.path.join(out, "multi-user.target.wants/unbounded-nvidia-refresh.path")))
 
     def test_interval_from_the_environment(self):
         r, out, _ = self.generate("04-licensing-configured", env={"VGPU_LICENSE_RELOAD_INTERVAL": "90"})
