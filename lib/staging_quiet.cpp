@@ -6,21 +6,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fcntl.h>
+#include <map>
 #include <sys/stat.h>
 #include <thread>
 
 namespace unbounded {
 namespace {
-
-void add(StagingStamp &s, int fd)
-{
-	struct stat st{};
-	if (fd < 0 || ::fstat(fd, &st) < 0)
-		return;
-	s.identity += identity_key(st) + ";";
-	if (st.st_ctim.tv_sec > s.newest.tv_sec || (st.st_ctim.tv_sec == s.newest.tv_sec && st.st_ctim.tv_nsec > s.newest.tv_nsec))
-		s.newest = st.st_ctim;
-}
 
 Millis since(const struct timespec &t)
 {
@@ -32,28 +24,56 @@ Millis since(const struct timespec &t)
 
 }  // namespace
 
-StagingStamp stamp_staging(const Context &ctx)
+StagingWatch StagingWatch::open(const Context &ctx)
 {
-	StagingStamp s;
+	StagingWatch w;
 	const std::string parent = ctx.real(ctx.config.staging);
 	if (auto pfd = fs::open_dir(parent))
-		add(s, pfd->get());
+		w.dirs_.emplace_back(ctx.config.staging, std::move(*pfd));
 	auto staging = Staging::open(parent, ctx.config.staging, nullptr);
 	if (!staging)
-		return s;
-	for (std::size_t t = 0; t < staging->trees().size(); t++) {
-		s.identity += staging->trees()[t].display + "=";
-		add(s, staging->trees()[t].fd.get());
-		auto stamp_dir = [&](const char *dir) {
-			if (!*dir)
-				return;
-			if (auto d = staging->open_dir(t, dir); d && *d)
-				add(s, d->get());
+		return w;
+	for (auto &tree : staging->trees()) {
+		// Each directory prefix is opened once; a missing one ends its branch.
+		std::map<std::string, int> opened;  // prefix -> fd (-1: missing)
+		const std::string display = tree.display;
+		const int root = tree.fd.get();
+		w.dirs_.emplace_back(display, std::move(tree.fd));
+		auto watch = [&](const char *dir) {
+			int parent_fd = root;
+			std::string prefix;
+			for (const auto &c : fs::split_path(dir)) {
+				prefix += "/" + c;
+				auto it = opened.find(prefix);
+				if (it == opened.end()) {
+					int fd = ::openat(parent_fd, c.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+					if (fd >= 0)
+						w.dirs_.emplace_back(display + prefix, UniqueFd(fd));
+					it = opened.emplace(prefix, fd).first;
+				}
+				if (it->second < 0)
+					return;
+				parent_fd = it->second;
+			}
 		};
 		for (const char *dir : staging_layout::SCAN_DIRS)
-			stamp_dir(dir);
+			watch(dir);
 		for (const char *dir : staging_layout::FIRMWARE_DIRS)
-			stamp_dir(dir);
+			watch(dir);
+	}
+	return w;
+}
+
+StagingStamp StagingWatch::stamp() const
+{
+	StagingStamp s;
+	for (const auto &[name, fd] : dirs_) {
+		struct stat st{};
+		if (::fstat(fd.get(), &st) < 0)
+			continue;
+		s.identity += name + "=" + identity_key(st) + ";";
+		if (st.st_ctim.tv_sec > s.newest.tv_sec || (st.st_ctim.tv_sec == s.newest.tv_sec && st.st_ctim.tv_nsec > s.newest.tv_nsec))
+			s.newest = st.st_ctim;
 	}
 	return s;
 }
@@ -64,7 +84,8 @@ QuietWait wait_for_quiet_staging(const Context &ctx, Millis settle, Millis limit
 	const auto start = clock::now();
 	QuietWait w;
 	for (;;) {
-		w.stamp = stamp_staging(ctx);
+		w.watch = StagingWatch::open(ctx);  // afresh: trees and directories come and go
+		w.stamp = w.watch.stamp();
 		w.waited = std::chrono::duration_cast<Millis>(clock::now() - start);
 		const Millis quiet = since(w.stamp.newest);
 		if (quiet >= settle)

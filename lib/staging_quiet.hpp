@@ -11,23 +11,37 @@
 
 #include "config.hpp"
 #include "context.hpp"
+#include "unique_fd.hpp"
 
 #include <ctime>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace unbounded {
 
 struct StagingStamp {
-	std::string identity;        // device, inode and times of every stamped directory, in order
+	std::string identity;        // device, inode and times of every watched directory, in order
 	struct timespec newest{};    // the latest change time among them
 	bool operator==(const StagingStamp &o) const { return identity == o.identity; }
 };
 
-StagingStamp stamp_staging(const Context &ctx);
+// The watched directories, opened once (O_PATH, never through a symlink). Stamping them again later
+// is only fstat(): a directory replaced or created meanwhile changes its parent's times, and every
+// parent is watched too.
+class StagingWatch {
+public:
+	static StagingWatch open(const Context &ctx);
+	StagingStamp stamp() const;
+
+private:
+	std::vector<std::pair<std::string, UniqueFd>> dirs_;
+};
 
 struct QuietWait {
 	Millis waited{};
 	bool gave_up = false;        // still changing when the limit ran out
+	StagingWatch watch;          // what was stamped
 	StagingStamp stamp;          // as it was when the wait ended
 };
 

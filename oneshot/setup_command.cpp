@@ -446,7 +446,7 @@ int run_refresh(const Context &ctx, Report &report)
 		rc_exit = apply(ctx, report, Mode::Refresh, run_dir->get());
 		report.details["settle_waited_ms"] = settle_total.count();
 		report.details["passes"] = pass;
-		if (stamp_staging(ctx) == quiet.stamp)
+		if (quiet.watch.stamp() == quiet.stamp)
 			break;
 		if (pass < MAX_PASSES)
 			log::notice(ctx.config.staging + " changed while the refresh ran, refreshing again.");
