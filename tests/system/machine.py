@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 
 from image import SOURCE, base_image
 
@@ -23,6 +24,10 @@ wait_for() {  # wait_for SECONDS COMMAND...: polls COMMAND every 0.2 s until it 
 	while [ $t -gt 0 ]; do "$@" && return 0; sleep 0.2; t=$((t - 1)); done
 	echo "timed out waiting for: $*" >> $out/scenario-errors
 	return 1
+}
+host_turn() {  # host_turn N: the host side of the test does its step N while the machine runs
+	touch $out/host-turn-$1
+	wait_for 60 test -e $out/host-done-$1
 }
 """
 
@@ -56,6 +61,7 @@ class Machine:
         for unit in ("containerd.service", "kubelet.service", "nvidia-gridd.service", "unbounded-test-scenario.service"):
             shutil.copy(os.path.join(STANDINS, unit), self.p("/etc/systemd/system"))
             os.symlink(f"/etc/systemd/system/{unit}", os.path.join(wants, unit))
+        shutil.copy(os.path.join(STANDINS, "fake-nvidia-module.service"), self.p("/etc/systemd/system"))
         for script, dest in (("standin-record", "/usr/local/libexec/standin-record"),
                              ("fake-nvidia-gridd", "/usr/local/sbin/fake-nvidia-gridd")):
             os.makedirs(os.path.dirname(self.p(dest)), exist_ok=True)
@@ -71,21 +77,52 @@ class Machine:
             f.write(content)
         os.chmod(self.p(path), mode)
 
-    def boot(self, scenario=""):
-        """Boots the machine, lets the scenario script run, and returns when it has powered off."""
+    def fake_module(self, version_text):
+        """Makes /proc/driver/nvidia/version in the machine read `version_text`; callable while it
+        runs (the host loading another module)."""
+        d = self.host("proc-driver/nvidia")
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "version"), "w") as f:
+            f.write(version_text)
+        link = self.p("/etc/systemd/system/sysinit.target.wants/fake-nvidia-module.service")
+        if not os.path.lexists(link):
+            os.makedirs(os.path.dirname(link), exist_ok=True)
+            os.symlink("/etc/systemd/system/fake-nvidia-module.service", link)
+            os.makedirs(self.p("/var/lib/fake-proc-driver"), exist_ok=True)
+            self.bind(os.path.dirname(d), "/var/lib/fake-proc-driver", read_only=True)
+
+    def boot(self, scenario="", host_turns=()):
+        """Boots the machine, lets the scenario script run, and returns when it has powered off.
+        `host_turns` are what the host does while the machine runs: the scenario hands the turn over
+        with `host_turn N` (it waits until turn N, a callable run here, is done)."""
         self.write("/usr/local/libexec/scenario", SCENARIO_HEADER + scenario + "\n", 0o755)
         shutil.rmtree(self.p("/var/lib/standin"), ignore_errors=True)
         nspawn = ["systemd-nspawn", "--register=no", "--keep-unit", "--quiet", "--console=pipe",
                   "-D", self.image, "--boot", *self.binds]
         cmd = "mount -t tmpfs tmpfs /run && exec " + " ".join(f"'{a}'" for a in nspawn)
-        try:
-            r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", cmd],
-                               capture_output=True, text=True, timeout=BOOT_TIMEOUT)
-        except subprocess.TimeoutExpired as e:
-            raise AssertionError(f"machine did not power off within {BOOT_TIMEOUT}s:\n{(e.stdout or b'')[-4000:]}")
-        self.console = r.stdout + r.stderr
-        if r.returncode != 0:
-            raise AssertionError(f"systemd-nspawn exited with {r.returncode}:\n{self.console[-4000:]}")
+        log = open(os.path.join(self.tmp, "console.log"), "w+")
+        p = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c", cmd],
+                             stdout=log, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + BOOT_TIMEOUT
+        turns = list(host_turns)
+        done = 0
+        while p.poll() is None and time.monotonic() < deadline:
+            if done < len(turns) and os.path.exists(self.p(f"/var/lib/standin/host-turn-{done + 1}")):
+                turns[done]()
+                done += 1
+                with open(self.p(f"/var/lib/standin/host-done-{done}"), "w"):
+                    pass
+            time.sleep(0.1)
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+            log.seek(0)
+            raise AssertionError(f"machine did not power off within {BOOT_TIMEOUT}s:\n{log.read()[-4000:]}")
+        log.seek(0)
+        self.console = log.read()
+        log.close()
+        if p.returncode != 0:
+            raise AssertionError(f"systemd-nspawn exited with {p.returncode}:\n{self.console[-4000:]}")
         return self
 
     def read(self, path, default=None):

@@ -8,7 +8,7 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from harness import ARCH, V1, V2, MachineRoot, main, make_chardev  # noqa: E402
+from harness import ARCH, V1, V2, MachineRoot, main, make_chardev, proc_version_text  # noqa: E402
 from machine import Machine  # noqa: E402
 
 REQUIRED = ("systemd-nspawn", "mkosi", "unshare", "debootstrap", "journalctl")
@@ -46,6 +46,7 @@ class SystemCase(unittest.TestCase):
         if broken:  # a host mid-upgrade: libnvidia-ml of another version than libcuda
             d = root.p("/run/host-nvidia/0")
             os.rename(os.path.join(d, f"libnvidia-ml.so.{version}"), os.path.join(d, f"libnvidia-ml.so.{V2}"))
+        m.staging_root = root
         m.binds = [b for b in m.binds if "/run/host-nvidia/" not in b]
         for n in range(3):
             m.bind(root.p(f"/run/host-nvidia/{n}"), f"/run/host-nvidia/{n}", read_only=True)
@@ -152,6 +153,128 @@ systemctl is-active kubelet.service > $out/kubelet-active
                       f'/run/host-nvidia/0/libnvidia-ml.so.{V2}"', status)
         failed = m.journal("MESSAGE_ID=59a6c10a04f94e3c9b5851e03f3004f7")
         self.assertEqual(len(failed), 1)
+
+
+REFRESH_SCENARIO_RECORD = """
+record() {  # record NAME: what a GPU consumer would find now
+	cp /run/unbounded-nvidia/status.json $out/status-$1.json
+	cp /etc/cdi/nvidia.yaml $out/spec-$1.yaml
+	find /run/nvidia/driver -printf '%y %p -> %l\\n' | sort > $out/root-$1.txt
+	/usr/bin/unbounded-nvidia-setup verify --json > $out/verify-$1.json 2> $out/verify-$1.err
+	echo $? > $out/verify-$1.rc
+}
+units() {  # units NAME: containerd's main PID and the setup unit's invocation, to show neither restarted
+	systemctl show -p MainPID --value containerd.service > $out/containerd-pid-$1
+	systemctl show -p InvocationID --value unbounded-nvidia-setup.service > $out/setup-invocation-$1
+}
+"""
+
+
+class TestRefresh(SystemCase):
+    """The host upgrades its driver under the staging mounts while the machine runs."""
+
+    SETTLE = 2
+
+    def upgrade_host_driver(self, m, version):
+        """What a host package upgrade does to the bind-mount sources: old files removed, new ones
+        renamed in, over the same directories the machine has bound."""
+        src = MachineRoot(tmp=m.host(f"upgrade-{version}"))
+        src.stage_all(version)
+        for n in range(3):
+            live = m.staging_root.p(f"/run/host-nvidia/{n}")
+            for e in os.listdir(live):
+                path = os.path.join(live, e)
+                shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.unlink(path)
+            new = src.p(f"/run/host-nvidia/{n}")
+            for e in os.listdir(new):
+                os.rename(os.path.join(new, e), os.path.join(live, e))
+
+    def refresh_machine(self, name):
+        m = self.gpu_machine(name)
+        m.fake_module(proc_version_text(V1))
+        m.write("/etc/unbounded/nvidia.yaml", f"refresh:\n  settle_time: {self.SETTLE}s\n")
+        return m
+
+    def assertNothingRestarted(self, m, before, after):
+        self.assertEqual(m.read(f"/var/lib/standin/containerd-pid-{after}"), m.read(f"/var/lib/standin/containerd-pid-{before}"),
+                         "containerd was restarted")
+        self.assertNotEqual(m.read(f"/var/lib/standin/containerd-pid-{after}").strip(), "0")
+        self.assertEqual(m.read(f"/var/lib/standin/setup-invocation-{after}"), m.read(f"/var/lib/standin/setup-invocation-{before}"),
+                         "unbounded-nvidia-setup.service was restarted")
+
+    def story(self, m):
+        return "\n".join(f"{t / 1e6:10.3f} {msg}" for t, _, msg in
+                         m.messages("_SYSTEMD_UNIT=unbounded-nvidia-refresh.service", "+", "UNIT=unbounded-nvidia-refresh.service",
+                                    "+", "UNIT=unbounded-nvidia-refresh.path", "+", "_SYSTEMD_UNIT=unbounded-test-scenario.service"))
+
+    def test_userspace_upgrade_under_the_old_module_then_the_module(self):
+        """Staging goes V1 -> V2 while module V1 stays loaded: the path unit's refresh keeps the V1
+        root (pending-host-reboot) within settle time + 10 s. The host then loads module V2 and its
+        reconcile loop starts the refresh service: root and spec go to V2. containerd runs throughout."""
+        m = self.refresh_machine("refresh-pending")
+        scenario = REFRESH_SCENARIO_RECORD + f"""
+units boot
+systemctl is-active unbounded-nvidia-refresh.path > $out/refresh-path-state
+host_turn 1
+wait_for {self.SETTLE + 10} grep -q '"outcome": "pending-host-reboot"' /run/unbounded-nvidia/status.json
+record pending
+host_turn 2
+systemctl start unbounded-nvidia-refresh.service
+record swapped
+units after
+"""
+        m.boot(scenario, host_turns=[lambda: self.upgrade_host_driver(m, V2),
+                                     lambda: m.fake_module(proc_version_text(V2))])
+        story = self.story(m)
+        self.assertEqual(m.read("/var/lib/standin/scenario-errors", ""), "", story)
+        self.assertEqual(m.read("/var/lib/standin/refresh-path-state").strip(), "active")
+
+        pending = m.json("/var/lib/standin/status-pending.json")
+        self.assertEqual((pending["command"], pending["outcome"], pending["driver_version"], pending["staged_driver_version"]),
+                         ("refresh", "pending-host-reboot", V1, V2), story)
+        self.assertIn(f"libcuda.so.{V1}", m.read("/var/lib/standin/spec-pending.yaml"))
+        self.assertNotIn(V2, m.read("/var/lib/standin/spec-pending.yaml"))
+        self.assertIn(f"f /run/nvidia/driver/lib/{ARCH}/libcuda.so.{V1} -> ", m.read("/var/lib/standin/root-pending.txt"))
+        self.assertEqual(m.read("/var/lib/standin/verify-pending.rc").strip(), "0", m.read("/var/lib/standin/verify-pending.err"))
+        self.assertEqual(m.json("/var/lib/standin/verify-pending.json")["outcome"], "pending-host-reboot")
+        self.assertEqual(len(m.journal("MESSAGE_ID=c59eebb3050a4e278dde231d1bee3359")), 1)
+
+        swapped = m.json("/var/lib/standin/status-swapped.json")
+        self.assertEqual((swapped["outcome"], swapped["driver_version"]), ("ready", V2), story)
+        spec = m.read("/var/lib/standin/spec-swapped.yaml")
+        self.assertIn(f"libcuda.so.{V2}", spec)
+        self.assertNotIn(V1, spec)
+        root = m.read("/var/lib/standin/root-swapped.txt")
+        self.assertIn(f"f /run/nvidia/driver/lib/{ARCH}/libcuda.so.{V2} -> ", root)
+        self.assertNotIn(V1, root)
+        self.assertEqual(m.read("/var/lib/standin/verify-swapped.rc").strip(), "0", m.read("/var/lib/standin/verify-swapped.err"))
+        self.assertNothingRestarted(m, "boot", "after")
+
+    def test_driver_and_module_upgrade_swaps_through_the_path_unit(self):
+        """The host replaced module and userspace (V1 -> V2) in one go: the path-triggered refresh
+        alone swaps root and spec within settle time + 10 s, containerd untouched."""
+        m = self.refresh_machine("refresh-swap")
+
+        def upgrade():
+            m.fake_module(proc_version_text(V2))
+            self.upgrade_host_driver(m, V2)
+        scenario = REFRESH_SCENARIO_RECORD + f"""
+units boot
+host_turn 1
+wait_for {self.SETTLE + 10} grep -q '"driver_version": "{V2}"' /run/unbounded-nvidia/status.json
+wait_for 5 sh -c '! systemctl is-active -q unbounded-nvidia-refresh.service'
+record swapped
+units after
+"""
+        m.boot(scenario, host_turns=[upgrade])
+        story = self.story(m)
+        self.assertEqual(m.read("/var/lib/standin/scenario-errors", ""), "", story)
+        swapped = m.json("/var/lib/standin/status-swapped.json")
+        self.assertEqual((swapped["command"], swapped["outcome"], swapped["driver_version"]), ("refresh", "ready", V2), story)
+        self.assertNotIn(V1, m.read("/var/lib/standin/spec-swapped.yaml"))
+        self.assertNotIn(V1, m.read("/var/lib/standin/root-swapped.txt"))
+        self.assertEqual(m.read("/var/lib/standin/verify-swapped.rc").strip(), "0", m.read("/var/lib/standin/verify-swapped.err"))
+        self.assertNothingRestarted(m, "boot", "after")
 
 
 LICENSE_CONFIG = """licensing:
