@@ -127,8 +127,11 @@ Decision decide(const Input &in, Error *config_error)
 
 	d.source_path = loaded && exists(config_path) ? std::string(DEFAULT_CONFIG_PATH) : staged ? cfg.staging : "/dev/nvidiactl";
 	LicensingConfig &lic = d.config.licensing;
-	if (auto r = apply_license_environment(lic, [](const char *n) -> const char * { return std::getenv(n); }); !r && config_error)
-		*config_error = r.error();
+	// What the reloader's service will see: the manager's environment and its EnvironmentFile=, so
+	// the timer's interval is the one the service applies.
+	auto env = license_environment(rooted(in, LICENSE_ENVIRONMENT_FILE), d.warnings);
+	for (auto &w : apply_license_environment(lic, env))
+		d.warnings.push_back(std::move(w));
 	const bool licensing_present = lic.section_present || exists(rooted(in, lic.source_dir)) ||
 				       exists(rooted(in, lic.legacy_gridd_conf)) || exists(rooted(in, lic.legacy_client_token));
 	d.licensing = licensing_present && lic.auto_reload;

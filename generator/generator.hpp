@@ -23,6 +23,7 @@ struct Decision {
 	std::string reason;         // one line for the log
 	std::string source_path;    // SourcePath= of the generated unit
 	Config config;              // as read (defaults when absent or unreadable)
+	std::vector<std::string> warnings;  // ignored knobs, for the log
 };
 
 // Decides from the config and the machine. A config that cannot be read is reported in `config_error`

@@ -27,6 +27,8 @@ static int run(int argc, char **argv)
 	const generator::Decision d = generator::decide(in, &config_error);
 	if (!config_error.message.empty())
 		log::error(config_error.message + "; deciding from the machine alone, setup will report the error");
+	for (const auto &w : d.warnings)
+		log::warning(w);
 
 	auto written = generator::write_outputs(in, d);
 	if (!written) {

@@ -5,6 +5,8 @@
 
 #include <cctype>
 #include <charconv>
+#include <cstdlib>
+#include <fcntl.h>
 #include <functional>
 #include <map>
 #include <optional>
@@ -306,18 +308,72 @@ Result<Config> parse_config(std::string_view yaml_text, const std::string &displ
 	return cfg;
 }
 
-Result<void> apply_license_environment(LicensingConfig &lic, const char *(*getenv_fn)(const char *))
+std::vector<std::string> apply_license_environment(LicensingConfig &lic, const EnvLookup &env)
 {
-	if (const char *v = getenv_fn("VGPU_LICENSE_AUTO_RELOAD"); v && *v)
-		lic.auto_reload = std::string_view(v) == "true";
-	if (const char *v = getenv_fn("VGPU_LICENSE_RELOAD_INTERVAL"); v && *v) {
-		auto d = parse_duration(v);
+	std::vector<std::string> warnings;
+	if (auto v = env("VGPU_LICENSE_AUTO_RELOAD"); v && !v->empty())
+		lic.auto_reload = *v == "true";
+	if (auto v = env("VGPU_LICENSE_RELOAD_INTERVAL"); v && !v->empty()) {
+		auto d = parse_duration(*v);
 		if (!d || d->count() < 1000)
-			return fail(usage_error("VGPU_LICENSE_RELOAD_INTERVAL='" + std::string(v) +
-						"' is not a number of seconds (at least 1)"));
-		lic.reload_interval = *d;
+			warnings.push_back("Ignoring VGPU_LICENSE_RELOAD_INTERVAL='" + printable(*v) +
+					   "': not a number of seconds of at least 1; using " + format_duration(lic.reload_interval));
+		else
+			lic.reload_interval = *d;
 	}
-	return {};
+	return warnings;
+}
+
+Result<std::map<std::string, std::string>> read_environment_file(const std::string &path, const std::string &display)
+{
+	std::map<std::string, std::string> vars;
+	auto text = fs::read_file_at(AT_FDCWD, path, display, 64 * 1024);
+	if (!text) {
+		if (text.error().errnum == ENOENT)
+			return vars;
+		return fail(text.error());
+	}
+	std::string_view rest = *text;
+	auto trim = [](std::string_view s) {
+		while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())))
+			s.remove_prefix(1);
+		while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
+			s.remove_suffix(1);
+		return s;
+	};
+	while (!rest.empty()) {
+		auto nl = rest.find('\n');
+		std::string_view line = trim(rest.substr(0, nl));
+		rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+		if (line.empty() || line.front() == '#' || line.front() == ';')
+			continue;
+		auto eq = line.find('=');
+		if (eq == std::string_view::npos)
+			continue;  // systemd ignores such a line too
+		std::string_view key = trim(line.substr(0, eq)), value = trim(line.substr(eq + 1));
+		if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') && value.back() == value.front())
+			value = value.substr(1, value.size() - 2);
+		vars[std::string(key)] = std::string(value);
+	}
+	return vars;
+}
+
+EnvLookup license_environment(const std::string &real_file, std::vector<std::string> &warnings)
+{
+	std::map<std::string, std::string> file;
+	if (!real_file.empty()) {
+		if (auto f = read_environment_file(real_file, LICENSE_ENVIRONMENT_FILE))
+			file = std::move(*f);
+		else
+			warnings.push_back(f.error().message + ", ignoring it");
+	}
+	return [file = std::move(file)](const char *name) -> std::optional<std::string> {
+		if (auto it = file.find(name); it != file.end())
+			return it->second;
+		if (const char *v = std::getenv(name))
+			return std::string(v);
+		return std::nullopt;
+	};
 }
 
 Result<Config> load_config(const std::string &path, bool must_exist)

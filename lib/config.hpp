@@ -5,8 +5,12 @@
 #include "error.hpp"
 
 #include <chrono>
+#include <functional>
+#include <map>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace unbounded {
 
@@ -58,8 +62,21 @@ Result<Millis> parse_duration(std::string_view text);
 std::string format_duration(Millis d);
 
 // The knobs of the driver container's watcher, VGPU_LICENSE_AUTO_RELOAD (anything but "true" switches
-// the reloader off) and VGPU_LICENSE_RELOAD_INTERVAL (seconds), override the config file when set.
-Result<void> apply_license_environment(LicensingConfig &lic, const char *(*getenv_fn)(const char *));
+// the reloader off) and VGPU_LICENSE_RELOAD_INTERVAL (seconds), override the config file when set. A
+// value that is not understood is ignored with a warning (returned): a typo must never switch
+// rotation off.
+inline constexpr const char *LICENSE_ENVIRONMENT_FILE = "/etc/default/unbounded-nvidia-license-reload";
+using EnvLookup = std::function<std::optional<std::string>(const char *name)>;
+std::vector<std::string> apply_license_environment(LicensingConfig &lic, const EnvLookup &env);
+
+// The variables of an EnvironmentFile= (systemd.exec(5)): KEY=VALUE lines, '#' and ';' comments,
+// values in single or double quotes. Absent: empty.
+Result<std::map<std::string, std::string>> read_environment_file(const std::string &path, const std::string &display);
+
+// What the license reloader's service sees: the process environment (PID 1's, systemd.setenv=),
+// overridden by LICENSE_ENVIRONMENT_FILE, as systemd gives EnvironmentFile= precedence. `real_file`
+// is the file with --root applied; "" for the process environment alone.
+EnvLookup license_environment(const std::string &real_file, std::vector<std::string> &warnings);
 
 // Loads `path`; a missing file gives defaults unless `must_exist`.
 Result<Config> load_config(const std::string &path, bool must_exist);

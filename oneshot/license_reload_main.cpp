@@ -8,6 +8,7 @@
 #include "log.hpp"
 #include "main_guard.hpp"
 #include "notify.hpp"
+#include "random.hpp"
 #include "unit_manager.hpp"
 
 #include <atomic>
@@ -16,8 +17,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <getopt.h>
-#include <random>
-#include <sys/random.h>
 #include <thread>
 
 using namespace unbounded;
@@ -33,17 +32,6 @@ void sleep_unless_stopped(Millis d)
 	const auto end = std::chrono::steady_clock::now() + d;
 	while (!stop_flag && std::chrono::steady_clock::now() < end)
 		std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(Millis(100), end - std::chrono::steady_clock::now()));
-}
-
-std::uint64_t random_below(std::uint64_t bound)
-{
-	if (bound <= 1)
-		return 0;
-	std::uint64_t seed = 0;
-	if (::getrandom(&seed, sizeof(seed), 0) != sizeof(seed))
-		seed = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-	std::mt19937_64 rng(seed);
-	return std::uniform_int_distribution<std::uint64_t>(0, bound - 1)(rng);
 }
 
 // A process that exists and is not a zombie. systemd finishes a stop job (and says so on the bus)
@@ -99,10 +87,11 @@ int run(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	ctx.config = std::move(*cfg);
-	if (auto r = apply_license_environment(ctx.config.licensing, [](const char *n) -> const char * { return std::getenv(n); }); !r) {
-		log::error(r.error().message);
-		return EXIT_USAGE;
-	}
+	// The service gets LICENSE_ENVIRONMENT_FILE through EnvironmentFile=: the process environment is
+	// all there is to read. A bad knob is a warning, never a reason to stop rotating.
+	std::vector<std::string> env_warnings;
+	for (const auto &w : apply_license_environment(ctx.config.licensing, license_environment("", env_warnings)))
+		log::warning(w);
 
 	struct sigaction sa{};
 	sa.sa_handler = on_signal;

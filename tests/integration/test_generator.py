@@ -166,6 +166,43 @@ class TestGolden(unittest.TestCase):
         with open(os.path.join(out, "unbounded-nvidia-license-reload.timer.d/50-unbounded-nvidia-interval.conf")) as f:
             self.assertIn("OnUnitInactiveSec=90s", f.read())
 
+    def test_a_bad_interval_knob_warns_and_keeps_rotation_on(self):
+        """Issue 13: VGPU_LICENSE_RELOAD_INTERVAL=soon (PID 1's environment) must not switch rotation off."""
+        for bad in ("soon", "0.5", "0"):
+            r, out, _ = self.generate("04-licensing-configured", env={"VGPU_LICENSE_RELOAD_INTERVAL": bad})
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn(f"Ignoring VGPU_LICENSE_RELOAD_INTERVAL='{bad}': not a number of seconds of at least 1; using", r.stderr)
+            self.assertNotIn("setup will report", r.stderr)
+            self.assertTrue(os.path.lexists(os.path.join(out, "timers.target.wants/unbounded-nvidia-license-reload.timer")))
+            with open(os.path.join(out, "unbounded-nvidia-license-reload.timer.d/50-unbounded-nvidia-interval.conf")) as f:
+                self.assertIn("OnUnitInactiveSec=45s", f.read())  # the config file's reload_interval
+
+    def test_the_environment_file_sets_the_timer_and_the_kill_switch(self):
+        """/etc/default/unbounded-nvidia-license-reload is the service's EnvironmentFile=: the generator
+        reads it too, so the timer ticks at the interval the service is told, and it wins over PID 1's."""
+        tmp = tempfile.mkdtemp(prefix="unbounded-gen-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        root = os.path.join(tmp, "root")
+        shutil.copytree(os.path.join(CASES, "04-licensing-configured", "input"), root, symlinks=True)
+        default = os.path.join(root, "etc/default/unbounded-nvidia-license-reload")
+        os.makedirs(os.path.dirname(default), exist_ok=True)
+        for text, env, interval in (("VGPU_LICENSE_RELOAD_INTERVAL=120\n", {"VGPU_LICENSE_RELOAD_INTERVAL": "90"}, "120s"),
+                                    ("# only a comment\n", {"VGPU_LICENSE_RELOAD_INTERVAL": "90"}, "90s")):
+            with open(default, "w") as f:
+                f.write(text)
+            out = os.path.join(tmp, "out-" + interval)
+            os.makedirs(out)
+            r = run_generator(root, [out], env)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(os.path.join(out, "unbounded-nvidia-license-reload.timer.d/50-unbounded-nvidia-interval.conf")) as f:
+                self.assertIn(f"OnUnitInactiveSec={interval}", f.read())
+        with open(default, "w") as f:
+            f.write('VGPU_LICENSE_AUTO_RELOAD="false"\n')
+        out = os.path.join(tmp, "out-off")
+        os.makedirs(out)
+        self.assertEqual(run_generator(root, [out]).returncode, 0)
+        self.assertFalse(os.path.lexists(os.path.join(out, "timers.target.wants/unbounded-nvidia-license-reload.timer")))
+
 
 class TestInvocation(unittest.TestCase):
     def test_argument_counts(self):

@@ -183,11 +183,15 @@ TEST_CASE("the jitter is random within licensing.jitter", "[license]")
 TEST_CASE("the kill switch and the interval knob", "[license]")
 {
 	Machine m;
-	auto env = [](const char *n) -> const char * {
+	auto env = [](const char *n) -> std::optional<std::string> {
 		std::string_view v(n);
-		return v == "VGPU_LICENSE_AUTO_RELOAD" ? "false" : v == "VGPU_LICENSE_RELOAD_INTERVAL" ? "45" : nullptr;
+		if (v == "VGPU_LICENSE_AUTO_RELOAD")
+			return "false";
+		if (v == "VGPU_LICENSE_RELOAD_INTERVAL")
+			return "45";
+		return std::nullopt;
 	};
-	REQUIRE(apply_license_environment(m.ctx.config.licensing, env));
+	CHECK(apply_license_environment(m.ctx.config.licensing, env).empty());
 	CHECK(m.ctx.config.licensing.reload_interval == 45s);
 	CHECK_FALSE(m.ctx.config.licensing.auto_reload);
 	m.project("2026_01", "FeatureType=1\n", "token-1");
@@ -196,13 +200,48 @@ TEST_CASE("the kill switch and the interval knob", "[license]")
 	CHECK(m.installed(GRIDD) == "<absent>");
 
 	LicensingConfig lic;
-	auto yes = [](const char *n) -> const char * { return std::string_view(n) == "VGPU_LICENSE_AUTO_RELOAD" ? "true" : nullptr; };
-	REQUIRE(apply_license_environment(lic, yes));
+	auto yes = [](const char *n) -> std::optional<std::string> {
+		return std::string_view(n) == "VGPU_LICENSE_AUTO_RELOAD" ? std::optional<std::string>("true") : std::nullopt;
+	};
+	CHECK(apply_license_environment(lic, yes).empty());
 	CHECK(lic.auto_reload);
-	auto bad = [](const char *n) -> const char * { return std::string_view(n) == "VGPU_LICENSE_RELOAD_INTERVAL" ? "soon" : nullptr; };
-	auto r = apply_license_environment(lic, bad);
-	REQUIRE_FALSE(r);
-	CHECK_THAT(r.error().message, Catch::Contains("VGPU_LICENSE_RELOAD_INTERVAL='soon'"));
+}
+
+TEST_CASE("a bad interval knob is ignored with a warning, never switching rotation off", "[license]")
+{
+	for (const char *bad : {"soon", "0.5", "0", "-5", "30x"}) {
+		LicensingConfig lic;
+		lic.reload_interval = 45s;  // from the config file
+		auto env = [bad](const char *n) -> std::optional<std::string> {
+			return std::string_view(n) == "VGPU_LICENSE_RELOAD_INTERVAL" ? std::optional<std::string>(bad) : std::nullopt;
+		};
+		auto w = apply_license_environment(lic, env);
+		REQUIRE(w.size() == 1);
+		CHECK(w[0] == std::string("Ignoring VGPU_LICENSE_RELOAD_INTERVAL='") + bad +
+				      "': not a number of seconds of at least 1; using 45s");
+		CHECK(lic.reload_interval == 45s);
+		CHECK(lic.auto_reload);
+	}
+}
+
+TEST_CASE("the environment file overrides the process environment, as EnvironmentFile= does", "[license]")
+{
+	test::TempDir d;
+	d.write("default", "# comment\n; another\n\nVGPU_LICENSE_RELOAD_INTERVAL=\"90\"\n  VGPU_LICENSE_AUTO_RELOAD = 'true'  \nnot a line\n");
+	::setenv("VGPU_LICENSE_RELOAD_INTERVAL", "15", 1);
+	::setenv("UNBOUNDED_TEST_ONLY_IN_ENV", "x", 1);
+	std::vector<std::string> warnings;
+	auto env = license_environment(d / "default", warnings);
+	CHECK(warnings.empty());
+	CHECK(env("VGPU_LICENSE_RELOAD_INTERVAL") == std::optional<std::string>("90"));
+	CHECK(env("VGPU_LICENSE_AUTO_RELOAD") == std::optional<std::string>("true"));
+	CHECK(env("UNBOUNDED_TEST_ONLY_IN_ENV") == std::optional<std::string>("x"));
+	CHECK_FALSE(env("UNBOUNDED_TEST_UNSET"));
+	auto absent = license_environment(d / "nonexistent", warnings);
+	CHECK(absent("VGPU_LICENSE_RELOAD_INTERVAL") == std::optional<std::string>("15"));
+	CHECK(warnings.empty());
+	::unsetenv("VGPU_LICENSE_RELOAD_INTERVAL");
+	::unsetenv("UNBOUNDED_TEST_ONLY_IN_ENV");
 }
 
 TEST_CASE("legacy files are the per-file fallback of the source directory", "[license]")
