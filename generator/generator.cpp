@@ -25,6 +25,8 @@ constexpr const char *REFRESH_PATH = "unbounded-nvidia-refresh.path";
 constexpr const char *REFRESH_TIMER = "unbounded-nvidia-refresh.timer";
 constexpr const char *LICENSE_PATH_UNIT = "unbounded-nvidia-license-reload.path";
 constexpr const char *LICENSE_TIMER_UNIT = "unbounded-nvidia-license-reload.timer";
+constexpr const char *LICENSE_SERVICE_UNIT = "unbounded-nvidia-license-reload.service";
+constexpr const char *LICENSE_INSTALL_UNIT = "unbounded-nvidia-license-install.service";
 // nvidia-container-toolkit's refresh units write /var/run/cdi/nvidia.yaml, which shadows ours.
 constexpr const char *MASKED_UNITS[] = {"nvidia-cdi-refresh.path", "nvidia-cdi-refresh.service"};
 // Units that must start only after setup; containerd also requires it.
@@ -312,6 +314,7 @@ Result<std::vector<std::string>> write_outputs(const Input &in, const Decision &
 	}
 	if (d.licensing) {
 		const std::pair<const char *, const char *> wants[] = {{"multi-user.target.wants", LICENSE_PATH_UNIT},
+								       {"multi-user.target.wants", LICENSE_INSTALL_UNIT},
 								       {"timers.target.wants", LICENSE_TIMER_UNIT}};
 		for (const auto &[target, unit] : wants) {
 			const std::string name = std::string(target) + "/" + unit;
@@ -330,6 +333,19 @@ Result<std::vector<std::string>> write_outputs(const Input &in, const Decision &
 				  path_dropin);
 		    !r)
 			return fail(r.error());
+		// The boot install goes before nvidia-gridd, the reloader after it (so at shutdown it stops
+		// first); a reloader stopped in the middle of a restart finishes it, with all its waits.
+		const std::string gridd = lic.gridd_unit;  // a plain unit name (checked by the config parser)
+		const long stop_s = 2 * static_cast<long>(lic.stop_timeout.count() / 1000) +
+				    static_cast<long>(lic.settle_time.count() / 1000) + 30;
+		const std::pair<std::string, std::string> dropins[] = {
+			{std::string(LICENSE_INSTALL_UNIT) + ".d/50-unbounded-nvidia-gridd.conf", "\n[Unit]\nBefore=" + gridd + "\n"},
+			{std::string(LICENSE_SERVICE_UNIT) + ".d/50-unbounded-nvidia-gridd.conf",
+			 "\n[Unit]\nAfter=" + gridd + "\n\n[Service]\nTimeoutStopSec=" + std::to_string(stop_s) + "s\n"},
+		};
+		for (const auto &[name, text] : dropins)
+			if (auto r = note(write_new_file(dir, name, std::string(HEADER) + text), name); !r)
+				return fail(r.error());
 		const std::string timer_dropin = std::string(LICENSE_TIMER_UNIT) + ".d/50-unbounded-nvidia-interval.conf";
 		if (auto r = note(write_new_file(dir, timer_dropin,
 						 std::string(HEADER) + "\n[Timer]\nOnUnitInactiveSec=\nOnBootSec=30s\nOnUnitInactiveSec=" +

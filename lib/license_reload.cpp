@@ -21,6 +21,11 @@ namespace {
 constexpr const char *STATE_MAGIC = "UNBOUNDED-LICENSE-STATE 1\n";
 constexpr const char *APPLIED = "applied.state";  // what is installed and known to work (last known good)
 constexpr const char *FAILED = "failed.state";    // a set after which nvidia-gridd did not stay up
+// Installed while nvidia-gridd restarts, until the restart is judged: left behind by a run that was
+// killed (or stopped by a shutdown) in the middle, so the next run knows the installed files are unverified.
+constexpr const char *RESTARTING = "restarting.state";
+// Installed at boot, before nvidia-gridd's first start: the next run checks that it came up with them.
+constexpr const char *BOOT_INSTALLED = "installed-at-boot.state";
 constexpr unsigned MAX_ROUNDS = 5;                 // re-checks of a source that keeps changing
 
 // Reads `name` under an open directory with every symlink resolved beneath it: a projected volume's
@@ -72,6 +77,8 @@ const char *outcome_name(ReloadOutcome o)
 	case ReloadOutcome::RolledBack: return "rolled-back";
 	case ReloadOutcome::Failed: return "failed";
 	case ReloadOutcome::Interrupted: return "interrupted";
+	case ReloadOutcome::Installed: return "installed";
+	case ReloadOutcome::Verified: return "verified";
 	}
 	return "?";
 }
@@ -220,8 +227,10 @@ Result<void> LicenseReloader::install(const LicenseSet &set, const LicenseSet *p
 
 // Restarts nvidia-gridd: a stop job (SIGTERM, which returns the license lease; the unit's drop-in
 // forbids SIGKILL), a wait for the old process to be gone, a start job, the settle time, and a
-// liveness check. Returns whether it is up. Never starts a second daemon beside one that still runs.
-Result<bool> LicenseReloader::restart_gridd(ReloadReport &report)
+// liveness check. Never starts a second daemon beside one that still runs. Every wait in here is
+// waited out in full, SIGTERM or not: a daemon that crashes seconds after its start must not pass the
+// liveness check because the settle time was cut short.
+Result<LicenseReloader::Restart> LicenseReloader::restart_gridd(ReloadReport &report)
 {
 	const LicensingConfig &lic = ctx_.config.licensing;
 	const std::string &unit = lic.gridd_unit;
@@ -237,7 +246,7 @@ Result<bool> LicenseReloader::restart_gridd(ReloadReport &report)
 	auto stopped = units_.stop(unit, lic.stop_timeout);
 	// The job can finish a moment before the old process is reaped: give it a short grace.
 	for (int i = 0; i < 20 && old_pid && seams_.pid_alive(old_pid); i++)
-		seams_.sleep(Millis(100));
+		seams_.wait(Millis(100));
 	if (old_pid && seams_.pid_alive(old_pid))
 		return fail(make_error(unit + " (PID " + std::to_string(old_pid) + ") did not exit after SIGTERM within " +
 				       format_duration(lic.stop_timeout) + "; not starting a second instance" +
@@ -246,13 +255,147 @@ Result<bool> LicenseReloader::restart_gridd(ReloadReport &report)
 		return fail(stopped.error());
 	if (auto started = units_.start(unit, lic.stop_timeout); !started) {
 		log::error(started.error().message);
-		return false;
+		return Restart::NotStarted;
 	}
-	seams_.sleep(lic.settle_time);
+	seams_.wait(lic.settle_time);
 	auto after = units_.status(unit);
 	if (!after)
 		return fail(after.error());
-	return after->active_state == "active" && after->main_pid != 0 && seams_.pid_alive(after->main_pid);
+	return after->active_state == "active" && after->main_pid != 0 && seams_.pid_alive(after->main_pid) ? Restart::Up
+													     : Restart::Down;
+}
+
+// nvidia-gridd did not stay up with `bad`: remember that, put `good` back and restart it.
+Result<void> LicenseReloader::roll_back(ReloadReport &report, const LicenseSet &good, const LicenseSet &bad)
+{
+	log::error("nvidia-gridd did not stay up with the new licensing files; restoring the last known good ones.",
+		   {{"MESSAGE_ID", message_id::LICENSE_ROLLED_BACK}});
+	if (auto r = write_state(FAILED, bad); !r)
+		return r;
+	if (auto r = install(good, &bad); !r) {
+		report.outcome = ReloadOutcome::Failed;
+		log::error("Failed to restore the last known good licensing files: " + r.error().message,
+			   {{"MESSAGE_ID", message_id::LICENSE_FAILED}});
+		return write_state(RESTARTING, std::nullopt);
+	}
+	auto again = restart_gridd(report);
+	if (!again || *again != Restart::Up) {
+		report.outcome = ReloadOutcome::Failed;
+		log::error("nvidia-gridd is not running even with the last known good licensing files" +
+				   (again ? std::string() : ": " + again.error().message),
+			   {{"MESSAGE_ID", message_id::LICENSE_FAILED}});
+		return write_state(RESTARTING, std::nullopt);
+	}
+	report.outcome = ReloadOutcome::RolledBack;
+	report.messages.push_back("rolled back");
+	log::error("Rolled back to the last known good licensing files; nvidia-gridd is running with them. "
+		   "The new files are not retried until they change.",
+		   {{"MESSAGE_ID", message_id::LICENSE_ROLLED_BACK}});
+	return write_state(RESTARTING, std::nullopt);
+}
+
+// Files installed at boot were read by nvidia-gridd's first start: they need a liveness check, not a
+// restart. Returns whether it decided something (the run's outcome).
+Result<bool> LicenseReloader::check_boot_install(ReloadReport &report)
+{
+	auto boot = read_state(BOOT_INSTALLED);
+	if (!boot)
+		return fail(boot.error());
+	if (!*boot)
+		return false;
+	const LicensingConfig &lic = ctx_.config.licensing;
+	auto status = units_.status(lic.gridd_unit);
+	if (!status)
+		return fail(status.error());
+	const std::string &state = status->active_state;
+	if (state == "activating" || state == "reloading" || state == "deactivating") {
+		note(report, lic.gridd_unit + " is " + state + "; the licensing files installed at boot are checked by the next run.");
+		return false;
+	}
+	const bool up = state == "active" && status->main_pid != 0 && seams_.pid_alive(status->main_pid);
+	if (up || state == "inactive") {
+		if (auto r = write_state(APPLIED, **boot); !r)
+			return fail(r.error());
+		if (auto r = write_state(BOOT_INSTALLED, std::nullopt); !r)
+			return fail(r.error());
+		report.outcome = ReloadOutcome::Verified;
+		note(report, up ? lic.gridd_unit + " started with the licensing files installed at boot (" + (*boot)->names() +
+					  ") and is running; recorded them as applied."
+				: lic.gridd_unit + " is not running; the licensing files installed at boot are recorded for its next start.");
+		return true;
+	}
+	// It did not come up with them.
+	auto applied = read_state(APPLIED);
+	if (!applied)
+		return fail(applied.error());
+	if (auto r = write_state(BOOT_INSTALLED, std::nullopt); !r)
+		return fail(r.error());
+	if (*applied && **applied != **boot) {
+		if (auto r = roll_back(report, **applied, **boot); !r)
+			return fail(r.error());
+		return true;
+	}
+	if (auto r = write_state(FAILED, **boot); !r)
+		return fail(r.error());
+	report.outcome = ReloadOutcome::Failed;
+	log::error(lic.gridd_unit + " is " + state + " with the licensing files installed at boot, and there are no last known good "
+		   "ones to return to; not retrying these files until they change.",
+		   {{"MESSAGE_ID", message_id::LICENSE_FAILED}});
+	return true;
+}
+
+Result<ReloadReport> LicenseReloader::install_at_boot()
+{
+	const LicensingConfig &lic = ctx_.config.licensing;
+	ReloadReport report;
+	if (!lic.auto_reload) {
+		report.outcome = ReloadOutcome::Disabled;
+		note(report, "License auto-reload is switched off (VGPU_LICENSE_AUTO_RELOAD / licensing.auto_reload).");
+		return report;
+	}
+	if (auto r = fs::mkdir_p(ctx_.real(lic.state_dir), 0700); !r)
+		return fail(r.error());
+	enforce_target_attributes(report);
+	auto source = read_source();
+	if (!source)
+		return fail(source.error());
+	if (source->empty()) {
+		report.outcome = ReloadOutcome::NoSource;
+		note(report, "No licensing files in " + lic.source_dir + " or the legacy paths, nothing to install.");
+		return report;
+	}
+	auto applied = read_state(APPLIED);
+	auto failed = read_state(FAILED);
+	auto restarting = read_state(RESTARTING);
+	for (const auto *r : {&applied, &failed, &restarting})
+		if (!*r)
+			return fail(r->error());
+	const LicenseSet targets = read_targets();
+	LicenseSet want = *source;
+	if (*failed && **failed == *source) {
+		// A config after which nvidia-gridd did not stay up: it starts with the last known good.
+		want = *applied ? **applied : targets;
+		note(report, "The licensing files in the source failed before; " + lic.gridd_unit + " starts with the last known good ones.");
+	}
+	if (targets == want && *applied && **applied == want && !*restarting) {
+		report.outcome = ReloadOutcome::Unchanged;
+		note(report, "Licensing files already installed and applied.");
+		return report;
+	}
+	if (want.empty())
+		return report;
+	if (targets != want)
+		if (auto r = install(want, &targets); !r)
+			return fail(r.error());
+	if (auto r = write_state(BOOT_INSTALLED, want); !r)
+		return fail(r.error());
+	if (auto r = write_state(RESTARTING, std::nullopt); !r)
+		return fail(r.error());
+	report.outcome = ReloadOutcome::Installed;
+	log::notice((targets != want ? "Installed the licensing files (" : "The installed licensing files (") + want.names() +
+		    ") are what " + lic.gridd_unit + " starts with; the next reload run checks that it came up with them.");
+	report.messages.push_back("installed");
+	return report;
 }
 
 // The installed files keep their owner and mode on every run, whatever else happens: a token left
@@ -289,34 +432,46 @@ Result<ReloadReport> LicenseReloader::run()
 	if (auto r = fs::mkdir_p(ctx_.real(lic.state_dir), 0700); !r)
 		return fail(r.error());
 	enforce_target_attributes(report);
+	auto decided = check_boot_install(report);
+	if (!decided)
+		return fail(decided.error());
+	auto first = [&](unsigned round, ReloadOutcome o) {
+		if (round == 0 && !*decided)
+			report.outcome = o;
+	};
 
 	for (unsigned round = 0; round < MAX_ROUNDS; round++) {
 		auto source = read_source();
 		if (!source)
 			return fail(source.error());
 		if (source->empty()) {
-			if (round == 0) {
-				report.outcome = ReloadOutcome::NoSource;
+			first(round, ReloadOutcome::NoSource);
+			if (round == 0)
 				note(report, "No licensing files in " + lic.source_dir + " or the legacy paths, nothing to do.");
-			}
 			return report;
 		}
 		auto applied = read_state(APPLIED);
 		if (!applied)
 			return fail(applied.error());
-		if (*applied && **applied == *source) {
+		// A run killed in the middle of a restart (or stopped by a shutdown) leaves the installed
+		// files unverified: nothing is taken for granted until a restart has been judged.
+		auto restarting = read_state(RESTARTING);
+		if (!restarting)
+			return fail(restarting.error());
+		const bool unverified = restarting->has_value();
+		if (!unverified && *applied && **applied == *source) {
 			if (round == 0) {
-				report.outcome = ReloadOutcome::Unchanged;
+				first(round, ReloadOutcome::Unchanged);
 				note(report, "Licensing files unchanged since they were last applied.");
 			}
 			return report;
 		}
-		// First run (at boot, or on a machine set up before the reloader): nvidia-gridd started with
-		// the installed files, so when they are the source's, record them and restart nothing.
-		if (!*applied && read_targets() == *source) {
+		// First run (on a machine set up before the reloader): nvidia-gridd started with the
+		// installed files, so when they are the source's, record them and restart nothing.
+		if (!unverified && !*applied && read_targets() == *source) {
 			if (auto r = write_state(APPLIED, *source); !r)
 				return fail(r.error());
-			report.outcome = round == 0 ? ReloadOutcome::Recorded : report.outcome;
+			first(round, ReloadOutcome::Recorded);
 			note(report, "Recorded the installed licensing files (" + source->names() + ") as the applied ones.");
 			continue;
 		}
@@ -324,8 +479,15 @@ Result<ReloadReport> LicenseReloader::run()
 		if (!failed)
 			return fail(failed.error());
 		if (*failed && **failed == *source) {
-			if (round == 0)
-				report.outcome = ReloadOutcome::KnownBad;
+			if (unverified && *applied && read_targets() != **applied) {
+				// Killed while rolling back: finish it.
+				if (auto r = roll_back(report, **applied, *source); !r)
+					return fail(r.error());
+				return report;
+			}
+			if (auto r = write_state(RESTARTING, std::nullopt); !r)
+				return fail(r.error());
+			first(round, ReloadOutcome::KnownBad);
 			note(report, "These licensing files failed before (nvidia-gridd did not stay up); not retrying until they change.");
 			return report;
 		}
@@ -335,7 +497,9 @@ Result<ReloadReport> LicenseReloader::run()
 		report.jitter = Millis(lic.jitter.count() > 0
 					       ? static_cast<Millis::rep>(seams_.random_below(static_cast<std::uint64_t>(lic.jitter.count()) + 1))
 					       : 0);
-		note(report, "Licensing files changed (" + source->names() + "); applying after a jitter of " + format_duration(report.jitter) + ".");
+		note(report, (unverified ? "A restart of " + lic.gridd_unit + " was interrupted before it was judged; restarting with " :
+					   "Licensing files changed; applying ") +
+				     "(" + source->names() + ") after a jitter of " + format_duration(report.jitter) + ".");
 		seams_.sleep(report.jitter);
 		if (seams_.stop_requested()) {
 			report.outcome = report.applied ? report.outcome : ReloadOutcome::Interrupted;
@@ -345,17 +509,22 @@ Result<ReloadReport> LicenseReloader::run()
 		auto latest = read_source();
 		if (!latest)
 			return fail(latest.error());
-		if (latest->empty() || (*applied && **applied == *latest))
+		if (latest->empty() || (!unverified && *applied && **applied == *latest))
 			continue;
 
 		// From here on a restart runs to its end, SIGTERM or not: nvidia-gridd is never left stopped.
-		const LicenseSet running = read_targets();  // what nvidia-gridd runs with: the last known good
+		// The last known good is what nvidia-gridd runs with, unless an interrupted restart left
+		// unverified files: then it is the last applied record.
+		const LicenseSet running = unverified && *applied ? **applied : read_targets();
 		// What is recorded as applied is exactly these bytes, read before installing: a rotation that
 		// lands from here on differs from the record and is applied by the re-check below.
 		if (seams_.after_stage)
 			seams_.after_stage("recorded");
+		if (auto r = write_state(RESTARTING, *latest); !r)
+			return fail(r.error());
 		if (auto r = install(*latest, &running); !r) {
 			(void)install(running, &*latest);
+			(void)write_state(RESTARTING, std::nullopt);
 			return fail(r.error());
 		}
 		if (seams_.after_stage)
@@ -371,12 +540,22 @@ Result<ReloadReport> LicenseReloader::run()
 				// Could not even try (unsafe unit settings, a stop that did not end): put the files
 				// back so the disk matches the daemon that still runs, and try again next time.
 				(void)install(running, &*latest);
+				(void)write_state(RESTARTING, std::nullopt);
 				report.outcome = ReloadOutcome::Failed;
 				log::error("Failed to apply the licensing files: " + r.error().message, {{"MESSAGE_ID", message_id::LICENSE_FAILED}});
 				report.messages.push_back(r.error().message);
 				return report;
 			}
-			up = *r;
+			if (*r == Restart::NotStarted && seams_.stop_requested()) {
+				// Being stopped, and the start job did not run (a shutdown refuses it): whether these
+				// files work is unknown. They stay installed for the next start and stay unverified;
+				// the next run, or the next boot's install, judges them. Nothing is recorded as good or bad.
+				report.outcome = ReloadOutcome::Interrupted;
+				note(report, "Stopped while " + lic.gridd_unit + " restarted, before it could be judged; the new files stay "
+					     "installed and are checked by the next run.");
+				return report;
+			}
+			up = *r == Restart::Up;
 		} else {
 			note(report, lic.gridd_unit + " is not running (" + status->active_state + "); installed the files for its next start.");
 		}
@@ -385,6 +564,7 @@ Result<ReloadReport> LicenseReloader::run()
 			if (auto r = write_state(APPLIED, *latest); !r)
 				return fail(r.error());
 			(void)write_state(FAILED, std::nullopt);
+			(void)write_state(RESTARTING, std::nullopt);
 			report.outcome = ReloadOutcome::Applied;
 			report.applied++;
 			log::notice("Applied rotated licensing files (" + latest->names() + ")" +
@@ -395,28 +575,8 @@ Result<ReloadReport> LicenseReloader::run()
 		}
 
 		// nvidia-gridd did not stay up with the new files: last known good back, restart, remember.
-		log::error("nvidia-gridd did not stay up with the new licensing files; restoring the last known good ones.",
-			   {{"MESSAGE_ID", message_id::LICENSE_ROLLED_BACK}});
-		if (auto r = write_state(FAILED, *latest); !r)
+		if (auto r = roll_back(report, running, *latest); !r)
 			return fail(r.error());
-		if (auto r = install(running, &*latest); !r) {
-			report.outcome = ReloadOutcome::Failed;
-			log::error("Failed to restore the last known good licensing files: " + r.error().message);
-			return report;
-		}
-		auto again = restart_gridd(report);
-		if (!again || !*again) {
-			report.outcome = ReloadOutcome::Failed;
-			log::error("nvidia-gridd is not running even with the last known good licensing files" +
-					   (again ? std::string() : ": " + again.error().message),
-				   {{"MESSAGE_ID", message_id::LICENSE_FAILED}});
-			return report;
-		}
-		report.outcome = ReloadOutcome::RolledBack;
-		report.messages.push_back("rolled back");
-		log::error("Rolled back to the last known good licensing files; nvidia-gridd is running with them. "
-			   "The new files are not retried until they change.",
-			   {{"MESSAGE_ID", message_id::LICENSE_ROLLED_BACK}});
 		return report;
 	}
 	return report;

@@ -40,7 +40,8 @@ struct LicenseSet {
 
 // What the reloader needs from the world besides files and units; tests replace them.
 struct ReloadSeams {
-	std::function<void(Millis)> sleep;                        // must return early once stop_requested()
+	std::function<void(Millis)> sleep;                        // the jitter: returns early once stop_requested()
+	std::function<void(Millis)> wait;                         // inside a restart: the whole time, stop or not
 	std::function<std::uint64_t(std::uint64_t)> random_below;  // uniform in [0, bound)
 	std::function<bool(std::uint32_t)> pid_alive;
 	std::function<bool()> stop_requested;
@@ -56,7 +57,9 @@ enum class ReloadOutcome {
 	Applied,      // installed, nvidia-gridd restarted (or not running) and alive
 	RolledBack,   // nvidia-gridd did not stay up: last known good restored and running again
 	Failed,       // could not apply or roll back; nvidia-gridd may be down
-	Interrupted,  // stopped (SIGTERM) before anything was changed
+	Interrupted,  // stopped (SIGTERM) before anything was changed, or while a restart's outcome was unknown
+	Installed,    // boot: the source's files installed for nvidia-gridd's first start, checked by the next run
+	Verified,     // files installed at boot: nvidia-gridd started with them and runs, recorded as applied
 };
 const char *outcome_name(ReloadOutcome o);
 
@@ -74,6 +77,9 @@ public:
 	// One run: compare, apply, re-check the source before returning (path units drop events while
 	// the service runs). Errors are usage/config problems; operational failures are outcomes.
 	Result<ReloadReport> run();
+	// At boot, ordered before nvidia-gridd: installs the source's files so its first start reads them.
+	// No jitter, no restart, no service manager. The next run() checks that nvidia-gridd came up.
+	Result<ReloadReport> install_at_boot();
 
 	// The source as it is now: the directory first, per file the legacy path.
 	Result<LicenseSet> read_source() const;
@@ -84,7 +90,10 @@ private:
 	LicenseSet read_targets() const;
 	void enforce_target_attributes(ReloadReport &report) const;
 	Result<void> install(const LicenseSet &set, const LicenseSet *previous) const;
-	Result<bool> restart_gridd(ReloadReport &report);
+	enum class Restart { Up, Down, NotStarted };
+	Result<Restart> restart_gridd(ReloadReport &report);
+	Result<bool> check_boot_install(ReloadReport &report);
+	Result<void> roll_back(ReloadReport &report, const LicenseSet &good, const LicenseSet &bad);
 	void note(ReloadReport &r, std::string msg) const;
 
 	const Context &ctx_;

@@ -27,6 +27,23 @@ std::atomic<bool> stop_flag{false};
 
 void on_signal(int) { stop_flag = true; }
 
+void sleep_through(Millis d) { std::this_thread::sleep_for(d); }
+
+// At boot nothing restarts anything: the boot install never asks the service manager (which may not
+// even answer on a bus yet).
+class NoUnitManager final : public UnitManager {
+public:
+	Result<UnitStatus> status(const std::string &unit) override { return refuse(unit); }
+	Result<void> stop(const std::string &unit, Millis) override { return fail(refuse(unit).error()); }
+	Result<void> start(const std::string &unit, Millis) override { return fail(refuse(unit).error()); }
+
+private:
+	static Result<UnitStatus> refuse(const std::string &unit)
+	{
+		return fail(make_error("The boot install does not talk to the service manager (" + unit + ")"));
+	}
+};
+
 void sleep_unless_stopped(Millis d)
 {
 	const auto end = std::chrono::steady_clock::now() + d;
@@ -54,17 +71,20 @@ int run(int argc, char **argv)
 {
 	log::init("unbounded-nvidia-license-reload", /*allow_journal=*/true);
 	static const option opts[] = {{"root", required_argument, nullptr, 'r'}, {"config", required_argument, nullptr, 'c'},
-				      {"help", no_argument, nullptr, 'h'},       {"version", no_argument, nullptr, 'V'},
-				      {nullptr, 0, nullptr, 0}};
+				      {"boot", no_argument, nullptr, 'b'},       {"help", no_argument, nullptr, 'h'},
+				      {"version", no_argument, nullptr, 'V'},    {nullptr, 0, nullptr, 0}};
 	std::string root_flag, config_flag;
+	bool boot = false;
 	opterr = 0;
 	for (int c; (c = getopt_long(argc, argv, "h", opts, nullptr)) >= 0;) {
 		switch (c) {
 		case 'r': root_flag = optarg; break;
 		case 'c': config_flag = optarg; break;
+		case 'b': boot = true; break;
 		case 'h':
-			std::printf("Usage: unbounded-nvidia-license-reload [--root DIR] [--config FILE]\n\n"
+			std::printf("Usage: unbounded-nvidia-license-reload [--root DIR] [--config FILE] [--boot]\n\n"
 				    "Applies rotated vGPU licensing files by restarting nvidia-gridd alone.\n"
+				    "--boot installs them before nvidia-gridd's first start: no jitter, no restart.\n"
 				    "Environment: VGPU_LICENSE_AUTO_RELOAD (anything but 'true' switches it off),\n"
 				    "VGPU_LICENSE_RELOAD_INTERVAL (seconds, used by the generator for the timer).\n");
 			return EXIT_READY;
@@ -113,14 +133,19 @@ int run(int argc, char **argv)
 		log::error(lock.error().message);
 		return EXIT_NOT_READY;
 	}
-	auto units = connect_system_manager();
-	if (!units) {
-		log::error(units.error().message);
-		return EXIT_NOT_READY;
+	ReloadSeams seams{sleep_unless_stopped, sleep_through, random_below, pid_alive, [] { return stop_flag.load(); }, nullptr};
+	Result<ReloadReport> report = ReloadReport{};
+	if (boot) {
+		NoUnitManager none;
+		report = LicenseReloader(ctx, none, seams).install_at_boot();
+	} else {
+		auto units = connect_system_manager();
+		if (!units) {
+			log::error(units.error().message);
+			return EXIT_NOT_READY;
+		}
+		report = LicenseReloader(ctx, **units, seams).run();
 	}
-	ReloadSeams seams{sleep_unless_stopped, random_below, pid_alive, [] { return stop_flag.load(); }, nullptr};
-	LicenseReloader reloader(ctx, **units, seams);
-	auto report = reloader.run();
 	if (!report) {
 		log::error(report.error().message);
 		notify_status("Failed: " + report.error().message);

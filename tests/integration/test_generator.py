@@ -250,7 +250,8 @@ class TestSystemdAnalyzeVerify(unittest.TestCase):
         src, build = os.environ["UNITS_SOURCE_DIR"], os.environ["UNITS_BUILD_DIR"]
         for n in ("unbounded-nvidia-license-reload.path", "unbounded-nvidia-license-reload.timer"):
             shutil.copy(os.path.join(src, n), unitdir)
-        shutil.copy(os.path.join(build, "unbounded-nvidia-license-reload.service"), unitdir)
+        for n in ("unbounded-nvidia-license-reload.service", "unbounded-nvidia-license-install.service"):
+            shutil.copy(os.path.join(build, n), unitdir)
         os.makedirs(os.path.join(unitdir, "nvidia-gridd.service.d"), exist_ok=True)
         shutil.copy(os.path.join(src, "nvidia-gridd.service.d/50-unbounded-nvidia.conf"),
                     os.path.join(unitdir, "nvidia-gridd.service.d"))
@@ -276,7 +277,8 @@ class TestSystemdAnalyzeVerify(unittest.TestCase):
 
         units = ["unbounded-nvidia-setup.service", "containerd.service", "kubelet.service", "nvidia-gridd.service",
                  "unbounded-nvidia-license-reload.service", "unbounded-nvidia-license-reload.path",
-                 "unbounded-nvidia-license-reload.timer"]
+                 "unbounded-nvidia-license-reload.timer", "unbounded-nvidia-license-install.service",
+                 "unbounded-nvidia-refresh.service", "unbounded-nvidia-refresh.path", "unbounded-nvidia-refresh.timer"]
         env = dict(os.environ)
         env["SYSTEMD_UNIT_PATH"] = ":".join(["/etc/systemd/system", "/run/systemd/generator",
                                              PLACEHOLDERS["@UNITDIR@"], "/usr/lib/systemd/system"])

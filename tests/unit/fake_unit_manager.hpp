@@ -5,6 +5,7 @@
 #include "unit_manager.hpp"
 
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -19,17 +20,26 @@ public:
 	bool send_sigkill = false;
 	bool ignores_sigterm = false;               // the daemon keeps running after the stop job times out
 	std::function<bool()> stays_up = [] { return true; };  // decided at start, e.g. from the installed config
+	// decided at start, like stays_up: a daemon that starts, then dies this long after its start
+	std::function<std::optional<Millis>()> crashes_after = [] { return std::optional<Millis>(); };
+	bool refuses_start = false;                 // start jobs fail (as during a shutdown)
+	Millis clock{0};                            // advanced by the reloader's waits (the test's seams)
 	std::vector<std::string> calls;
 	std::set<std::uint32_t> alive{100};
 
 	Result<UnitStatus> status(const std::string &unit) override
 	{
 		calls.push_back("status " + unit);
+		if (active == "active" && crash_at_ && clock >= *crash_at_) {
+			alive.erase(pid);
+			pid = 0;
+			active = "failed";
+		}
 		return UnitStatus{active, active == "active" ? "running" : "dead", pid, kill_signal, send_sigkill};
 	}
 	Result<void> stop(const std::string &unit, Millis timeout) override
 	{
-		calls.push_back("stop " + unit + " signal=" + std::to_string(kill_signal) + (send_sigkill ? " sigkill" : " nosigkill"));
+		calls.push_back("stop " + unit);
 		if (ignores_sigterm) {
 			active = "failed";
 			return fail(make_error("Timed out after " + format_duration(timeout) + " waiting for the stop job of " + unit,
@@ -43,6 +53,11 @@ public:
 	Result<void> start(const std::string &unit, Millis) override
 	{
 		calls.push_back("start " + unit);
+		if (refuses_start)
+			return fail(make_error("Transaction for " + unit + "/start is destructive (shutdown.target has 'start' job queued)"));
+		crash_at_.reset();
+		if (auto after = crashes_after())
+			crash_at_ = clock + *after;
 		if (!stays_up()) {
 			active = "failed";
 			pid = 0;
@@ -63,6 +78,7 @@ public:
 
 private:
 	std::uint32_t next_pid_ = 200;
+	std::optional<Millis> crash_at_;  // when the daemon started last dies
 };
 
 }  // namespace unbounded::test

@@ -35,6 +35,7 @@ public:
 		std::ofstream(*this / rel, std::ios::binary) << content;
 		::chmod((*this / rel).c_str(), mode);
 	}
+	bool exists(const std::string &rel) const { return ::access((*this / rel).c_str(), F_OK) == 0; }
 	void link(const std::string &target, const std::string &rel) const
 	{
 		(void)fs::mkdir_p(fs::dirname(*this / rel), 0755);
