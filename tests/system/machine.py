@@ -45,6 +45,7 @@ class Machine:
         self._install_standins()
         os.makedirs(self.p("/var/log/journal"), exist_ok=True)  # persistent journal, read after shutdown
         self.binds = []
+        self.init_args = []  # passed to systemd as PID 1 (systemd.setenv=..., as a kernel command line would)
         self.console = ""
 
     def p(self, path):
@@ -98,7 +99,7 @@ class Machine:
         self.write("/usr/local/libexec/scenario", SCENARIO_HEADER + scenario + "\n", 0o755)
         shutil.rmtree(self.p("/var/lib/standin"), ignore_errors=True)
         nspawn = ["systemd-nspawn", "--register=no", "--keep-unit", "--quiet", "--console=pipe",
-                  "-D", self.image, "--boot", *self.binds]
+                  "-D", self.image, "--boot", *self.binds, *self.init_args]
         cmd = "mount -t tmpfs tmpfs /run && exec " + " ".join(f"'{a}'" for a in nspawn)
         log = open(os.path.join(self.tmp, "console.log"), "w+")
         p = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c", cmd],

@@ -2,6 +2,7 @@
 """System tests: the seed scenarios on a real systemd 252, in a mkosi-built Debian machine booted with
 systemd-nspawn. Each scenario is checked from the machine's journal and files after it powered off."""
 
+import hashlib
 import os
 import shutil
 import sys
@@ -296,6 +297,85 @@ class TestLicense(SystemCase):
             f.write(token)
         return d
 
+    def licensed_machine(self, name):
+        """A GPU machine whose licensing source holds v1 (projected-volume layout), nothing installed."""
+        m = self.gpu_machine(name)
+        d = self.projected(m, "v1", "FeatureType=1\nServerAddress=nls-a\n", "token-1")
+        os.symlink("..v1", os.path.join(d, "..data"))
+        for n in ("gridd.conf", "client_configuration_token.tok"):
+            os.symlink(f"..data/{n}", os.path.join(d, n))
+        self.projected(m, "v2", "FeatureType=1\nServerAddress=nls-a\n", "token-2")
+        m.bind(d, "/run/host-nvidia-licensing")
+        m.write("/etc/unbounded/nvidia.yaml", LICENSE_CONFIG)
+        return m
+
+    @staticmethod
+    def digest(gridd, token):
+        return hashlib.md5((gridd + token).encode()).hexdigest()[:8]
+
+    def test_first_boot_starts_gridd_with_the_files_and_restarts_nothing(self):
+        """Issue 13: a fresh machine: the boot install puts the files in place before nvidia-gridd's
+        first start, and the first reload run only verifies; SIGTERM and no SIGKILL as systemd loaded it."""
+        m = self.licensed_machine("license-first-boot")
+        scenario = """
+systemctl start unbounded-nvidia-license-reload.service
+systemctl show -p ActiveState --value unbounded-nvidia-license-install.service > $out/install-state
+systemctl show nvidia-gridd.service -p KillSignal -p SendSIGKILL > $out/gridd-kill
+cp /var/lib/standin/gridd.log $out/gridd-log-final
+"""
+        m.boot(scenario)
+        story = "\n".join(msg for _, _, msg in m.messages("SYSLOG_IDENTIFIER=unbounded-nvidia-license-reload"))
+        log = m.read("/var/lib/standin/gridd-log-final").splitlines()
+        starts = [l for l in log if l.startswith("start ")]
+        v1 = self.digest("FeatureType=1\nServerAddress=nls-a\n", "token-1")
+        self.assertEqual(starts, [f"start {v1} broken=no"], f"{log}\n{story}")
+        self.assertFalse(any(l.startswith("sigterm") for l in log), log)
+        self.assertEqual(m.read("/var/lib/standin/install-state").strip(), "active")
+        self.assertEqual(m.read("/var/lib/standin/gridd-kill").split(), ["KillSignal=15", "SendSIGKILL=no"])
+        self.assertIn("Installed the licensing files (client_configuration_token.tok, gridd.conf) are what nvidia-gridd.service starts with", story)
+        self.assertIn("started with the licensing files installed at boot", story)
+        self.assertIn("token-1", m.read("/var/lib/unbounded-nvidia/license/applied.state"))
+
+    def test_poweroff_in_the_middle_of_a_restart_then_a_boot_converges(self):
+        """Issue 13: a rotation whose restart of nvidia-gridd is cut by a poweroff: nothing unverified is
+        recorded as good or bad, and the next boot starts nvidia-gridd with the rotated files."""
+        m = self.licensed_machine("license-poweroff")
+        m.write("/etc/standin-gridd-slow-stop", "")  # the poweroff lands while the old daemon is stopping
+        first = """
+systemctl start unbounded-nvidia-license-reload.service
+ln -s ..v2 /run/host-nvidia-licensing/..data_tmp
+mv -T /run/host-nvidia-licensing/..data_tmp /run/host-nvidia-licensing/..data
+systemctl start --no-block unbounded-nvidia-license-reload.service
+wait_for 30 grep -q '^sigterm' /var/lib/standin/gridd.log
+echo cut >> $out/steps
+systemctl poweroff --no-block
+sleep 60
+"""
+        m.boot(first)
+        self.assertIn("cut", m.read("/var/lib/standin/steps"))
+        shutil.copy(m.p("/var/lib/standin/gridd.log"), m.p("/var/lib/gridd-boot1.log"))
+        boot1 = "\n".join(msg for _, _, msg in m.messages("SYSLOG_IDENTIFIER=unbounded-nvidia-license-reload"))
+        self.assertIn("Stopped while nvidia-gridd.service restarted, before it could be judged", boot1)
+        self.assertNotIn("token-2", m.read("/var/lib/unbounded-nvidia/license/failed.state", ""),
+                         "a restart cut by the poweroff was recorded as failed")
+        self.assertNotIn("token-2", m.read("/var/lib/unbounded-nvidia/license/applied.state", ""),
+                         "a restart cut by the poweroff was recorded as applied")
+        os.unlink(m.p("/etc/standin-gridd-slow-stop"))
+        second = """
+systemctl start unbounded-nvidia-license-reload.service
+systemctl show -p ActiveState --value nvidia-gridd.service > $out/gridd-state
+"""
+        m.boot(second)
+        story = "\n".join(msg for _, _, msg in m.messages("SYSLOG_IDENTIFIER=unbounded-nvidia-license-reload"))
+        log = m.read("/var/lib/standin/gridd.log").splitlines()
+        v2 = self.digest("FeatureType=1\nServerAddress=nls-a\n", "token-2")
+        boot2 = log[max(i for i, l in enumerate(log) if l.startswith("start ")):]
+        self.assertEqual(boot2[0], f"start {v2} broken=no", f"{log}\n{story}")
+        self.assertEqual(m.read("/var/lib/standin/gridd-state").strip(), "active")
+        self.assertIn("token-2", m.read("/var/lib/unbounded-nvidia/license/applied.state"), story)
+        self.assertFalse(os.path.exists(m.p("/var/lib/unbounded-nvidia/license/restarting.state")))
+        self.assertEqual(m.read("/etc/nvidia/ClientConfigToken/client_configuration_token.tok"), "token-2")
+
     def test_rotation_touch_and_rollback(self):
         m = self.gpu_machine("license")
         d = self.projected(m, "v1", "FeatureType=1\nServerAddress=nls-a\n", "token-1")
@@ -306,6 +386,8 @@ class TestLicense(SystemCase):
         self.projected(m, "v3", "FeatureType=1\nBROKEN\n", "token-3")
         m.bind(d, "/run/host-nvidia-licensing")
         m.write("/etc/unbounded/nvidia.yaml", LICENSE_CONFIG)
+        # Issue 13: a bad knob in PID 1's environment (the services see it too) never switches rotation off.
+        m.init_args = ["systemd.setenv=VGPU_LICENSE_RELOAD_INTERVAL=soon"]
         # The files nvidia-gridd was installed with at first boot: the first reloader run records them.
         m.write("/etc/nvidia/gridd.conf", "FeatureType=1\nServerAddress=nls-a\n")
         m.write("/etc/nvidia/ClientConfigToken/client_configuration_token.tok", "token-1", 0o600)
@@ -362,6 +444,8 @@ stat -c %a /etc/nvidia/ClientConfigToken/client_configuration_token.tok > $out/t
         self.assertEqual(len(m.journal("MESSAGE_ID=60946feb744847e99a94e6d6a04d7df9")), 2)  # rollback, loudly
         applied = m.journal("MESSAGE_ID=bcafdef73f1d4c3aba44e70fd75ca0d6")
         self.assertEqual(len(applied), 1)
+        self.assertTrue(any("Ignoring VGPU_LICENSE_RELOAD_INTERVAL='soon'" in e.get("MESSAGE", "")
+                            for e in m.journal("SYSLOG_IDENTIFIER=unbounded-nvidia-license-reload")), story)
         for e in m.journal("SYSLOG_IDENTIFIER=unbounded-nvidia-license-reload"):
             self.assertNotIn("token-", e.get("MESSAGE", ""))
             self.assertNotIn("nls-a", e.get("MESSAGE", ""))
