@@ -1,14 +1,13 @@
 #include "cdi_check.hpp"
 
 #include "bounded_parse.hpp"
+#include "confined_open.hpp"
 #include "fs.hpp"
 
 #include <cctype>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <set>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 namespace unbounded {
@@ -165,16 +164,8 @@ UniqueFd open_in_root(int root_fd, const std::string &path, bool follow_last)
 {
 	if (root_fd < 0)
 		return UniqueFd();
-	open_how how{};
-	how.flags = O_PATH | O_CLOEXEC | (follow_last ? 0 : O_NOFOLLOW);
-	how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
-	std::string rel = path;
-	while (!rel.empty() && rel.front() == '/')
-		rel.erase(0, 1);
-	if (rel.empty())
-		rel = ".";
-	long fd = ::syscall(SYS_openat2, root_fd, rel.c_str(), &how, sizeof(how));
-	return UniqueFd(static_cast<int>(fd));
+	auto fd = open_confined(root_fd, path, ConfinedOpen{Confinement::InRoot, O_PATH, follow_last});
+	return fd ? std::move(*fd) : UniqueFd();
 }
 
 }  // namespace

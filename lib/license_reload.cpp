@@ -1,5 +1,6 @@
 #include "license_reload.hpp"
 
+#include "confined_open.hpp"
 #include "format.hpp"
 #include "fs.hpp"
 #include "log.hpp"
@@ -9,7 +10,6 @@
 #include <charconv>
 #include <csignal>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -32,21 +32,19 @@ constexpr unsigned MAX_ROUNDS = 5;                 // re-checks of a source that
 // gridd.conf -> ..data/gridd.conf -> ..2026_.../gridd.conf stays inside the source directory.
 Result<std::optional<std::string>> read_beneath(int dirfd, const std::string &name, const std::string &display)
 {
-	open_how how{};
 	// O_NONBLOCK: the projection is writable by whoever controls the Secret's volume; a FIFO there
 	// must not hang the reloader.
-	how.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
-	how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
-	long fd = ::syscall(SYS_openat2, dirfd, name.c_str(), &how, sizeof(how));
-	if (fd < 0) {
-		if (errno == ENOENT)
+	auto opened = open_confined(dirfd, name, ConfinedOpen{Confinement::Beneath, O_RDONLY | O_NOCTTY | O_NONBLOCK, true});
+	if (!opened) {
+		const int e = opened.error().errnum;
+		if (e == ENOENT)
 			return std::optional<std::string>();
-		if (errno == EXDEV)  // what RESOLVE_BENEATH answers for an escape; "cross-device link" misleads
+		if (e == EXDEV)  // what RESOLVE_BENEATH answers for an escape; "cross-device link" misleads
 			return fail(make_error("Refusing " + display + ": a symlink on its path leads outside the licensing source directory",
 					       EXIT_NOT_READY, EXDEV));
-		return fail(last_errno_error("Failed to open " + display));
+		return fail(errno_error(e, "Failed to open " + display));
 	}
-	UniqueFd f(static_cast<int>(fd));
+	UniqueFd f = std::move(*opened);
 	if (auto r = fs::require_regular(f.get(), display); !r)
 		return fail(r.error());
 	auto text = fs::read_fd(f.get(), display, 1u << 20);
