@@ -5,6 +5,7 @@
 #include "format.hpp"
 #include "fs.hpp"
 #include "log.hpp"
+#include "sandbox.hpp"
 #include "staging_layout.hpp"
 
 #include <algorithm>
@@ -140,6 +141,13 @@ Decision decide(const Input &in, Error *config_error)
 	return d;
 }
 
+// What setup and refresh write: the driver root's parent (the new tree is built beside the old one),
+// the spec's directory (temp file and rename) and the run directory.
+std::vector<std::string> setup_writable_dirs(const Config &cfg)
+{
+	return {fs::dirname(cfg.driver_root), fs::dirname(cfg.cdi_spec), RUN_DIR};
+}
+
 std::string setup_unit_text(const Decision &d, const Config &cfg)
 {
 	// Covers the bounded wait for the staging mounts plus a generous copy of a whole driver.
@@ -158,6 +166,7 @@ std::string setup_unit_text(const Decision &d, const Config &cfg)
 	u += "ExecStart=" + unit_path_value(SETUP_BINARY_PATH).value_or("/usr/bin/unbounded-nvidia-setup") + " setup\n";
 	u += "NotifyAccess=main\n";  // STATUS= lines from the oneshot, for systemctl status
 	u += "TimeoutStartSec=" + std::to_string(timeout_s) + "s\n";
+	u += sandbox_text(SandboxProfile::Setup, setup_writable_dirs(cfg));
 	return u;
 }
 
@@ -223,6 +232,7 @@ std::string refresh_service_text(const Decision &d, const Config &cfg)
 	u += "ExecStart=" + unit_path_value(SETUP_BINARY_PATH).value_or("/usr/bin/unbounded-nvidia-setup") + " refresh\n";
 	u += "NotifyAccess=main\n";
 	u += "TimeoutStartSec=" + std::to_string(timeout_s) + "s\n";
+	u += sandbox_text(SandboxProfile::Setup, setup_writable_dirs(cfg));
 	return u;
 }
 
@@ -338,10 +348,17 @@ Result<std::vector<std::string>> write_outputs(const Input &in, const Decision &
 		const std::string gridd = lic.gridd_unit;  // a plain unit name (checked by the config parser)
 		const long stop_s = 2 * static_cast<long>(lic.stop_timeout.count() / 1000) +
 				    static_cast<long>(lic.settle_time.count() / 1000) + 30;
+		// Both license units write the installed files' directories and the state directory.
+		const std::string sandbox = "\n[Service]\n" +
+					    sandbox_text(SandboxProfile::LicenseReload,
+							 {fs::dirname(lic.gridd_conf_target), fs::dirname(lic.client_token_target), lic.state_dir},
+							 "0700");
 		const std::pair<std::string, std::string> dropins[] = {
 			{std::string(LICENSE_INSTALL_UNIT) + ".d/50-unbounded-nvidia-gridd.conf", "\n[Unit]\nBefore=" + gridd + "\n"},
 			{std::string(LICENSE_SERVICE_UNIT) + ".d/50-unbounded-nvidia-gridd.conf",
 			 "\n[Unit]\nAfter=" + gridd + "\n\n[Service]\nTimeoutStopSec=" + std::to_string(stop_s) + "s\n"},
+			{std::string(LICENSE_INSTALL_UNIT) + ".d/50-unbounded-nvidia-sandbox.conf", sandbox},
+			{std::string(LICENSE_SERVICE_UNIT) + ".d/50-unbounded-nvidia-sandbox.conf", sandbox},
 		};
 		for (const auto &[name, text] : dropins)
 			if (auto r = note(write_new_file(dir, name, std::string(HEADER) + text), name); !r)

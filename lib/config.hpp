@@ -17,6 +17,8 @@ namespace unbounded {
 using Millis = std::chrono::milliseconds;
 
 inline constexpr std::string_view DEFAULT_CONFIG_PATH = "/etc/unbounded/nvidia.yaml";
+// setup's lock, discovery memo and status.json (not configurable: the host's reconcile loop reads it).
+inline constexpr const char *RUN_DIR = "/run/unbounded-nvidia";
 
 enum class Enabled { Auto, Yes, No };
 

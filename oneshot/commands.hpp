@@ -12,8 +12,6 @@
 
 namespace unbounded {
 
-inline constexpr const char *RUN_DIR = "/run/unbounded-nvidia";
-
 int run_setup(const Context &ctx, Report &report);
 int run_refresh(const Context &ctx, Report &report);
 int run_verify(const Context &ctx, Report &report);

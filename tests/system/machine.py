@@ -85,6 +85,12 @@ class Machine:
         os.makedirs(d, exist_ok=True)
         with open(os.path.join(d, "version"), "w") as f:
             f.write(version_text)
+        # ProtectKernelTunables= and ProtectControlGroups= give the sandboxed units a new /proc, where
+        # a real module's /proc/driver/nvidia appears but this overmount does not: only these two
+        # directives are switched off, and only for machines with a fake module.
+        for unit in ("unbounded-nvidia-setup.service", "unbounded-nvidia-refresh.service"):
+            self.write(f"/etc/systemd/system/{unit}.d/90-test-fake-module.conf",
+                       "# System tests: see Machine.fake_module()\n[Service]\nProtectKernelTunables=no\nProtectControlGroups=no\n")
         link = self.p("/etc/systemd/system/sysinit.target.wants/fake-nvidia-module.service")
         if not os.path.lexists(link):
             os.makedirs(os.path.dirname(link), exist_ok=True)

@@ -83,8 +83,19 @@ class SystemCase(unittest.TestCase):
 
 class TestBoot(SystemCase):
     def test_first_boot(self):
-        m = self.gpu_machine("first-boot").boot()
+        scenario = """
+for u in unbounded-nvidia-setup.service unbounded-nvidia-refresh.service; do
+	systemd-analyze security --no-pager $u 2>&1 | tail -1 >> $out/security
+	systemctl show -p ProtectSystem -p CapabilityBoundingSet -p RestrictSUIDSGID $u >> $out/sandbox
+done
+"""
+        m = self.gpu_machine("first-boot").boot(scenario)
         self.assertReadyFor(m, V1)
+        # Issue 17: setup did its whole job in its sandbox, as systemd loaded it in the machine.
+        for line in m.read("/var/lib/standin/security").splitlines():
+            self.assertRegex(line, r"Overall exposure level for unbounded-nvidia-(setup|refresh).service: [0-2]\.\d OK")
+        self.assertEqual(sorted(m.read("/var/lib/standin/sandbox").split()),
+                         sorted(["ProtectSystem=strict", "CapabilityBoundingSet=", "RestrictSUIDSGID=yes"] * 2))
         self.assertEqual(m.read("/var/lib/standin/kubelet/setup-state").strip(), "active")
         self.assertOrdered(m, "unbounded-nvidia-setup.service", "containerd.service")
         self.assertOrdered(m, "unbounded-nvidia-setup.service", "kubelet.service")

@@ -1,0 +1,113 @@
+#include "sandbox.hpp"
+
+#include "generator.hpp"
+
+#include <algorithm>
+#include <string_view>
+
+namespace unbounded::generator {
+namespace {
+
+// "/run/nvidia" -> "nvidia" under "/run"; nullopt-like "" when not below `base`.
+std::string below(const std::string &dir, std::string_view base)
+{
+	const std::string prefix = std::string(base) + "/";
+	return dir.starts_with(prefix) && dir.size() > prefix.size() ? dir.substr(prefix.size()) : std::string();
+}
+
+void append_unique(std::vector<std::string> &v, std::string s)
+{
+	if (std::find(v.begin(), v.end(), s) == v.end())
+		v.push_back(std::move(s));
+}
+
+std::string joined(const std::vector<std::string> &v)
+{
+	std::string s;
+	for (const auto &x : v)
+		s += (s.empty() ? "" : " ") + x;
+	return s;
+}
+
+}  // namespace
+
+std::string sandbox_text(SandboxProfile profile, const std::vector<std::string> &writable_dirs, const char *state_mode)
+{
+	std::vector<std::string> runtime, configuration, state, other;
+	for (const auto &dir : writable_dirs) {
+		// Values are plain absolute paths (config.cpp normal_path); escaped like every unit value.
+		auto escaped = unit_path_value(dir);
+		if (!escaped)
+			continue;
+		if (auto r = below(*escaped, "/run"); !r.empty())
+			append_unique(runtime, r);
+		else if (auto c = below(*escaped, "/etc"); !c.empty())
+			append_unique(configuration, c);
+		else if (auto s = below(*escaped, "/var/lib"); !s.empty())
+			append_unique(state, s);
+		else
+			append_unique(other, "-" + *escaped);
+	}
+
+	std::string u;
+	u += "# Sandbox: the README's Security section says what each line protects.\n";
+	// The whole file system read-only, except the directories it writes, which systemd creates
+	// (and keeps: the driver root and the license state outlive the process).
+	u += "ProtectSystem=strict\n";
+	if (!runtime.empty())
+		u += "RuntimeDirectory=" + joined(runtime) + "\nRuntimeDirectoryPreserve=yes\n";
+	if (!configuration.empty())
+		u += "ConfigurationDirectory=" + joined(configuration) + "\n";
+	if (!state.empty())
+		u += "StateDirectory=" + joined(state) + "\nStateDirectoryMode=" + state_mode + "\n";
+	if (!other.empty())
+		u += "ReadWritePaths=" + joined(other) + "\n";
+	u += "ProtectHome=yes\n";
+	u += "PrivateTmp=yes\n";
+	u += "PrivateMounts=yes\n";
+	u += "PrivateIPC=yes\n";
+	// No network: only AF_UNIX sockets (sd_notify, the journal, PID 1's private bus). Not
+	// PrivateNetwork=: in an nspawn machine without CAP_NET_ADMIN systemd 252 logs "Failed to
+	// configure loopback network device" on every start of the unit; the address families and
+	// the IP deny list already keep it off the network.
+	u += "IPAddressDeny=any\n";
+	u += "RestrictAddressFamilies=AF_UNIX\n";
+	u += "NoNewPrivileges=yes\n";
+	if (profile == SandboxProfile::Setup) {
+		u += "CapabilityBoundingSet=\n";
+		u += "AmbientCapabilities=\n";
+	} else {
+		// chown/chmod of a licensing file installed with another owner (the token must be root's, 0600).
+		u += "CapabilityBoundingSet=CAP_CHOWN CAP_FOWNER\n";
+		u += "AmbientCapabilities=\n";
+	}
+	u += "SystemCallArchitectures=native\n";
+	u += "SystemCallFilter=@system-service\n";
+	u += "SystemCallFilter=~@privileged @resources\n";
+	if (profile == SandboxProfile::LicenseReload)
+		u += "SystemCallFilter=fchown\n";  // back from @privileged (@chown): see CapabilityBoundingSet=
+	u += "SystemCallErrorNumber=EPERM\n";
+	u += "ProtectKernelTunables=yes\n";
+	u += "ProtectKernelModules=yes\n";
+	u += "ProtectKernelLogs=yes\n";
+	u += "ProtectControlGroups=yes\n";
+	u += "ProtectClock=yes\n";
+	u += "ProtectHostname=yes\n";
+	// Device nodes stay visible (setup stats /dev/nvidia*, PrivateDevices= would hide them); none
+	// may be opened.
+	u += "DevicePolicy=closed\n";
+	// /proc/driver/nvidia must stay readable (no ProcSubset=pid), and the reloader must see
+	// nvidia-gridd's /proc/PID. Not ProtectProc=invisible either: it mounts a new /proc instance for
+	// the unit, which drops every overmount of /proc the machine's manager made (nspawn's, and the
+	// system tests' stand-in for /proc/driver/nvidia).
+	u += "RestrictNamespaces=yes\n";
+	u += "LockPersonality=yes\n";
+	u += "MemoryDenyWriteExecute=yes\n";
+	u += "RestrictRealtime=yes\n";
+	u += "RestrictSUIDSGID=yes\n";
+	u += "KeyringMode=private\n";
+	u += "UMask=0022\n";
+	return u;
+}
+
+}  // namespace unbounded::generator
