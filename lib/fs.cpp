@@ -430,6 +430,15 @@ Result<WriteOutcome> write_file_atomic_at(int dirfd, const std::string &base, co
 {
 	const std::string dir = dirname(path);
 
+	// Temp files of a writer that was killed before its rename: callers hold their lock, so any
+	// that exist are dead. Removed before the unchanged check too: the killed run may have been
+	// writing the very bytes that are now in place.
+	const std::string tmp_prefix = "." + base + ".tmp-";
+	if (auto names = list_dir(dirfd, dir, /*sorted=*/false))
+		for (const auto &n : *names)
+			if (n.starts_with(tmp_prefix))
+				(void)::unlinkat(dirfd, n.c_str(), 0);
+
 	if (opts.skip_if_unchanged) {
 		auto old = read_file_at(dirfd, base, path, content.size() + 1);
 		struct stat st{};
@@ -437,14 +446,6 @@ Result<WriteOutcome> write_file_atomic_at(int dirfd, const std::string &base, co
 		    (st.st_mode & 07777) == opts.mode && (!opts.owner_root || (st.st_uid == 0 && st.st_gid == 0)))
 			return WriteOutcome::Unchanged;
 	}
-
-	// Temp files of a writer that was killed before its rename: callers hold their lock, so any
-	// that exist are dead.
-	const std::string tmp_prefix = "." + base + ".tmp-";
-	if (auto names = list_dir(dirfd, dir, /*sorted=*/false))
-		for (const auto &n : *names)
-			if (n.starts_with(tmp_prefix))
-				(void)::unlinkat(dirfd, n.c_str(), 0);
 
 	std::string tmp;
 	UniqueFd f;

@@ -82,6 +82,12 @@ TEST_CASE("atomic writes replace whole files and skip identical content", "[fs]"
 	REQUIRE(dir);
 	CHECK(fs::list_dir(dir->get(), t.path()).value() == std::vector<std::string>{"spec.yaml"});
 
+	// A temp file of a writer killed before its rename goes, even when the content is unchanged
+	// (the killed writer may have been writing the bytes that are in place now).
+	t.write(".spec.yaml.tmp-Ab12Cd", "two\n");
+	REQUIRE(*fs::write_file_atomic(p, "two\n") == fs::WriteOutcome::Unchanged);
+	CHECK(fs::list_dir(dir->get(), t.path()).value() == std::vector<std::string>{"spec.yaml"});
+
 	auto missing_dir = fs::write_file_atomic(t / "nope/spec.yaml", "x");
 	REQUIRE_FALSE(missing_dir);
 	CHECK_THAT(missing_dir.error().message, Catch::Contains(t / "nope"));
