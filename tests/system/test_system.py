@@ -366,11 +366,16 @@ sleep 60
         self.assertIn("cut", m.read("/var/lib/standin/steps"))
         shutil.copy(m.p("/var/lib/standin/gridd.log"), m.p("/var/lib/gridd-boot1.log"))
         boot1 = "\n".join(msg for _, _, msg in m.messages("SYSLOG_IDENTIFIER=unbounded-nvidia-license-reload"))
-        self.assertIn("Stopped while nvidia-gridd.service restarted, before it could be judged", boot1)
         self.assertNotIn("token-2", m.read("/var/lib/unbounded-nvidia/license/failed.state", ""),
                          "a restart cut by the poweroff was recorded as failed")
-        self.assertNotIn("token-2", m.read("/var/lib/unbounded-nvidia/license/applied.state", ""),
-                         "a restart cut by the poweroff was recorded as applied")
+        # Either the shutdown refused the start job (the usual case: the old daemon takes 8 s to go),
+        # and the outcome stays unknown; or systemd still ran it, and the restart was judged in full.
+        cut = "Stopped while nvidia-gridd.service restarted, before it could be judged" in boot1
+        judged = "Applied rotated licensing files" in boot1
+        self.assertTrue(cut or judged, boot1)
+        if cut:
+            self.assertNotIn("token-2", m.read("/var/lib/unbounded-nvidia/license/applied.state", ""),
+                             "a restart cut by the poweroff was recorded as applied")
         os.unlink(m.p("/etc/standin-gridd-slow-stop"))
         second = """
 systemctl start unbounded-nvidia-license-reload.service
