@@ -2,6 +2,7 @@
 
 #include "format.hpp"
 #include "fs.hpp"
+#include "spec_marker.hpp"
 
 #include <algorithm>
 #include <set>
@@ -198,7 +199,7 @@ CdiSpec generate_cdi(const CdiInputs &in)
 		spec.device_nodes += e.nodes.size();
 	}
 	doc["containerEdits"] = edits_json(common, in.hook_path);
-	spec.yaml = emit_block_yaml(doc);
+	spec.yaml = spec_marker_line() + emit_block_yaml(doc);
 	spec.devices = devices.size();
 	spec.mounts = common.mounts.size();
 	spec.device_nodes += common.nodes.size();

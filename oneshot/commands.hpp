@@ -14,6 +14,7 @@ namespace unbounded {
 
 int run_setup(const Context &ctx, Report &report);
 int run_refresh(const Context &ctx, Report &report);
+int run_cleanup(const Context &ctx, Report &report);
 int run_verify(const Context &ctx, Report &report);
 int run_generate_cdi(const Context &ctx, Report &report, const std::string &output);
 

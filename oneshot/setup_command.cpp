@@ -19,6 +19,7 @@
 #include "notify.hpp"
 #include "refresh_policy.hpp"
 #include "staging.hpp"
+#include "spec_marker.hpp"
 #include "staged_driver.hpp"
 #include "staging_quiet.hpp"
 #include "staging_wait.hpp"
@@ -56,7 +57,7 @@ Result<void> check_spec_replaceable(const Context &ctx)
 			return {};
 		return fail(make_error("Refusing to replace " + path + " (cdi_spec): " + text.error().message));
 	}
-	if (text->empty() || text->find(CDI_KIND) != std::string::npos)
+	if (text->empty() || is_our_spec(*text) || text->find(CDI_KIND) != std::string::npos)
 		return {};
 	return fail(make_error("Refusing to replace " + path + " (cdi_spec): it exists and is not a CDI spec of kind " +
 			       CDI_KIND + "; point cdi_spec at a file of its own"));

@@ -29,6 +29,7 @@ void print_help()
 		    "  refresh         apply host driver changes while the machine runs: wait until staging\n"
 		    "                  is quiet, then build, swap or keep the root as the kernel module allows\n"
 		    "  verify          check the live state without changing it\n"
+		    "  cleanup         remove the CDI spec setup wrote (a machine without NVIDIA GPUs now)\n"
 		    "  generate-cdi    print the CDI spec for the current driver root\n\n"
 		    "Options:\n"
 		    "  --root DIR      take every absolute path relative to DIR (also $UNBOUNDED_NVIDIA_ROOT)\n"
@@ -65,7 +66,8 @@ int parse_args(int argc, char **argv, Args &a)
 				return EXIT_USAGE;
 			}
 			a.command = argv[optind++];
-			if (a.command != "setup" && a.command != "refresh" && a.command != "verify" && a.command != "generate-cdi") {
+			if (a.command != "setup" && a.command != "refresh" && a.command != "verify" && a.command != "generate-cdi" &&
+			    a.command != "cleanup") {
 				std::fprintf(stderr, "unbounded-nvidia-setup: unknown command '%s' (see --help)\n", a.command.c_str());
 				return EXIT_USAGE;
 			}
@@ -142,6 +144,8 @@ int run(int argc, char **argv)
 		rc = run_setup(ctx, report);
 	else if (args.command == "refresh")
 		rc = run_refresh(ctx, report);
+	else if (args.command == "cleanup")
+		rc = run_cleanup(ctx, report);
 	else if (args.command == "verify")
 		rc = run_verify(ctx, report);
 	else if (args.command == "generate-cdi")

@@ -4,6 +4,7 @@
 import json
 import os
 import random
+import re
 import shutil
 import stat
 import subprocess
@@ -33,6 +34,8 @@ class CdiCase(unittest.TestCase):
     def assertGolden(self, name, text):
         path = os.path.join(GOLDEN, name)
         text = text.replace(ARCH, "@MULTIARCH@")
+        # The marker names the version; the goldens do not change with it.
+        text = re.sub(r"^# Written by unbounded-nvidia-setup \S+;", "# Written by unbounded-nvidia-setup @VERSION@;", text)
         if UPDATE:
             os.makedirs(GOLDEN, exist_ok=True)
             with open(path, "w") as f:
@@ -180,6 +183,41 @@ class TestWrite(CdiCase):
         self.assertEqual(open(f"{out}/spec-after").read(), old_spec)
         self.assertEqual(snapshot(m.driver_root()), before)
         self.assertEqual(sorted(os.listdir(m.p("/run/nvidia"))), ["driver"])
+
+
+class TestCleanup(CdiCase):
+    """Issue 19: `cleanup` removes the spec we wrote (marked on its first line), nothing else."""
+
+    def cleanup(self, m):
+        r = m.run("--json", "cleanup")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return json.loads(r.stdout)
+
+    def test_the_spec_is_marked_and_cleanup_removes_it(self):
+        m = self.ready_machine()
+        first = open(m.p(SPEC)).readline()
+        self.assertRegex(first, r"^# Written by unbounded-nvidia-setup \S+; removed with it, do not edit$")
+        self.assertTrue(self.cleanup(m)["cdi_spec_removed"])
+        self.assertFalse(os.path.exists(m.p(SPEC)))
+        self.assertFalse(self.cleanup(m)["cdi_spec_removed"])  # nothing left: still fine
+
+    def test_a_spec_someone_else_wrote_is_left_alone(self):
+        m = MachineRoot(self)
+        foreign = "---\ncdiVersion: 0.5.0\nkind: nvidia.com/gpu\n"
+        write(m.p(SPEC), foreign)
+        self.assertFalse(self.cleanup(m)["cdi_spec_removed"])
+        self.assertEqual(open(m.p(SPEC)).read(), foreign)
+
+    def test_a_symlink_or_a_fifo_at_the_path_is_not_followed_or_waited_on(self):
+        m = self.ready_machine()
+        os.rename(m.p(SPEC), m.p("/etc/cdi/ours-elsewhere.yaml"))
+        os.symlink("ours-elsewhere.yaml", m.p(SPEC))
+        self.assertFalse(self.cleanup(m)["cdi_spec_removed"])
+        self.assertTrue(os.path.islink(m.p(SPEC)))
+        self.assertTrue(os.path.exists(m.p("/etc/cdi/ours-elsewhere.yaml")))
+        os.unlink(m.p(SPEC))
+        os.mkfifo(m.p(SPEC))
+        self.assertFalse(self.cleanup(m)["cdi_spec_removed"])  # returns at once (run() has a timeout)
 
 
 class TestVerify(CdiCase):

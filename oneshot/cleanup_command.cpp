@@ -1,0 +1,36 @@
+// `cleanup`: what a machine that is not (any more) an NVIDIA machine runs before containerd starts
+// (the generator emits unbounded-nvidia-cleanup.service only when a spec of ours is there). It
+// removes the CDI spec we wrote: its driver root lived in /run and is gone, and containerd must not
+// offer devices whose every hostPath is missing. A spec anyone else wrote is left alone.
+#include "commands.hpp"
+
+#include "log.hpp"
+#include "message_ids.hpp"
+#include "spec_marker.hpp"
+
+namespace unbounded {
+
+int run_cleanup(const Context &ctx, Report &report)
+{
+	report.command = "cleanup";
+	const std::string &path = ctx.config.cdi_spec;
+	report.details["cdi_spec"] = path;
+	auto removed = remove_our_spec(ctx.real(path), path);
+	if (!removed) {
+		report.outcome = "failed";
+		report.error = removed.error().message;
+		log::error(removed.error().message);
+		return EXIT_NOT_READY;
+	}
+	report.details["cdi_spec_removed"] = *removed;
+	report.outcome = "no-gpu";
+	if (*removed)
+		log::notice("Removed " + path + ", written by unbounded-nvidia-setup when this was an NVIDIA machine: "
+			    "its driver root is gone, so containerd must not offer its devices.",
+			    {{"MESSAGE_ID", message_id::CDI_SPEC_REMOVED}, {"UNBOUNDED_NVIDIA_PATH", path}});
+	else
+		log::info("Nothing to clean up: " + path + " is absent or was not written by unbounded-nvidia-setup.");
+	return EXIT_READY;
+}
+
+}  // namespace unbounded
