@@ -20,8 +20,9 @@ struct Input {
 struct Decision {
 	bool nvidia = false;        // generate the setup unit and the ordering
 	bool licensing = false;     // enable the license .path and .timer units
+	bool stale_spec = false;    // not an NVIDIA machine, but our CDI spec is there: remove it before containerd
 	std::string reason;         // one line for the log
-	std::string source_path;    // SourcePath= of the generated unit
+	std::string source_path;    // SourcePath= of the generated units: the config file, or "" for none
 	Config config;              // as read (defaults when absent or unreadable)
 	std::vector<std::string> warnings;  // ignored knobs, for the log
 };

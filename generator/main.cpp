@@ -38,6 +38,9 @@ static int run(int argc, char **argv)
 	if (d.nvidia)
 		log::info("NVIDIA machine (" + d.reason + "): unbounded-nvidia-setup.service ordered before containerd and kubelet" +
 			  (d.licensing ? ", license reloader enabled." : "."));
+	else if (d.stale_spec)
+		log::notice("Not an NVIDIA machine (" + d.reason + "), but " + d.config.cdi_spec +
+			    " was written by unbounded-nvidia-setup: unbounded-nvidia-cleanup.service removes it before containerd starts.");
 	else
 		log::debug("Not generating anything: " + d.reason + ".");
 	return config_error.message.empty() ? EXIT_READY : EXIT_NOT_READY;

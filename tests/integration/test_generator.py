@@ -153,6 +153,18 @@ class TestGolden(unittest.TestCase):
         with open(os.path.join(out, "unbounded-nvidia-refresh.path")) as f:
             self.assertNotIn("evil.service", f.read())
 
+    def test_13_non_gpu_machine_with_our_stale_spec_cleans_it_up(self):
+        """Issue 19: an image that ran on a GPU host boots on one without: our spec goes before containerd."""
+        r = self.check_case("13-non-gpu-stale-spec")
+        self.assertIn("/etc/cdi/nvidia.yaml was written by unbounded-nvidia-setup: unbounded-nvidia-cleanup.service removes it", r.stderr)
+
+    def test_14_a_spec_someone_else_wrote_is_never_touched(self):
+        r = self.check_case("14-non-gpu-foreign-spec")
+        self.assertEqual(r.stderr, "")
+
+    def test_15_disabled_by_config_with_our_stale_spec(self):
+        self.check_case("15-disabled-with-stale-spec")
+
     def test_kill_switch_from_the_environment(self):
         r, out, _ = self.generate("04-licensing-configured", env={"VGPU_LICENSE_AUTO_RELOAD": "false"})
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -326,6 +338,13 @@ class TestSystemdAnalyzeSecurity(unittest.TestCase):
             # The measure can fail: an unsandboxed root service scores far above any target.
             score, _ = self.exposure(analyze, vroot, env, "containerd.service")
             self.assertGreater(score, 9.0)
+        # The cleanup oneshot of a machine that stopped being a GPU machine.
+        vroot, env, _ = analysis_root(self, "13-non-gpu-stale-spec")
+        score, table = self.exposure(analyze, vroot, env, "unbounded-nvidia-cleanup.service")
+        self.assertLessEqual(score, 3.0, table)
+        v = subprocess.run([analyze, "verify", "--man=no", f"--root={vroot}", "unbounded-nvidia-cleanup.service"],
+                           capture_output=True, text=True, env=env)
+        self.assertEqual((v.returncode, v.stdout + v.stderr), (0, ""), "systemd-analyze verify complained")
 
 
 if __name__ == "__main__":

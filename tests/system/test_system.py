@@ -147,6 +147,22 @@ systemctl is-active containerd.service > $out/containerd-after-restart
         self.assertTrue(os.path.exists(m.p("/var/lib/standin/kubelet/uptime")), "kubelet did not start")
         self.assertFalse(os.path.exists(m.p("/etc/cdi/nvidia.yaml")))
 
+    def test_a_machine_that_boots_without_its_gpus_keeps_no_spec_of_ours(self):
+        """Issue 19: the image ran on a GPU host, then boots on a host without GPUs: the cleanup unit
+        removes our spec before containerd starts; another vendor's spec stays."""
+        m = self.gpu_machine("lost-gpus").boot()
+        self.assertReadyFor(m, V1)
+        m.write("/etc/cdi/other-vendor.yaml", "---\ncdiVersion: 0.5.0\nkind: example.com/device\n")
+        m.binds = []  # no staging mounts, no device nodes
+        m.boot()
+        self.assertEqual(m.read("/var/lib/standin/containerd/setup-load").strip(), "not-found")
+        self.assertTrue(os.path.exists(m.p("/var/lib/standin/containerd/uptime")), "containerd did not start")
+        self.assertFalse(os.path.exists(m.p("/var/lib/standin/containerd/spec.yaml")), "containerd found our stale spec")
+        self.assertFalse(os.path.exists(m.p("/etc/cdi/nvidia.yaml")))
+        self.assertTrue(os.path.exists(m.p("/etc/cdi/other-vendor.yaml")))
+        self.assertEqual(len(m.journal("MESSAGE_ID=d35cfe781ba94c2293fcd820d99139ae")), 1)
+        self.assertOrdered(m, "unbounded-nvidia-cleanup.service", "containerd.service")
+
     def test_broken_staging_blocks_containerd_with_the_cause_in_status(self):
         scenario = """
 systemctl status unbounded-nvidia-setup.service --no-pager -l > $out/setup-status.txt 2>&1
