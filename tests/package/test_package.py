@@ -3,6 +3,7 @@
 list and dependencies, and runs lintian, failing on any error or warning."""
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -10,7 +11,8 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from harness import main  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "system"))
+from harness import V1, MachineRoot, main, make_chardev  # noqa: E402
 
 SOURCE = os.environ["SOURCE_ROOT"]
 EXPECTED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "expected-files.txt")
@@ -71,6 +73,58 @@ class TestPackage(unittest.TestCase):
         r = subprocess.run(["lintian", "--tag-display-limit", "0", self.deb], capture_output=True, text=True)
         bad = [l for l in (r.stdout + r.stderr).splitlines() if l.startswith(("E:", "W:"))]
         self.assertEqual(bad, [])
+
+    def nspawn(self, image, *args, binds=()):
+        """Runs a command in the image (not booted), in a private mount namespace with a tmpfs /run."""
+        cmd = ["systemd-nspawn", "--register=no", "--keep-unit", "--quiet", "--pipe", "-D", image, *binds, "--", *args]
+        shell = "mount -t tmpfs tmpfs /run && exec " + " ".join(shlex.quote(a) for a in cmd)
+        r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", shell],
+                           capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, f"{' '.join(args)}:\n{r.stdout}{r.stderr}")
+        return r
+
+    def test_remove_and_purge_leave_nothing_of_ours(self):
+        """Issue 19: install the package into a machine image, run setup and the license install,
+        then remove and purge: our CDI spec and state go, a spec someone else wrote stays."""
+        self.assertEqual(self.build.returncode, 0, "package did not build")
+        from image import base_image
+        image = os.path.join(self.tmp, "image")
+        subprocess.run(["cp", "-a", "--reflink=auto", base_image(), image], check=True)
+        self.nspawn(image, "dpkg", "-i", "/run/pkg.deb", binds=[f"--bind-ro={self.deb}:/run/pkg.deb"])
+
+        # A GPU machine's setup: staging bound in, device nodes, the installed binary.
+        staging = MachineRoot(tmp=os.path.join(self.tmp, "staging"))
+        staging.stage_all(V1)
+        binds = [f"--bind-ro={staging.p(f'/run/host-nvidia/{n}')}:/run/host-nvidia/{n}" for n in range(3)]
+        for dev, major, minor in (("nvidiactl", 195, 255), ("nvidia-uvm", 509, 0), ("nvidia0", 195, 0)):
+            node = os.path.join(self.tmp, "dev", dev)
+            make_chardev(node, major, minor)
+            binds.append(f"--bind={node}:/dev/{dev}")
+        lic = os.path.join(self.tmp, "licensing")
+        os.makedirs(lic)
+        for name, text in (("gridd.conf", "FeatureType=1\n"), ("client_configuration_token.tok", "token")):
+            with open(os.path.join(lic, name), "w") as f:
+                f.write(text)
+        binds.append(f"--bind-ro={lic}:/run/host-nvidia-licensing")
+        self.nspawn(image, "sh", "-c", "unbounded-nvidia-setup setup && "
+                    "/usr/libexec/unbounded-nvidia/unbounded-nvidia-license-reload --boot", binds=binds)
+        spec = os.path.join(image, "etc/cdi/nvidia.yaml")
+        self.assertTrue(open(spec).readline().startswith("# Written by unbounded-nvidia-setup "))
+        self.assertTrue(os.path.isdir(os.path.join(image, "var/lib/unbounded-nvidia/license")))
+        foreign = os.path.join(image, "etc/cdi/other-vendor.yaml")
+        with open(foreign, "w") as f:
+            f.write("---\ncdiVersion: 0.5.0\nkind: example.com/device\n")
+
+        self.nspawn(image, "dpkg", "-r", "unbounded-nvidia-setup")
+        self.assertFalse(os.path.exists(spec), "our CDI spec survived apt-get remove")
+        self.assertTrue(os.path.exists(foreign), "a spec someone else wrote was removed")
+        self.assertTrue(os.path.isdir(os.path.join(image, "var/lib/unbounded-nvidia")), "remove is not purge")
+
+        self.nspawn(image, "dpkg", "--purge", "unbounded-nvidia-setup")
+        leftovers = [os.path.relpath(os.path.join(d, n), image)
+                     for d, dirs, files in os.walk(image) for n in dirs + files if "unbounded" in n]
+        self.assertEqual(leftovers, [], "left behind after purge")
+        self.assertTrue(os.path.exists(foreign))
 
 
 if __name__ == "__main__":
