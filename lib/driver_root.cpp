@@ -4,11 +4,16 @@
 #include "unique_fd.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <fcntl.h>
 #include <map>
+#include <mutex>
+#include <optional>
+#include <sched.h>
 #include <set>
+#include <thread>
 #include <utility>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -98,6 +103,16 @@ Result<UniqueFd> mkdirs_at(int base, const std::string &rel, std::map<std::strin
 	return UniqueFd(::fcntl(parent, F_DUPFD_CLOEXEC, 3));
 }
 
+// The CPUs this process may run on (the unit's CPUAffinity=, a cgroup cpuset), at most 8: beyond that
+// the copies are bound by memory bandwidth, and every thread is boot-path work of its own.
+std::size_t copy_threads_for(std::size_t jobs)
+{
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	std::size_t cpus = ::sched_getaffinity(0, sizeof(set), &set) == 0 ? static_cast<std::size_t>(CPU_COUNT(&set)) : 1;
+	return std::max<std::size_t>(1, std::min({cpus, jobs, std::size_t(8)}));
+}
+
 bool same_content_stamp(const struct stat &a, const struct stat &b)
 {
 	return a.st_size == b.st_size && a.st_mtim.tv_sec == b.st_mtim.tv_sec && a.st_mtim.tv_nsec == b.st_mtim.tv_nsec &&
@@ -143,6 +158,52 @@ Result<std::uint64_t> copy_source(const DriverFile &src, const ManifestEntry &e,
 			return fail(last_errno_error("Failed to set attributes of " + dest_display));
 		return *n;
 	}
+}
+
+struct CopyJob {
+	const DriverFile *src;
+	const ManifestEntry *entry;
+	int dirfd;                  // kept open by the caller's directory cache
+	std::string name, dest_display;
+};
+
+// Copies run on a small pool: a datacenter driver is a few files of hundreds of MB and many small
+// ones, and one core copying tmpfs to tmpfs leaves the others idle on the boot path. Largest first,
+// so the last file to finish is a small one. Each copy is what copy_source() is alone (its own fds,
+// no buffers beyond copy_file_range's), so the torn-copy, ENOSPC and kill -9 guarantees hold per file;
+// the first failure stops the others from starting and is the one reported.
+Result<std::uint64_t> run_copies(std::vector<CopyJob> &jobs)
+{
+	std::stable_sort(jobs.begin(), jobs.end(), [](const CopyJob &a, const CopyJob &b) { return a.entry->size > b.entry->size; });
+	std::atomic<std::size_t> next{0};
+	std::atomic<bool> failed{false};
+	std::atomic<std::uint64_t> bytes{0};
+	std::mutex error_mutex;
+	std::optional<std::pair<std::size_t, Error>> first_error;  // by job order, so the report is stable
+	auto worker = [&] {
+		for (std::size_t i; !failed && (i = next++) < jobs.size();) {
+			const CopyJob &j = jobs[i];
+			auto n = copy_source(*j.src, *j.entry, j.dirfd, j.name, j.dest_display);
+			if (n) {
+				bytes += *n;
+				continue;
+			}
+			failed = true;
+			std::lock_guard<std::mutex> lock(error_mutex);
+			if (!first_error || i < first_error->first)
+				first_error.emplace(i, n.error());
+		}
+	};
+	const std::size_t threads = copy_threads_for(jobs.size());
+	std::vector<std::thread> pool;
+	for (std::size_t t = 1; t < threads; t++)
+		pool.emplace_back(worker);
+	worker();
+	for (auto &t : pool)
+		t.join();
+	if (first_error)
+		return fail(first_error->second);
+	return bytes.load();
 }
 
 // Whether a directory at the driver root's path that has no manifest may be replaced: an empty one,
@@ -356,7 +417,10 @@ Result<InstallStats> install_driver_root(const DriverSet &driver, const Manifest
 	for (const auto &f : driver.files)
 		sources[f.dest] = &f;
 	std::map<std::string, UniqueFd> dirs;
+	std::vector<CopyJob> copies;
 
+	// Directories, links and reused files first, in plan order; the copies are collected and run in
+	// parallel below.
 	for (const auto &e : plan.entries) {
 		const std::string dir = fs::dirname(e.path) == "." ? "" : fs::dirname(e.path), name = fs::basename(e.path);
 		auto dfd = mkdirs_at(tfd->get(), dir, dirs, tmp_display);
@@ -386,13 +450,16 @@ Result<InstallStats> install_driver_root(const DriverSet &driver, const Manifest
 			}
 		}
 
-		const DriverFile &src = *sources.at(e.path);
-		auto n = copy_source(src, e, dfd->get(), name, dest_display);
-		if (!n)
-			return fail(n.error());
-		stats.files_copied++;
-		stats.bytes_copied += *n;
+		// The directory fd from the cache, which outlives the copies (dfd is a duplicate that does not).
+		const int dirfd = dir.empty() ? tfd->get() : dirs.at(dir).get();
+		copies.push_back(CopyJob{sources.at(e.path), &e, dirfd, name, dest_display});
 	}
+	auto copied = run_copies(copies);
+	if (!copied)
+		return fail(copied.error());
+	stats.files_copied += copies.size();
+	stats.bytes_copied += *copied;
+	stats.copy_threads = copy_threads_for(copies.size());
 
 	// The manifest goes last: a tree with a manifest is a complete tree.
 	{

@@ -34,6 +34,7 @@ struct InstallStats {
 	std::uint64_t bytes_copied = 0, bytes_reused = 0;
 	std::uint64_t stale_trees_removed = 0;
 	std::uint64_t stale_trees_kept = 0;  // could not be removed (a mount inside): left aside, warned about
+	std::size_t copy_threads = 0;    // the copies ran on this many threads
 	std::string fstype;              // file system of the driver root's parent ("tmpfs" expected)
 	std::vector<std::string> warnings;
 };

@@ -257,6 +257,11 @@ int build_root(const Context &ctx, Report &report, const DriverSet &driver, std:
 	report.details["bytes_reused"] = stats.bytes_reused;
 	report.details["stale_trees_removed"] = stats.stale_trees_removed;
 	report.details["stale_trees_kept"] = stats.stale_trees_kept;
+	report.details["copy_threads"] = stats.copy_threads;
+	// On tmpfs the root is memory the machine no longer has for pods: say how much.
+	const std::uint64_t root_bytes = stats.bytes_copied + stats.bytes_reused;
+	if (stats.fstype == "tmpfs")
+		report.details["driver_root_ram_bytes"] = root_bytes;
 	if (stats.fstype != "tmpfs") {
 		std::string w = "Driver root " + cfg.driver_root + " is on " + stats.fstype + ", expected tmpfs";
 		log::warning(w);
@@ -281,6 +286,7 @@ int build_root(const Context &ctx, Report &report, const DriverSet &driver, std:
 			      (stats.unchanged ? std::string("unchanged")
 					       : std::to_string(stats.files_copied) + " copied (" + format_bytes(stats.bytes_copied) +
 							 "), " + std::to_string(stats.files_reused) + " reused") +
+			      (stats.fstype == "tmpfs" ? ", " + format_bytes(root_bytes) + " of RAM (tmpfs)" : std::string()) +
 			      ", " + std::to_string(cdi.devices.gpus.size()) + " GPU(s) in " + cfg.cdi_spec + ", " + format_ms(total) + ".";
 	log::info(summary, {{"MESSAGE_ID", message_id::SETUP_READY},
 			    {"UNBOUNDED_NVIDIA_DRIVER_VERSION", driver.version},
@@ -288,6 +294,7 @@ int build_root(const Context &ctx, Report &report, const DriverSet &driver, std:
 			    {"UNBOUNDED_NVIDIA_FILES", std::to_string(stats.files)},
 			    {"UNBOUNDED_NVIDIA_FILES_COPIED", std::to_string(stats.files_copied)},
 			    {"UNBOUNDED_NVIDIA_BYTES_COPIED", std::to_string(stats.bytes_copied)},
+			    {"UNBOUNDED_NVIDIA_ROOT_BYTES", std::to_string(root_bytes)},
 			    {"UNBOUNDED_NVIDIA_DURATION_MS", std::to_string(total.count())}});
 	notify_status(summary);
 	return EXIT_READY;

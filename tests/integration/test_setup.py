@@ -300,6 +300,8 @@ class TestBuild(SetupTestCase):
         self.assertEqual(status["driver_version"], V1)
         for k in ("lock", "wait", "discover", "install", "verify", "total"):
             self.assertIn(k, status["timings_ms"])
+        # Issue 18: the copies ran on a pool sized from the CPUs this process may use (at most 8).
+        self.assertEqual(status["copy_threads"], min(len(os.sched_getaffinity(0)), status["files_copied"], 8))
 
     def test_non_gpu_machine_does_nothing(self):
         m = MachineRoot(self)
@@ -450,7 +452,7 @@ class TestBadInput(SetupTestCase):
         script = f"""
             set -u
             mount -t tmpfs -o size=4m tmpfs "{m.p('/run/nvidia')}" || exit 90
-            "{SETUP}" --root "{m.path}" setup 2>"{out}/first" || exit 91
+            "{SETUP}" --root "{m.path}" --json setup 2>"{out}/first" >"{out}/first.json" || exit 91
             {listing} > "{out}/before"
             "{SETUP}" --root "{m.path}" --config "{m.p('/etc/unbounded/b.yaml')}" --json setup \
                 >"{out}/json" 2>"{out}/err"
@@ -465,6 +467,11 @@ class TestBadInput(SetupTestCase):
         self.assertEqual(rc, 1)
         self.assertEqual(len(err), 1, err)
         self.assertIn("No space left on device", err[0])
+        # Issue 18: on tmpfs the root's size is memory the pods no longer have, and setup says so.
+        first = json.load(open(f"{out}/first.json"))
+        self.assertEqual(first["driver_root_fs"], "tmpfs")
+        self.assertEqual(first["driver_root_ram_bytes"], first["bytes_copied"] + first["bytes_reused"])
+        self.assertGreater(first["driver_root_ram_bytes"], 0)
         self.assertIn("/run/nvidia/driver", err[0])
         self.assertEqual(open(f"{out}/before").read(), open(f"{out}/after").read(),
                          "the old root changed or a temp tree was left behind after ENOSPC")
