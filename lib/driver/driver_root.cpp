@@ -322,6 +322,151 @@ Result<Manifest> plan_manifest(const DriverSet &driver, std::vector<std::string>
 	return m;
 }
 
+namespace {
+
+// Step 1: temp and old trees a killed run left behind. We hold the lock, so nobody else owns them. One
+// that cannot be removed (something is mounted inside it) stays aside under its temp name, with a
+// warning: it must never keep the machine from getting a driver root.
+Result<void> remove_stale_trees(int parent_fd, const std::string &prefix, const std::string &parent_display, InstallStats &stats)
+{
+	auto names = fs::list_dir(parent_fd, parent_display);
+	if (!names)
+		return fail(names.error());
+	for (const auto &n : *names) {
+		if (!n.starts_with(prefix))
+			continue;
+		if (auto r = fs::remove_tree_at(parent_fd, n, fs::join(parent_display, n)); !r) {
+			stats.warnings.push_back(r.error().message + "; leaving it aside");
+			stats.stale_trees_kept++;
+			continue;
+		}
+		stats.stale_trees_removed++;
+	}
+	return {};
+}
+
+// Step 2: the live root, the reuse source when it is a real directory with a readable manifest.
+struct LiveRoot {
+	UniqueFd fd;                  // invalid when there is none
+	std::string manifest_text;    // "" when it has no readable manifest
+};
+
+Result<LiveRoot> open_live_root(int parent_fd, const std::string &base, const RootLocation &root)
+{
+	if (struct stat lst{}; ::fstatat(parent_fd, base.c_str(), &lst, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(lst.st_mode) &&
+			       !S_ISLNK(lst.st_mode))
+		return fail(make_error("Refusing to replace " + root.display + " (driver_root): it is " +
+				       fs::file_type_name(lst.st_mode) + ", not a driver root"));
+	LiveRoot live;
+	live.fd.reset(::openat(parent_fd, base.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+	if (!live.fd)
+		return live;
+	auto text = fs::read_file_at(live.fd.get(), MANIFEST_NAME, root.display + "/" + MANIFEST_NAME, MAX_MANIFEST_BYTES);
+	if (text)
+		live.manifest_text = std::move(*text);
+	else if (auto r = check_replaceable(live.fd.get(), root); !r)
+		return fail(r.error());
+	return live;
+}
+
+// Step 3: the new tree's directory beside the old one, under a name the next run recognises.
+Result<std::string> make_temp_dir(int parent_fd, const std::string &prefix, const std::string &parent_display)
+{
+	for (int attempt = 0; attempt < 100; attempt++) {
+		std::string name = prefix + fs::random_suffix();
+		if (::mkdirat(parent_fd, name.c_str(), 0755) == 0)
+			return name;
+		if (errno != EEXIST)
+			return fail(last_errno_error("Failed to create " + fs::join(parent_display, name)));
+	}
+	return fail(errno_error(EEXIST, "Failed to create a temporary directory in " + parent_display));
+}
+
+// A live file may be hard-linked into the new tree instead of copied: same source inode, size, mtime
+// and mode as the manifest entry, and still so on disk.
+bool reuse_live_file(const LiveRoot &live, const Manifest *live_manifest, const ManifestEntry &e, int dirfd, const std::string &name)
+{
+	if (!live_manifest || !live.fd)
+		return false;
+	const ManifestEntry *o = live_manifest->find(e.path);
+	struct stat ost{};
+	return o && o->type == ManifestEntry::Type::File && o->source_id == e.source_id && o->size == e.size &&
+	       o->mtime_ns == e.mtime_ns && o->mode == e.mode &&
+	       ::fstatat(live.fd.get(), e.path.c_str(), &ost, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(ost.st_mode) &&
+	       static_cast<std::uint64_t>(ost.st_size) == e.size && mtime_ns(ost) == e.mtime_ns && (ost.st_mode & 07777) == e.mode &&
+	       ::linkat(live.fd.get(), e.path.c_str(), dirfd, name.c_str(), 0) == 0;
+}
+
+// Step 4: every entry of the plan in the temp tree: directories, links and reused files in plan
+// order, then the copies on the thread pool.
+Result<void> populate_tree(int tree_fd, const std::string &tree_display, const DriverSet &driver, const Manifest &plan,
+			   const LiveRoot &live, const Manifest *live_manifest, const RootLocation &root, InstallStats &stats)
+{
+	std::map<std::string, const DriverFile *> sources;
+	for (const auto &f : driver.files)
+		sources[f.dest] = &f;
+	std::map<std::string, UniqueFd> dirs;  // outlives the copies, which use its fds
+	std::vector<CopyJob> copies;
+	for (const auto &e : plan.entries) {
+		const std::string dir = fs::dirname(e.path) == "." ? "" : fs::dirname(e.path), name = fs::basename(e.path);
+		auto dfd = mkdirs_at(tree_fd, dir, dirs, tree_display);
+		if (!dfd)
+			return fail(dfd.error());
+		const std::string dest_display = fs::join(root.display, e.path);
+		if (e.type == ManifestEntry::Type::Link) {
+			if (::symlinkat(e.target.c_str(), dfd->get(), name.c_str()) < 0)
+				return fail(last_errno_error("Failed to create symlink " + dest_display));
+			continue;
+		}
+		if (reuse_live_file(live, live_manifest, e, dfd->get(), name)) {
+			stats.files_reused++;
+			stats.bytes_reused += e.size;
+			continue;
+		}
+		// The directory fd from the cache, which outlives the copies (dfd is a duplicate that does not).
+		const int dirfd = dir.empty() ? tree_fd : dirs.at(dir).get();
+		copies.push_back(CopyJob{sources.at(e.path), &e, dirfd, name, dest_display});
+	}
+	auto copied = run_copies(copies);
+	if (!copied)
+		return fail(copied.error());
+	stats.files_copied += copies.size();
+	stats.bytes_copied += *copied;
+	stats.copy_threads = copy_threads_for(copies.size());
+	return {};
+}
+
+// Step 5: the manifest goes last: a tree with a manifest is a complete tree.
+Result<void> write_manifest(int tree_fd, const std::string &text, const std::string &display)
+{
+	int mfd = ::openat(tree_fd, MANIFEST_NAME, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (mfd < 0)
+		return fail(last_errno_error("Failed to create " + display));
+	UniqueFd m(mfd);
+	if (auto r = fs::write_all(m.get(), text, display); !r)
+		return fail(r.error());
+	if (::fchmod(m.get(), 0644) < 0)
+		return fail(last_errno_error("Failed to set mode of " + display));
+	return {};
+}
+
+// Step 6: the swap. With no live root, a plain rename (RENAME_NOREPLACE, so a racing creator is not
+// clobbered); otherwise exchange, whatever the live entry is (a directory, or a symlink from an
+// older layout). Returns whether it exchanged (the temp name then holds the old tree).
+Result<bool> swap_in(int parent_fd, const std::string &tmp_name, const std::string &base, const std::string &tmp_display,
+		     const std::string &display)
+{
+	if (::renameat2(parent_fd, tmp_name.c_str(), parent_fd, base.c_str(), RENAME_NOREPLACE) == 0)
+		return false;
+	if (errno != EEXIST)
+		return fail(last_errno_error("Failed to move " + tmp_display + " to " + display));
+	if (::renameat2(parent_fd, tmp_name.c_str(), parent_fd, base.c_str(), RENAME_EXCHANGE) < 0)
+		return fail(last_errno_error("Failed to exchange " + tmp_display + " with " + display));
+	return true;
+}
+
+}  // namespace
+
 Result<InstallStats> install_driver_root(const DriverSet &driver, const Manifest &plan, const RootLocation &root,
 					std::optional<PreviousRoot> *previous)
 {
@@ -333,45 +478,16 @@ Result<InstallStats> install_driver_root(const DriverSet &driver, const Manifest
 	auto pfd = fs::open_dir(parent);
 	if (!pfd)
 		return fail(pfd.error());
-
 	struct statfs sfs{};
 	if (::fstatfs(pfd->get(), &sfs) == 0)
 		stats.fstype = fs_name(sfs.f_type);
 
-	// Temp and old trees a killed run left behind. We hold the lock, so nobody else owns them. One
-	// that cannot be removed (something is mounted inside it) stays aside under its temp name, with
-	// a warning: it must never keep the machine from getting a driver root.
 	const std::string prefix = temp_prefix(root.real);
-	if (auto names = fs::list_dir(pfd->get(), parent_display)) {
-		for (const auto &n : *names) {
-			if (!n.starts_with(prefix))
-				continue;
-			if (auto r = fs::remove_tree_at(pfd->get(), n, fs::join(parent_display, n)); !r) {
-				stats.warnings.push_back(r.error().message + "; leaving it aside");
-				stats.stale_trees_kept++;
-				continue;
-			}
-			stats.stale_trees_removed++;
-		}
-	} else {
-		return fail(names.error());
-	}
-
-	// The live root, when it is a real directory with a readable manifest, is the reuse source.
-	if (struct stat lst{}; ::fstatat(pfd->get(), base.c_str(), &lst, AT_SYMLINK_NOFOLLOW) == 0 &&
-			       !S_ISDIR(lst.st_mode) && !S_ISLNK(lst.st_mode))
-		return fail(make_error("Refusing to replace " + root.display + " (driver_root): it is " +
-				       fs::file_type_name(lst.st_mode) + ", not a driver root"));
-	UniqueFd old_fd(::openat(pfd->get(), base.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
-	std::optional<Manifest> old_manifest;
-	std::string old_manifest_text;
-	if (old_fd) {
-		auto text = fs::read_file_at(old_fd.get(), MANIFEST_NAME, root.display + "/" + MANIFEST_NAME, MAX_MANIFEST_BYTES);
-		if (text)
-			old_manifest_text = std::move(*text);
-		else if (auto r = check_replaceable(old_fd.get(), root); !r)
-			return fail(r.error());
-	}
+	if (auto r = remove_stale_trees(pfd->get(), prefix, parent_display, stats); !r)
+		return fail(r.error());
+	auto live = open_live_root(pfd->get(), base, root);
+	if (!live)
+		return fail(live.error());
 
 	const std::string manifest_text = plan.to_json();
 	for (const auto &e : plan.entries) {
@@ -381,117 +497,46 @@ Result<InstallStats> install_driver_root(const DriverSet &driver, const Manifest
 			stats.links++;
 	}
 	// Nothing changed: the live root is what we would build, provided its files still match.
-	if (!old_manifest_text.empty() && old_manifest_text == manifest_text &&
-	    check_driver_tree(old_fd.get(), plan, root.display).empty()) {
+	if (!live->manifest_text.empty() && live->manifest_text == manifest_text &&
+	    check_driver_tree(live->fd.get(), plan, root.display).empty()) {
 		stats.unchanged = true;
 		stats.files_reused = stats.files;
 		for (const auto &e : plan.entries)
 			stats.bytes_reused += e.size;
 		return stats;
 	}
-	if (!old_manifest_text.empty())
-		if (auto m = Manifest::from_json(old_manifest_text, root.display + "/" + MANIFEST_NAME))
-			old_manifest = std::move(*m);
+	std::optional<Manifest> live_manifest;
+	if (!live->manifest_text.empty())
+		if (auto m = Manifest::from_json(live->manifest_text, root.display + "/" + MANIFEST_NAME))
+			live_manifest = std::move(*m);
 
-	std::string tmp_name;
-	for (int attempt = 0; attempt < 100; attempt++) {
-		tmp_name = prefix + fs::random_suffix();
-		if (::mkdirat(pfd->get(), tmp_name.c_str(), 0755) == 0)
-			break;
-		if (errno != EEXIST)
-			return fail(last_errno_error("Failed to create " + fs::join(parent_display, tmp_name)));
-		tmp_name.clear();
-	}
-	if (tmp_name.empty())
-		return fail(errno_error(EEXIST, "Failed to create a temporary directory in " + parent_display));
-	const std::string tmp_display = fs::join(parent_display, tmp_name);
-	TempTree guard(pfd->get(), tmp_name, tmp_display);
-
-	auto tfd = fs::open_dir_at(pfd->get(), tmp_name, tmp_display);
-	if (!tfd)
-		return fail(tfd.error());
-	if (::fchmod(tfd->get(), 0755) < 0)
-		return fail(last_errno_error("Failed to set mode of " + tmp_display));
-
-	std::map<std::string, const DriverFile *> sources;
-	for (const auto &f : driver.files)
-		sources[f.dest] = &f;
-	std::map<std::string, UniqueFd> dirs;
-	std::vector<CopyJob> copies;
-
-	// Directories, links and reused files first, in plan order; the copies are collected and run in
-	// parallel below.
-	for (const auto &e : plan.entries) {
-		const std::string dir = fs::dirname(e.path) == "." ? "" : fs::dirname(e.path), name = fs::basename(e.path);
-		auto dfd = mkdirs_at(tfd->get(), dir, dirs, tmp_display);
-		if (!dfd)
-			return fail(dfd.error());
-		const std::string dest_display = fs::join(root.display, e.path);
-
-		if (e.type == ManifestEntry::Type::Link) {
-			if (::symlinkat(e.target.c_str(), dfd->get(), name.c_str()) < 0)
-				return fail(last_errno_error("Failed to create symlink " + dest_display));
-			continue;
-		}
-
-		// Reuse: same source inode, size and mtime as the file the live root holds -> hard link it.
-		if (old_manifest && old_fd) {
-			const ManifestEntry *o = old_manifest->find(e.path);
-			struct stat ost{};
-			if (o && o->type == ManifestEntry::Type::File && o->source_id == e.source_id && o->size == e.size &&
-			    o->mtime_ns == e.mtime_ns && o->mode == e.mode &&
-			    ::fstatat(old_fd.get(), e.path.c_str(), &ost, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(ost.st_mode) &&
-			    static_cast<std::uint64_t>(ost.st_size) == e.size && mtime_ns(ost) == e.mtime_ns &&
-			    (ost.st_mode & 07777) == e.mode &&
-			    ::linkat(old_fd.get(), e.path.c_str(), dfd->get(), name.c_str(), 0) == 0) {
-				stats.files_reused++;
-				stats.bytes_reused += e.size;
-				continue;
-			}
-		}
-
-		// The directory fd from the cache, which outlives the copies (dfd is a duplicate that does not).
-		const int dirfd = dir.empty() ? tfd->get() : dirs.at(dir).get();
-		copies.push_back(CopyJob{sources.at(e.path), &e, dirfd, name, dest_display});
-	}
-	auto copied = run_copies(copies);
-	if (!copied)
-		return fail(copied.error());
-	stats.files_copied += copies.size();
-	stats.bytes_copied += *copied;
-	stats.copy_threads = copy_threads_for(copies.size());
-
-	// The manifest goes last: a tree with a manifest is a complete tree.
+	auto tmp_name = make_temp_dir(pfd->get(), prefix, parent_display);
+	if (!tmp_name)
+		return fail(tmp_name.error());
+	const std::string tmp_display = fs::join(parent_display, *tmp_name);
+	TempTree guard(pfd->get(), *tmp_name, tmp_display);
 	{
-		int mfd = ::openat(tfd->get(), MANIFEST_NAME, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-		if (mfd < 0)
-			return fail(last_errno_error("Failed to create " + root.display + "/" + MANIFEST_NAME));
-		UniqueFd m(mfd);
-		if (auto r = fs::write_all(m.get(), manifest_text, root.display + "/" + MANIFEST_NAME); !r)
+		auto tfd = fs::open_dir_at(pfd->get(), *tmp_name, tmp_display);
+		if (!tfd)
+			return fail(tfd.error());
+		if (::fchmod(tfd->get(), 0755) < 0)
+			return fail(last_errno_error("Failed to set mode of " + tmp_display));
+		if (auto r = populate_tree(tfd->get(), tmp_display, driver, plan, *live, live_manifest ? &*live_manifest : nullptr, root, stats); !r)
 			return fail(r.error());
-		if (::fchmod(m.get(), 0644) < 0)
-			return fail(last_errno_error("Failed to set mode of " + root.display + "/" + MANIFEST_NAME));
+		if (auto r = write_manifest(tfd->get(), manifest_text, root.display + "/" + MANIFEST_NAME); !r)
+			return fail(r.error());
+		// Everything that can be checked before the swap is checked here, on the new tree: a root
+		// that would fail verification never replaces one that works.
+		if (auto problems = check_driver_tree(tfd->get(), plan, tmp_display); !problems.empty())
+			return fail(make_error("The new driver root failed its checks before the swap: " + problems.front().message));
 	}
-	// Everything that can be checked before the swap is checked here, on the new tree: a root that
-	// would fail verification never replaces one that works.
-	if (auto problems = check_driver_tree(tfd->get(), plan, tmp_display); !problems.empty())
-		return fail(make_error("The new driver root failed its checks before the swap: " + problems.front().message));
-	dirs.clear();
-	tfd->reset();
 
-	// Swap. With no live root, a plain rename (RENAME_NOREPLACE, so a racing creator is not clobbered);
-	// otherwise exchange, whatever the live entry is (a directory, or a symlink from an older layout).
-	bool exchanged = false;
-	if (::renameat2(pfd->get(), tmp_name.c_str(), pfd->get(), base.c_str(), RENAME_NOREPLACE) < 0) {
-		if (errno != EEXIST)
-			return fail(last_errno_error("Failed to move " + tmp_display + " to " + root.display));
-		if (::renameat2(pfd->get(), tmp_name.c_str(), pfd->get(), base.c_str(), RENAME_EXCHANGE) < 0)
-			return fail(last_errno_error("Failed to exchange " + tmp_display + " with " + root.display));
-		exchanged = true;
-	}
+	auto exchanged = swap_in(pfd->get(), *tmp_name, base, tmp_display, root.display);
+	if (!exchanged)
+		return fail(exchanged.error());
 	// The temp name now holds the old tree (or nothing, after a plain rename).
 	if (previous) {
-		previous->emplace(std::move(*pfd), base, guard.release(), root.display, exchanged);
+		previous->emplace(std::move(*pfd), base, guard.release(), root.display, *exchanged);
 		return stats;
 	}
 	if (auto r = guard.remove(); !r) {
