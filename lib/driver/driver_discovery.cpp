@@ -127,281 +127,344 @@ int compare_versions(std::string_view a, std::string_view b)
 	return 0;
 }
 
-Result<DriverSet> discover_driver(const DiscoveryInput &in)
+namespace {
+
+bool is_helper(std::string_view name)
 {
-	const Staging &st = *in.staging;
-	DriverSet out;
+	return std::any_of(std::begin(HELPER_BINARIES), std::end(HELPER_BINARIES), [&](const char *b) { return name == b; });
+}
 
-	std::string where;
-	for (const auto &t : st.trees())
-		where += (where.empty() ? "" : ", ") + t.display;
-	if (st.trees().empty())
-		return fail(make_error("No staging mounts found"));
+bool is_companion(std::string_view name)
+{
+	return std::any_of(std::begin(COMPANION_PREFIXES), std::end(COMPANION_PREFIXES), [&](const char *p) { return name.starts_with(p); });
+}
 
-	// 1. The scanned directories. A host lib dir holds thousands of names; they are listed unsorted
-	// and only the few that can matter are kept (and sorted) below.
+// One discovery run: the steps of discover_driver() over shared state.
+class Discovery {
+public:
+	explicit Discovery(const DiscoveryInput &in) : in_(in), st_(*in.staging) {}
+
+	Result<DriverSet> run()
+	{
+		if (st_.trees().empty())
+			return fail(make_error("No staging mounts found"));
+		for (auto step : {&Discovery::list_scan_dirs, &Discovery::choose_version, &Discovery::select_entries,
+				  &Discovery::add_libraries, &Discovery::add_helpers, &Discovery::add_firmware, &Discovery::check_native})
+			if (auto r = (this->*step)(); !r)
+				return fail(r.error());
+		for (auto &[dest, f] : by_dest_)
+			out_.files.push_back(std::move(f));
+		return std::move(out_);
+	}
+
+private:
 	struct Listing {
 		std::size_t tree;
 		const char *dir;
 		std::vector<std::string> names;
 	};
-	std::vector<Listing> listings;
-	for (std::size_t t = 0; t < st.trees().size(); t++) {
-		for (const char *dir : SCAN_DIRS) {
-			auto dfd = st.open_dir(t, dir);
-			if (!dfd)
-				return fail(dfd.error());
-			if (!*dfd)
-				continue;
-			const std::string display = fs::join(st.trees()[t].display, dir);
-			struct stat dst{};
-			if (::fstat(dfd->get(), &dst) < 0)
-				return fail(last_errno_error("Failed to stat " + display));
-			const std::string key = identity_key(dst);
-			std::vector<std::string> names;
-			if (const auto *cached = in.cache ? in.cache->listing(key) : nullptr) {
-				names = *cached;
-			} else {
-				auto listed = fs::list_dir(dfd->get(), display, /*sorted=*/false, could_be_driver_file);
-				if (!listed)
-					return fail(listed.error());
-				names = std::move(*listed);
-				// A listing with a name that is not plain (skipped with a warning below) is not
-				// memoised: the memo is JSON, and every run should say the same about it.
-				if (in.cache && std::all_of(names.begin(), names.end(), [](const std::string &n) { return is_plain_file_name(n); }))
-					in.cache->put_listing(key, names);
+
+	std::string display_of(std::size_t tree, const char *dir, const std::string &name) const
+	{
+		return fs::join(st_.trees()[tree].display, fs::join(dir, name));
+	}
+
+	std::string where() const
+	{
+		std::string w;
+		for (const auto &t : st_.trees())
+			w += (w.empty() ? "" : ", ") + t.display;
+		return w;
+	}
+
+	// 1. The scanned directories. A host lib dir holds thousands of names; they are listed unsorted
+	// and only the few that can matter are kept (and sorted) later. Listings come from the memo when
+	// the directory's identity is unchanged.
+	Result<void> list_scan_dirs()
+	{
+		for (std::size_t t = 0; t < st_.trees().size(); t++) {
+			for (const char *dir : SCAN_DIRS) {
+				auto dfd = st_.open_dir(t, dir);
+				if (!dfd)
+					return fail(dfd.error());
+				if (!*dfd)
+					continue;
+				const std::string display = fs::join(st_.trees()[t].display, dir);
+				struct stat dst{};
+				if (::fstat(dfd->get(), &dst) < 0)
+					return fail(last_errno_error("Failed to stat " + display));
+				const std::string key = identity_key(dst);
+				std::vector<std::string> names;
+				if (const auto *cached = in_.cache ? in_.cache->listing(key) : nullptr) {
+					names = *cached;
+				} else {
+					auto listed = fs::list_dir(dfd->get(), display, /*sorted=*/false, could_be_driver_file);
+					if (!listed)
+						return fail(listed.error());
+					names = std::move(*listed);
+					// A listing with a name that is not plain (skipped with a warning below) is not
+					// memoised: the memo is JSON, and every run should say the same about it.
+					if (in_.cache && std::all_of(names.begin(), names.end(), [](const std::string &n) { return is_plain_file_name(n); }))
+						in_.cache->put_listing(key, names);
+				}
+				if (!names.empty())
+					listings_.push_back(Listing{t, dir, std::move(names)});
 			}
-			if (!names.empty())
-				listings.push_back(Listing{t, dir, std::move(names)});
 		}
-	}
-	auto display_of = [&](std::size_t tree, const char *dir, const std::string &name) {
-		return fs::join(st.trees()[tree].display, fs::join(dir, name));
-	};
-
-	// 2. The version: libcuda.so.<v>, agreeing with libnvidia-ml.so.<v>.
-	std::map<std::string, std::string> cuda_versions, nvml_versions;  // version -> first path seen
-	for (const auto &l : listings) {
-		for (const auto &n : l.names) {
-			if (!n.starts_with("lib"))
-				continue;
-			auto keep_first = [&](std::map<std::string, std::string> &m, const std::string &v) {
-				std::string d = display_of(l.tree, l.dir, n);
-				auto [it, fresh] = m.emplace(v, d);
-				if (!fresh && d < it->second)
-					it->second = d;
-			};
-			if (auto v = version_suffix(n, "libcuda.so."))
-				keep_first(cuda_versions, *v);
-			if (auto v = version_suffix(n, "libnvidia-ml.so."))
-				keep_first(nvml_versions, *v);
-		}
+		return {};
 	}
 
-	if (cuda_versions.empty())
-		return fail(make_error("No libcuda.so.<version> found in the staging mounts (" + where + ")", EXIT_NOT_READY, ENOENT));
-	std::string version;
-	if (cuda_versions.size() == 1) {
-		version = cuda_versions.begin()->first;
-	} else if (in.kernel_version && cuda_versions.count(*in.kernel_version)) {
-		version = *in.kernel_version;
-	} else {
-		std::string list;
-		for (const auto &[v, p] : cuda_versions)
-			list += (list.empty() ? "" : ", ") + p;
-		return fail(make_error("Found several driver versions in the staging mounts and no kernel module version to choose: " + list));
-	}
-	if (!nvml_versions.count(version)) {
-		if (nvml_versions.empty())
-			return fail(make_error("No libnvidia-ml.so." + version + " found in the staging mounts (" + where +
-					       "), libcuda is " + cuda_versions[version], EXIT_NOT_READY, ENOENT));
-		return fail(make_error("Driver version mismatch: " + cuda_versions[version] + " but " +
-				       nvml_versions.begin()->second));
-	}
-	out.libcuda_display = cuda_versions[version];
-	out.version = version;
-
-	// The entries that can matter for this version, in a stable order (tree, scan dir, name).
-	const std::string lib_suffix = ".so." + version;
-	std::vector<Entry> entries;
-	for (const auto &l : listings) {
-		const bool vdpau = std::string_view(l.dir).ends_with("vdpau");
-		for (const auto &n : l.names) {
-			bool keep = (n.starts_with("lib") && n.ends_with(lib_suffix)) ||
-				    std::any_of(std::begin(COMPANION_PREFIXES), std::end(COMPANION_PREFIXES),
-						[&](const char *p) { return n.starts_with(p); }) ||
-				    std::any_of(std::begin(HELPER_BINARIES), std::end(HELPER_BINARIES),
-						[&](const char *b) { return n == b; });
-			if (keep && !is_plain_file_name(n)) {
-				out.warnings.push_back("Skipping " + printable(display_of(l.tree, l.dir, n)) +
-						       ", its name has characters no driver file has");
-				continue;
+	// 2. The version: libcuda.so.<v>, agreeing with libnvidia-ml.so.<v>; the kernel module's version
+	// chooses when several are staged.
+	Result<void> choose_version()
+	{
+		std::map<std::string, std::string> cuda_versions, nvml_versions;  // version -> first path seen
+		for (const auto &l : listings_) {
+			for (const auto &n : l.names) {
+				if (!n.starts_with("lib"))
+					continue;
+				auto keep_first = [&](std::map<std::string, std::string> &m, const std::string &v) {
+					std::string d = display_of(l.tree, l.dir, n);
+					auto [it, fresh] = m.emplace(v, d);
+					if (!fresh && d < it->second)
+						it->second = d;
+				};
+				if (auto v = version_suffix(n, "libcuda.so."))
+					keep_first(cuda_versions, *v);
+				if (auto v = version_suffix(n, "libnvidia-ml.so."))
+					keep_first(nvml_versions, *v);
 			}
-			if (keep)
-				entries.push_back(Entry{l.tree, fs::join(l.dir, n), n, vdpau, display_of(l.tree, l.dir, n)});
 		}
+		if (cuda_versions.empty())
+			return fail(make_error("No libcuda.so.<version> found in the staging mounts (" + where() + ")", EXIT_NOT_READY, ENOENT));
+		std::string version;
+		if (cuda_versions.size() == 1) {
+			version = cuda_versions.begin()->first;
+		} else if (in_.kernel_version && cuda_versions.count(*in_.kernel_version)) {
+			version = *in_.kernel_version;
+		} else {
+			std::string list;
+			for (const auto &[v, p] : cuda_versions)
+				list += (list.empty() ? "" : ", ") + p;
+			return fail(make_error("Found several driver versions in the staging mounts and no kernel module version to choose: " + list));
+		}
+		if (!nvml_versions.count(version)) {
+			if (nvml_versions.empty())
+				return fail(make_error("No libnvidia-ml.so." + version + " found in the staging mounts (" + where() +
+						       "), libcuda is " + cuda_versions[version], EXIT_NOT_READY, ENOENT));
+			return fail(make_error("Driver version mismatch: " + cuda_versions[version] + " but " +
+					       nvml_versions.begin()->second));
+		}
+		out_.libcuda_display = cuda_versions[version];
+		out_.version = version;
+		return {};
 	}
-	auto scan_index = [](const std::string &rel) {
-		const std::string dir = fs::dirname(rel) == "." ? "" : fs::dirname(rel);
-		for (std::size_t i = 0; i < std::size(SCAN_DIRS); i++)
-			if (dir == SCAN_DIRS[i])
-				return i;
-		return std::size(SCAN_DIRS);
-	};
-	std::sort(entries.begin(), entries.end(), [&](const Entry &a, const Entry &b) {
-		return std::tuple(a.tree, scan_index(a.rel), a.name) < std::tuple(b.tree, scan_index(b.rel), b.name);
-	});
 
-	// 3. The files.
-	std::map<std::string, DriverFile> by_dest;
-	auto add = [&](DriverFile f) -> Result<void> {
-		auto it = by_dest.find(f.dest);
-		if (it != by_dest.end()) {
+	// 3. The entries that can matter for this version, in a stable order (tree, scan dir, name).
+	Result<void> select_entries()
+	{
+		const std::string lib_suffix = ".so." + out_.version;
+		for (const auto &l : listings_) {
+			const bool vdpau = std::string_view(l.dir).ends_with("vdpau");
+			for (const auto &n : l.names) {
+				const bool keep = (n.starts_with("lib") && n.ends_with(lib_suffix)) || is_companion(n) || is_helper(n);
+				if (keep && !is_plain_file_name(n)) {
+					out_.warnings.push_back("Skipping " + printable(display_of(l.tree, l.dir, n)) +
+								", its name has characters no driver file has");
+					continue;
+				}
+				if (keep)
+					entries_.push_back(Entry{l.tree, fs::join(l.dir, n), n, vdpau, display_of(l.tree, l.dir, n)});
+			}
+		}
+		auto scan_index = [](const std::string &rel) {
+			const std::string dir = fs::dirname(rel) == "." ? "" : fs::dirname(rel);
+			for (std::size_t i = 0; i < std::size(SCAN_DIRS); i++)
+				if (dir == SCAN_DIRS[i])
+					return i;
+			return std::size(SCAN_DIRS);
+		};
+		std::sort(entries_.begin(), entries_.end(), [&](const Entry &a, const Entry &b) {
+			return std::tuple(a.tree, scan_index(a.rel), a.name) < std::tuple(b.tree, scan_index(b.rel), b.name);
+		});
+		return {};
+	}
+
+	// A file for the root; the first source for a destination wins, a different file for the same
+	// destination is reported.
+	void add(DriverFile f)
+	{
+		auto it = by_dest_.find(f.dest);
+		if (it != by_dest_.end()) {
 			const auto &a = it->second.source.st, &b = f.source.st;
 			if (a.st_dev != b.st_dev || a.st_ino != b.st_ino)
-				out.warnings.push_back("Ignoring " + f.source.display + ", " + f.dest + " is already taken from " +
-						       it->second.source.display);
-			return {};
+				out_.warnings.push_back("Ignoring " + f.source.display + ", " + f.dest + " is already taken from " +
+							it->second.source.display);
+			return;
 		}
-		by_dest.emplace(f.dest, std::move(f));
-		return {};
-	};
-	auto resolve_regular = [&](const Entry &e) -> Result<ResolvedFile> {
-		auto r = st.resolve(e.tree, e.rel);
+		by_dest_.emplace(f.dest, std::move(f));
+	}
+
+	Result<ResolvedFile> resolve_regular(const Entry &e) const
+	{
+		auto r = st_.resolve(e.tree, e.rel);
 		if (!r)
 			return fail(r.error());
 		if (!S_ISREG(r->st.st_mode))
 			return fail(errno_error(EINVAL, "Refusing " + e.display + (e.display == r->display ? "" : " (-> " + r->display + ")") +
 							      ", not a regular file"));
 		return r;
-	};
+	}
 
-	auto elf_info = [&](const ResolvedFile &src) -> Result<elf::Info> {
+	// ELF facts (machine, DT_SONAME), from the memo when the inode is unchanged.
+	Result<elf::Info> elf_info(const ResolvedFile &src) const
+	{
 		const std::string key = identity_key(src.st);
-		if (in.cache)
-			if (auto hit = in.cache->elf(key))
+		if (in_.cache)
+			if (auto hit = in_.cache->elf(key))
 				return *hit;
-		auto fd = st.open_regular(src);
+		auto fd = st_.open_regular(src);
 		if (!fd)
 			return fail(fd.error());
 		auto info = elf::read_info(fd->get(), src.display);
-		if (info && in.cache)
-			in.cache->put_elf(key, *info);
+		if (info && in_.cache)
+			in_.cache->put_elf(key, *info);
 		return info;
-	};
-
-	std::map<std::string, std::pair<std::string, const Entry *>> companions;  // prefix -> (version, entry)
-	for (const auto &e : entries) {
-		// lib<name>.so.<v>, with no earlier ".so." (libfoo.so.1.so.<v> is not a driver library)
-		const bool driver_lib = e.name.starts_with("lib") && e.name.ends_with(lib_suffix) &&
-					e.name.find(".so.") == e.name.size() - lib_suffix.size();
-		if (!driver_lib) {
-			for (const char *p : COMPANION_PREFIXES) {
-				if (!e.name.starts_with(p))
-					continue;
-				std::string v = e.name.substr(std::string_view(p).size());
-				if (!is_library_version(v))
-					continue;
-				auto &slot = companions[p];
-				if (slot.first.empty() || compare_versions(v, slot.first) > 0)
-					slot = {v, &e};
-			}
-			continue;
-		}
-		auto src = resolve_regular(e);
-		if (!src)
-			return fail(src.error());
-		auto info = elf_info(*src);
-		if (!info)
-			return fail(info.error());
-		std::string arch = elf::multiarch_for(info->machine, info->is_64bit);
-		if (arch.empty())
-			return fail(make_error("Unsupported ELF machine " + std::to_string(info->machine) + " in " + src->display));
-		DriverFile f{FileKind::Library, "lib/" + arch + (e.vdpau ? "/vdpau/" : "/") + e.name, std::move(*src), info->soname};
-		if (auto r = add(std::move(f)); !r)
-			return fail(r.error());
-	}
-	for (const auto &[prefix, ve] : companions) {
-		const Entry &e = *ve.second;
-		auto src = resolve_regular(e);
-		if (!src) {
-			out.warnings.push_back(src.error().message + ", skipping this optional library");
-			continue;
-		}
-		auto info = elf_info(*src);
-		if (!info)
-			return fail(info.error());
-		std::string arch = elf::multiarch_for(info->machine, info->is_64bit);
-		if (arch.empty())
-			continue;
-		DriverFile f{FileKind::Library, "lib/" + arch + "/" + e.name, std::move(*src), info->soname};
-		if (auto r = add(std::move(f)); !r)
-			return fail(r.error());
 	}
 
-	for (const auto &e : entries) {
-		if (std::find_if(std::begin(HELPER_BINARIES), std::end(HELPER_BINARIES),
-				 [&](const char *b) { return e.name == b; }) == std::end(HELPER_BINARIES))
-			continue;
-		auto src = resolve_regular(e);
-		if (!src) {
-			// Helpers are useful, not essential (nvidia-ctk treats them the same): say so and go on.
-			out.warnings.push_back(src.error().message + ", skipping this helper binary");
-			continue;
-		}
-		if (!(src->st.st_mode & 0111)) {
-			out.warnings.push_back("Skipping " + src->display + ", not executable");
-			continue;
-		}
-		if (auto r = add(DriverFile{FileKind::Binary, "bin/" + e.name, std::move(*src), std::nullopt}); !r)
-			return fail(r.error());
-	}
-
-	for (std::size_t t = 0; t < st.trees().size(); t++) {
-		for (const char *base : FIRMWARE_DIRS) {
-			std::string dir = fs::join(base, version);
-			auto names = st.list(t, dir);
-			if (!names)
-				return fail(names.error());
-			for (const auto &n : *names) {
-				if (!n.ends_with(".bin"))
-					continue;
-				if (!is_plain_file_name(n)) {
-					out.warnings.push_back("Skipping firmware " + printable(fs::join(st.trees()[t].display, fs::join(dir, n))) +
-							       ", its name has characters no driver file has");
-					continue;
+	// 4. lib<name>.so.<v> of this version (no earlier ".so.": libfoo.so.1.so.<v> is not a driver
+	// library), under lib/<its ELF's multiarch>/; then the companions, the highest version of each.
+	Result<void> add_libraries()
+	{
+		const std::string lib_suffix = ".so." + out_.version;
+		std::map<std::string, std::pair<std::string, const Entry *>> companions;  // prefix -> (version, entry)
+		for (const auto &e : entries_) {
+			const bool driver_lib = e.name.starts_with("lib") && e.name.ends_with(lib_suffix) &&
+						e.name.find(".so.") == e.name.size() - lib_suffix.size();
+			if (!driver_lib) {
+				for (const char *p : COMPANION_PREFIXES) {
+					if (!e.name.starts_with(p))
+						continue;
+					std::string v = e.name.substr(std::string_view(p).size());
+					if (!is_library_version(v))
+						continue;
+					auto &slot = companions[p];
+					if (slot.first.empty() || compare_versions(v, slot.first) > 0)
+						slot = {v, &e};
 				}
-				Entry e{t, fs::join(dir, n), n, false, fs::join(st.trees()[t].display, fs::join(dir, n))};
-				auto src = resolve_regular(e);
-				if (!src)
-					return fail(src.error());
-				if (auto r = add(DriverFile{FileKind::Firmware, "lib/firmware/nvidia/" + version + "/" + n,
-							    std::move(*src), std::nullopt});
-				    !r)
-					return fail(r.error());
+				continue;
 			}
+			auto src = resolve_regular(e);
+			if (!src)
+				return fail(src.error());
+			auto info = elf_info(*src);
+			if (!info)
+				return fail(info.error());
+			std::string arch = elf::multiarch_for(info->machine, info->is_64bit);
+			if (arch.empty())
+				return fail(make_error("Unsupported ELF machine " + std::to_string(info->machine) + " in " + src->display));
+			add(DriverFile{FileKind::Library, "lib/" + arch + (e.vdpau ? "/vdpau/" : "/") + e.name, std::move(*src), info->soname});
 		}
+		for (const auto &[prefix, ve] : companions) {
+			const Entry &e = *ve.second;
+			auto src = resolve_regular(e);
+			if (!src) {
+				out_.warnings.push_back(src.error().message + ", skipping this optional library");
+				continue;
+			}
+			auto info = elf_info(*src);
+			if (!info)
+				return fail(info.error());
+			std::string arch = elf::multiarch_for(info->machine, info->is_64bit);
+			if (arch.empty())
+				continue;
+			add(DriverFile{FileKind::Library, "lib/" + arch + "/" + e.name, std::move(*src), info->soname});
+		}
+		return {};
 	}
 
-	// Containers of this machine load libcuda and libnvidia-ml of its own architecture; a 32-bit or
-	// foreign-architecture copy satisfying the version check would give a root that cannot work.
-	// Checked here, on the plan, so such staging never replaces a working root.
-	const std::string native = elf::native_multiarch();
-	for (const char *lib : {"libcuda.so.", "libnvidia-ml.so."}) {
-		const std::string name = lib + version;
-		if (by_dest.count("lib/" + native + "/" + name))
-			continue;
-		std::string found;
-		for (const auto &[dest, f] : by_dest)
-			if (fs::basename(dest) == name)
-				found += (found.empty() ? "" : ", ") + f.source.display + " (" + fs::basename(fs::dirname(dest)) + ")";
-		return fail(make_error("No " + native + " " + name + " in the staging mounts" +
-				       (found.empty() ? std::string() : ", only " + found) + ": this machine needs its own architecture's driver"));
+	// 5. The helper binaries. Useful, not essential (nvidia-ctk treats them the same): a broken one
+	// is skipped with a warning.
+	Result<void> add_helpers()
+	{
+		for (const auto &e : entries_) {
+			if (!is_helper(e.name))
+				continue;
+			auto src = resolve_regular(e);
+			if (!src) {
+				out_.warnings.push_back(src.error().message + ", skipping this helper binary");
+				continue;
+			}
+			if (!(src->st.st_mode & 0111)) {
+				out_.warnings.push_back("Skipping " + src->display + ", not executable");
+				continue;
+			}
+			add(DriverFile{FileKind::Binary, "bin/" + e.name, std::move(*src), std::nullopt});
+		}
+		return {};
 	}
-	out.multiarch = native;
-	for (auto &[dest, f] : by_dest)
-		out.files.push_back(std::move(f));
-	return out;
+
+	// 6. The GSP firmware of this version.
+	Result<void> add_firmware()
+	{
+		for (std::size_t t = 0; t < st_.trees().size(); t++) {
+			for (const char *base : FIRMWARE_DIRS) {
+				std::string dir = fs::join(base, out_.version);
+				auto names = st_.list(t, dir);
+				if (!names)
+					return fail(names.error());
+				for (const auto &n : *names) {
+					if (!n.ends_with(".bin"))
+						continue;
+					const std::string display = fs::join(st_.trees()[t].display, fs::join(dir, n));
+					if (!is_plain_file_name(n)) {
+						out_.warnings.push_back("Skipping firmware " + printable(display) + ", its name has characters no driver file has");
+						continue;
+					}
+					auto src = resolve_regular(Entry{t, fs::join(dir, n), n, false, display});
+					if (!src)
+						return fail(src.error());
+					add(DriverFile{FileKind::Firmware, "lib/firmware/nvidia/" + out_.version + "/" + n, std::move(*src), std::nullopt});
+				}
+			}
+		}
+		return {};
+	}
+
+	// 7. Containers of this machine load libcuda and libnvidia-ml of its own architecture; a 32-bit
+	// or foreign-architecture copy satisfying the version check would give a root that cannot work.
+	// Checked here, on the plan, so such staging never replaces a working root.
+	Result<void> check_native()
+	{
+		const std::string native = elf::native_multiarch();
+		for (const char *lib : {"libcuda.so.", "libnvidia-ml.so."}) {
+			const std::string name = lib + out_.version;
+			if (by_dest_.count("lib/" + native + "/" + name))
+				continue;
+			std::string found;
+			for (const auto &[dest, f] : by_dest_)
+				if (fs::basename(dest) == name)
+					found += (found.empty() ? "" : ", ") + f.source.display + " (" + fs::basename(fs::dirname(dest)) + ")";
+			return fail(make_error("No " + native + " " + name + " in the staging mounts" +
+					       (found.empty() ? std::string() : ", only " + found) + ": this machine needs its own architecture's driver"));
+		}
+		out_.multiarch = native;
+		return {};
+	}
+
+	const DiscoveryInput &in_;
+	const Staging &st_;
+	DriverSet out_;
+	std::vector<Listing> listings_;
+	std::vector<Entry> entries_;
+	std::map<std::string, DriverFile> by_dest_;
+};
+
+}  // namespace
+
+Result<DriverSet> discover_driver(const DiscoveryInput &in)
+{
+	return Discovery(in).run();
 }
 
 }  // namespace unbounded
