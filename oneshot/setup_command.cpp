@@ -163,6 +163,92 @@ namespace {
 
 enum class Mode { Setup, Refresh };
 
+void warn(Report &report, const std::vector<std::string> &warnings)
+{
+	for (const auto &w : warnings) {
+		log::warning(w);
+		report.warnings.push_back(w);
+	}
+}
+
+// The spec goes in after the root it describes; if it cannot be written, the old root goes back, so
+// root and spec never disagree because of a failed run.
+Result<void> write_spec_after_swap(const Context &ctx, Report &report, const SpecForState &cdi,
+				   std::optional<PreviousRoot> &previous, InstallStats &stats)
+{
+	PhaseTimer t(report, "write_cdi");
+	Result<fs::WriteOutcome> w = write_spec(ctx, cdi.spec.yaml);
+	if (!w) {
+		Error e = w.error();
+		if (previous) {
+			if (auto r = previous->rollback(); !r)
+				e.message += "; and putting the previous driver root back failed: " + r.error().message;
+			else
+				e.message += "; the previous driver root was put back";
+		}
+		return fail(e);
+	}
+	report.details["cdi_spec_written"] = *w == fs::WriteOutcome::Written;
+	if (previous)
+		if (auto r = previous->commit(); !r) {
+			// A mount inside the old tree: it stays aside, the next run tries again.
+			warn(report, {r.error().message + "; the old driver root is left aside"});
+			stats.stale_trees_kept++;
+		}
+	return {};
+}
+
+void record_install(const Context &ctx, Report &report, const InstallStats &stats)
+{
+	report.details["cdi_spec"] = ctx.config.cdi_spec;
+	report.details["driver_root_fs"] = stats.fstype;
+	report.details["unchanged"] = stats.unchanged;
+	report.details["files"] = stats.files;
+	report.details["links"] = stats.links;
+	report.details["files_copied"] = stats.files_copied;
+	report.details["files_reused"] = stats.files_reused;
+	report.details["bytes_copied"] = stats.bytes_copied;
+	report.details["bytes_reused"] = stats.bytes_reused;
+	report.details["stale_trees_removed"] = stats.stale_trees_removed;
+	report.details["stale_trees_kept"] = stats.stale_trees_kept;
+	report.details["copy_threads"] = stats.copy_threads;
+	// On tmpfs the root is memory the machine no longer has for pods: say how much.
+	if (stats.fstype == "tmpfs")
+		report.details["driver_root_ram_bytes"] = stats.bytes_copied + stats.bytes_reused;
+	else
+		warn(report, {"Driver root " + ctx.config.driver_root + " is on " + stats.fstype + ", expected tmpfs"});
+	if (stats.stale_trees_removed)
+		log::notice("Removed " + std::to_string(stats.stale_trees_removed) + " temporary tree(s) left by an interrupted run.");
+}
+
+// The last word of a run that built (or kept unchanged) the root: one line for the journal,
+// `systemctl status` and the host.
+int finish_ready(const Context &ctx, Report &report, const DriverSet &driver, const InstallStats &stats, const SpecForState &cdi,
+		 std::chrono::steady_clock::time_point total_start)
+{
+	const Config &cfg = ctx.config;
+	const auto total = std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - total_start);
+	const std::uint64_t root_bytes = stats.bytes_copied + stats.bytes_reused;
+	report.outcome = "ready";
+	std::string summary = "Driver " + driver.version + " ready in " + cfg.driver_root + ": " +
+			      std::to_string(stats.files) + " files, " +
+			      (stats.unchanged ? std::string("unchanged")
+					       : std::to_string(stats.files_copied) + " copied (" + format_bytes(stats.bytes_copied) +
+							 "), " + std::to_string(stats.files_reused) + " reused") +
+			      (stats.fstype == "tmpfs" ? ", " + format_bytes(root_bytes) + " of RAM (tmpfs)" : std::string()) +
+			      ", " + std::to_string(cdi.devices.gpus.size()) + " GPU(s) in " + cfg.cdi_spec + ", " + format_ms(total) + ".";
+	log::info(summary, {{"MESSAGE_ID", message_id::SETUP_READY},
+			    {"UNBOUNDED_NVIDIA_DRIVER_VERSION", driver.version},
+			    {"UNBOUNDED_NVIDIA_DRIVER_ROOT", cfg.driver_root},
+			    {"UNBOUNDED_NVIDIA_FILES", std::to_string(stats.files)},
+			    {"UNBOUNDED_NVIDIA_FILES_COPIED", std::to_string(stats.files_copied)},
+			    {"UNBOUNDED_NVIDIA_BYTES_COPIED", std::to_string(stats.bytes_copied)},
+			    {"UNBOUNDED_NVIDIA_ROOT_BYTES", std::to_string(root_bytes)},
+			    {"UNBOUNDED_NVIDIA_DURATION_MS", std::to_string(total.count())}});
+	notify_status(summary);
+	return EXIT_READY;
+}
+
 // Builds and swaps in the root for `driver` (kept as it is when unchanged), then writes its spec.
 int build_root(const Context &ctx, Report &report, const DriverSet &driver, std::chrono::steady_clock::time_point total_start)
 {
@@ -175,10 +261,7 @@ int build_root(const Context &ctx, Report &report, const DriverSet &driver, std:
 		if (!p)
 			return finish_failed(ctx, report, p.error());
 		plan = std::move(*p);
-		for (const auto &w : warnings) {
-			log::warning(w);
-			report.warnings.push_back(w);
-		}
+		warn(report, warnings);
 	}
 
 	// The spec depends only on the planned root and the devices: generate it before touching
@@ -190,10 +273,7 @@ int build_root(const Context &ctx, Report &report, const DriverSet &driver, std:
 		if (!s)
 			return finish_failed(ctx, report, s.error());
 		cdi = std::move(*s);
-		for (const auto &w : cdi.devices.warnings) {
-			log::warning(w);
-			report.warnings.push_back(w);
-		}
+		warn(report, cdi.devices.warnings);
 		report.details["gpus"] = cdi.devices.gpus.size();
 		report.details["gpu_source"] = cdi.devices.source;
 		report.details["cdi_version"] = cdi.spec.cdi_version;
@@ -214,90 +294,21 @@ int build_root(const Context &ctx, Report &report, const DriverSet &driver, std:
 		if (!s)
 			return finish_failed(ctx, report, s.error());
 		stats = *s;
-		for (const auto &w : stats.warnings) {
-			log::warning(w);
-			report.warnings.push_back(w);
-		}
+		warn(report, stats.warnings);
 	}
-
-	{
-		// The spec goes in after the root it describes; if it cannot be written, the old root goes
-		// back, so root and spec never disagree because of a failed run.
-		PhaseTimer t(report, "write_cdi");
-		Result<fs::WriteOutcome> w = write_spec(ctx, cdi.spec.yaml);
-		if (w)
-			report.details["cdi_spec_written"] = *w == fs::WriteOutcome::Written;
-		if (!w) {
-			Error e = w.error();
-			if (previous) {
-				if (auto r = previous->rollback(); !r)
-					e.message += "; and putting the previous driver root back failed: " + r.error().message;
-				else
-					e.message += "; the previous driver root was put back";
-			}
-			return finish_failed(ctx, report, e);
-		}
-		if (previous)
-			if (auto r = previous->commit(); !r) {
-				// A mount inside the old tree: it stays aside, the next run tries again.
-				const std::string w = r.error().message + "; the old driver root is left aside";
-				log::warning(w);
-				report.warnings.push_back(w);
-				stats.stale_trees_kept++;
-			}
-	}
-	report.details["cdi_spec"] = cfg.cdi_spec;
-	report.details["driver_root_fs"] = stats.fstype;
-	report.details["unchanged"] = stats.unchanged;
-	report.details["files"] = stats.files;
-	report.details["links"] = stats.links;
-	report.details["files_copied"] = stats.files_copied;
-	report.details["files_reused"] = stats.files_reused;
-	report.details["bytes_copied"] = stats.bytes_copied;
-	report.details["bytes_reused"] = stats.bytes_reused;
-	report.details["stale_trees_removed"] = stats.stale_trees_removed;
-	report.details["stale_trees_kept"] = stats.stale_trees_kept;
-	report.details["copy_threads"] = stats.copy_threads;
-	// On tmpfs the root is memory the machine no longer has for pods: say how much.
-	const std::uint64_t root_bytes = stats.bytes_copied + stats.bytes_reused;
-	if (stats.fstype == "tmpfs")
-		report.details["driver_root_ram_bytes"] = root_bytes;
-	if (stats.fstype != "tmpfs") {
-		std::string w = "Driver root " + cfg.driver_root + " is on " + stats.fstype + ", expected tmpfs";
-		log::warning(w);
-		report.warnings.push_back(w);
-	}
-	if (stats.stale_trees_removed)
-		log::notice("Removed " + std::to_string(stats.stale_trees_removed) + " temporary tree(s) left by an interrupted run.");
+	if (auto r = write_spec_after_swap(ctx, report, cdi, previous, stats); !r)
+		return finish_failed(ctx, report, r.error());
+	record_install(ctx, report, stats);
 
 	{
 		PhaseTimer t(report, "verify");
 		const KnownState known{&plan, &cdi, stats.unchanged};
 		report.problems = check_live_state(ctx, report, &known);
 	}
-	const auto total = std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - total_start);
 	if (!report.problems.empty())
 		return finish_not_ready(report);
 	warn_about_device_plugin(ctx, report, driver.version);
-
-	report.outcome = "ready";
-	std::string summary = "Driver " + driver.version + " ready in " + cfg.driver_root + ": " +
-			      std::to_string(stats.files) + " files, " +
-			      (stats.unchanged ? std::string("unchanged")
-					       : std::to_string(stats.files_copied) + " copied (" + format_bytes(stats.bytes_copied) +
-							 "), " + std::to_string(stats.files_reused) + " reused") +
-			      (stats.fstype == "tmpfs" ? ", " + format_bytes(root_bytes) + " of RAM (tmpfs)" : std::string()) +
-			      ", " + std::to_string(cdi.devices.gpus.size()) + " GPU(s) in " + cfg.cdi_spec + ", " + format_ms(total) + ".";
-	log::info(summary, {{"MESSAGE_ID", message_id::SETUP_READY},
-			    {"UNBOUNDED_NVIDIA_DRIVER_VERSION", driver.version},
-			    {"UNBOUNDED_NVIDIA_DRIVER_ROOT", cfg.driver_root},
-			    {"UNBOUNDED_NVIDIA_FILES", std::to_string(stats.files)},
-			    {"UNBOUNDED_NVIDIA_FILES_COPIED", std::to_string(stats.files_copied)},
-			    {"UNBOUNDED_NVIDIA_BYTES_COPIED", std::to_string(stats.bytes_copied)},
-			    {"UNBOUNDED_NVIDIA_ROOT_BYTES", std::to_string(root_bytes)},
-			    {"UNBOUNDED_NVIDIA_DURATION_MS", std::to_string(total.count())}});
-	notify_status(summary);
-	return EXIT_READY;
+	return finish_ready(ctx, report, driver, stats, cdi, total_start);
 }
 
 // One run of setup or refresh, under the lock.
