@@ -311,6 +311,28 @@ int build_root(const Context &ctx, Report &report, const DriverSet &driver, std:
 	return finish_ready(ctx, report, driver, stats, cdi, total_start);
 }
 
+Result<RunLock> take_lock(int run_dir)
+{
+	return RunLock::acquire(run_dir, "lock", std::string(RUN_DIR) + "/lock", [](RunLock::Holder h) {
+		const std::string what = h == RunLock::Holder::Writer ? "Another unbounded-nvidia-setup run is in progress"
+								      : "unbounded-nvidia-setup verify is reading the live state";
+		log::notice(what + ", waiting for it to finish.");
+		notify_status(what + ", waiting");
+	});
+}
+
+// At boot the host's mounts may still be on their way: setup waits for them (bounded). A refresh
+// takes what is there.
+Result<StagingState> staging_state(const Context &ctx, Report &report, Mode mode)
+{
+	if (mode == Mode::Refresh)
+		return probe_staging(ctx);
+	PhaseTimer t(report, "wait");
+	notify_status("Waiting for the staging mounts under " + ctx.config.staging + " and /dev/nvidiactl");
+	Millis waited{};
+	return wait_for_staging(ctx, ctx.config.staging_timeout, &waited);
+}
+
 // One run of setup or refresh, under the lock.
 int apply(const Context &ctx, Report &report, Mode mode, int run_dir)
 {
@@ -321,31 +343,15 @@ int apply(const Context &ctx, Report &report, Mode mode, int run_dir)
 	std::optional<RunLock> lock;
 	{
 		PhaseTimer t(report, "lock");
-		auto l = RunLock::acquire(run_dir, "lock", std::string(RUN_DIR) + "/lock", [](RunLock::Holder h) {
-			const std::string what = h == RunLock::Holder::Writer
-							 ? "Another unbounded-nvidia-setup run is in progress"
-							 : "unbounded-nvidia-setup verify is reading the live state";
-			log::notice(what + ", waiting for it to finish.");
-			notify_status(what + ", waiting");
-		});
+		auto l = take_lock(run_dir);
 		if (!l)
 			return finish_failed(ctx, report, l.error());
 		lock.emplace(std::move(*l));
 	}
-
-	StagingState state;
-	if (mode == Mode::Setup) {
-		// At boot the host's mounts may still be on their way; a refresh takes what is there.
-		PhaseTimer t(report, "wait");
-		notify_status("Waiting for the staging mounts under " + cfg.staging + " and /dev/nvidiactl");
-		Millis waited{};
-		auto s = wait_for_staging(ctx, cfg.staging_timeout, &waited);
-		if (!s)
-			return finish_failed(ctx, report, s.error());
-		state = *s;
-	} else {
-		state = probe_staging(ctx);
-	}
+	auto staging = staging_state(ctx, report, mode);
+	if (!staging)
+		return finish_failed(ctx, report, staging.error());
+	const StagingState &state = *staging;
 	struct stat root_st{};
 	const bool root_exists = ::lstat(ctx.real(cfg.driver_root).c_str(), &root_st) == 0;
 	if (!state.nvidia_machine && (mode == Mode::Setup || !root_exists)) {
