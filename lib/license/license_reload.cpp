@@ -418,6 +418,75 @@ void LicenseReloader::enforce_target_attributes(ReloadReport &report) const
 	}
 }
 
+// Installs `latest` and restarts nvidia-gridd with it; `running` is what to return to. Returns true
+// when it was applied (the caller checks the source again), false when the run ends here (rolled
+// back, failed, or stopped before the outcome was known; report.outcome says which).
+Result<bool> LicenseReloader::apply_set(ReloadReport &report, const LicenseSet &latest, const LicenseSet &running)
+{
+	const LicensingConfig &lic = ctx_.config.licensing;
+	// What is recorded as applied is exactly these bytes, read before installing: a rotation that
+	// lands from here on differs from the record and is applied by the re-check after.
+	if (seams_.after_stage)
+		seams_.after_stage("recorded");
+	if (auto r = write_state(RESTARTING, latest); !r)
+		return fail(r.error());
+	if (auto r = install(latest, &running); !r) {
+		(void)install(running, &latest);
+		(void)write_state(RESTARTING, std::nullopt);
+		return fail(r.error());
+	}
+	if (seams_.after_stage)
+		seams_.after_stage("installed");
+
+	auto status = units_.status(lic.gridd_unit);
+	if (!status)
+		return fail(status.error());
+	bool up = true;
+	if (status->active_state == "active" || status->active_state == "activating" || status->active_state == "reloading") {
+		auto r = restart_gridd(report);
+		if (!r) {
+			// Could not even try (unsafe unit settings, a stop that did not end): put the files
+			// back so the disk matches the daemon that still runs, and try again next time.
+			(void)install(running, &latest);
+			(void)write_state(RESTARTING, std::nullopt);
+			report.outcome = ReloadOutcome::Failed;
+			log::error("Failed to apply the licensing files: " + r.error().message, {{"MESSAGE_ID", message_id::LICENSE_FAILED}});
+			report.messages.push_back(r.error().message);
+			return false;
+		}
+		if (*r == Restart::NotStarted && seams_.stop_requested()) {
+			// Being stopped, and the start job did not run (a shutdown refuses it): whether these
+			// files work is unknown. They stay installed for the next start and stay unverified;
+			// the next run, or the next boot's install, judges them. Nothing is recorded as good or bad.
+			report.outcome = ReloadOutcome::Interrupted;
+			note(report, "Stopped while " + lic.gridd_unit + " restarted, before it could be judged; the new files stay "
+				     "installed and are checked by the next run.");
+			return false;
+		}
+		up = *r == Restart::Up;
+	} else {
+		note(report, lic.gridd_unit + " is not running (" + status->active_state + "); installed the files for its next start.");
+	}
+
+	if (!up) {
+		// nvidia-gridd did not stay up with the new files: last known good back, restart, remember.
+		if (auto r = roll_back(report, running, latest); !r)
+			return fail(r.error());
+		return false;
+	}
+	if (auto r = write_state(APPLIED, latest); !r)
+		return fail(r.error());
+	(void)write_state(FAILED, std::nullopt);
+	(void)write_state(RESTARTING, std::nullopt);
+	report.outcome = ReloadOutcome::Applied;
+	report.applied++;
+	log::notice("Applied rotated licensing files (" + latest.names() + ")" +
+			    (status->active_state == "active" ? ", nvidia-gridd restarted and running." : "."),
+		    {{"MESSAGE_ID", message_id::LICENSE_APPLIED}});
+	report.messages.push_back("applied");
+	return true;
+}
+
 Result<ReloadReport> LicenseReloader::run()
 {
 	const LicensingConfig &lic = ctx_.config.licensing;
@@ -514,68 +583,12 @@ Result<ReloadReport> LicenseReloader::run()
 		// The last known good is what nvidia-gridd runs with, unless an interrupted restart left
 		// unverified files: then it is the last applied record.
 		const LicenseSet running = unverified && *applied ? **applied : read_targets();
-		// What is recorded as applied is exactly these bytes, read before installing: a rotation that
-		// lands from here on differs from the record and is applied by the re-check below.
-		if (seams_.after_stage)
-			seams_.after_stage("recorded");
-		if (auto r = write_state(RESTARTING, *latest); !r)
-			return fail(r.error());
-		if (auto r = install(*latest, &running); !r) {
-			(void)install(running, &*latest);
-			(void)write_state(RESTARTING, std::nullopt);
-			return fail(r.error());
-		}
-		if (seams_.after_stage)
-			seams_.after_stage("installed");
-
-		auto status = units_.status(lic.gridd_unit);
-		if (!status)
-			return fail(status.error());
-		bool up = true;
-		if (status->active_state == "active" || status->active_state == "activating" || status->active_state == "reloading") {
-			auto r = restart_gridd(report);
-			if (!r) {
-				// Could not even try (unsafe unit settings, a stop that did not end): put the files
-				// back so the disk matches the daemon that still runs, and try again next time.
-				(void)install(running, &*latest);
-				(void)write_state(RESTARTING, std::nullopt);
-				report.outcome = ReloadOutcome::Failed;
-				log::error("Failed to apply the licensing files: " + r.error().message, {{"MESSAGE_ID", message_id::LICENSE_FAILED}});
-				report.messages.push_back(r.error().message);
-				return report;
-			}
-			if (*r == Restart::NotStarted && seams_.stop_requested()) {
-				// Being stopped, and the start job did not run (a shutdown refuses it): whether these
-				// files work is unknown. They stay installed for the next start and stay unverified;
-				// the next run, or the next boot's install, judges them. Nothing is recorded as good or bad.
-				report.outcome = ReloadOutcome::Interrupted;
-				note(report, "Stopped while " + lic.gridd_unit + " restarted, before it could be judged; the new files stay "
-					     "installed and are checked by the next run.");
-				return report;
-			}
-			up = *r == Restart::Up;
-		} else {
-			note(report, lic.gridd_unit + " is not running (" + status->active_state + "); installed the files for its next start.");
-		}
-
-		if (up) {
-			if (auto r = write_state(APPLIED, *latest); !r)
-				return fail(r.error());
-			(void)write_state(FAILED, std::nullopt);
-			(void)write_state(RESTARTING, std::nullopt);
-			report.outcome = ReloadOutcome::Applied;
-			report.applied++;
-			log::notice("Applied rotated licensing files (" + latest->names() + ")" +
-					    (status->active_state == "active" ? ", nvidia-gridd restarted and running." : "."),
-				    {{"MESSAGE_ID", message_id::LICENSE_APPLIED}});
-			report.messages.push_back("applied");
-			continue;  // re-check: a rotation may have landed meanwhile
-		}
-
-		// nvidia-gridd did not stay up with the new files: last known good back, restart, remember.
-		if (auto r = roll_back(report, running, *latest); !r)
-			return fail(r.error());
-		return report;
+		auto applied_now = apply_set(report, *latest, running);
+		if (!applied_now)
+			return fail(applied_now.error());
+		if (!*applied_now)
+			return report;
+		// re-check: a rotation may have landed meanwhile
 	}
 	return report;
 }

@@ -94,6 +94,7 @@ private:
 	Result<Restart> restart_gridd(ReloadReport &report);
 	Result<bool> check_boot_install(ReloadReport &report);
 	Result<void> roll_back(ReloadReport &report, const LicenseSet &good, const LicenseSet &bad);
+	Result<bool> apply_set(ReloadReport &report, const LicenseSet &latest, const LicenseSet &running);
 	void note(ReloadReport &r, std::string msg) const;
 
 	const Context &ctx_;
