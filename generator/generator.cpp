@@ -305,109 +305,133 @@ std::string cleanup_unit_text(const Decision &d, const Config &cfg)
 	return u;
 }
 
-Result<std::vector<std::string>> write_outputs(const Input &in, const Decision &d)
-{
-	std::vector<std::string> written;
-	const std::string &dir = in.normal_dir;
-	auto note = [&](Result<void> r, const std::string &name) -> Result<void> {
+namespace {
+
+// The normal directory, and the names written into it so far (for the log and the tests).
+class Output {
+public:
+	explicit Output(const std::string &dir) : dir_(dir) {}
+	Result<void> file(const std::string &name, const std::string &text) { return note(write_new_file(dir_, name, text), name); }
+	Result<void> link(const std::string &name, const std::string &target) { return note(make_symlink(dir_, name, target), name); }
+	std::vector<std::string> &written() { return written_; }
+
+private:
+	Result<void> note(Result<void> r, const std::string &name)
+	{
 		if (r)
-			written.push_back(name);
+			written_.push_back(name);
 		return r;
-	};
-	if (!d.nvidia) {
-		if (!d.stale_spec)
-			return written;
-		if (auto r = note(write_new_file(dir, CLEANUP_UNIT, cleanup_unit_text(d, d.config)), CLEANUP_UNIT); !r)
-			return fail(r.error());
-		for (const char *wants : {"containerd.service.wants", "multi-user.target.wants"}) {
-			const std::string name = std::string(wants) + "/" + CLEANUP_UNIT;
-			if (auto r = note(make_symlink(dir, name, std::string("../") + CLEANUP_UNIT), name); !r)
-				return fail(r.error());
-		}
-		return written;
 	}
+	const std::string &dir_;
+	std::vector<std::string> written_;
+};
 
-	if (auto r = note(write_new_file(dir, SETUP_UNIT, setup_unit_text(d, d.config)), SETUP_UNIT); !r)
-		return fail(r.error());
-	const std::string requires_link = std::string("containerd.service.requires/") + SETUP_UNIT;
-	if (auto r = note(make_symlink(dir, requires_link, std::string("../") + SETUP_UNIT), requires_link); !r)
-		return fail(r.error());
-	for (const char *unit : ORDERED_UNITS) {
-		const std::string name = std::string(unit) + ".d/50-unbounded-nvidia-setup.conf";
-		std::string text = HEADER;
-		text += "\n[Unit]\nAfter=" + std::string(SETUP_UNIT) + "\n";
-		if (auto r = note(write_new_file(dir, name, text), name); !r)
-			return fail(r.error());
-	}
+// Not an NVIDIA machine, but our spec is still there: remove it before containerd starts.
+Result<void> write_cleanup(Output &out, const Decision &d)
+{
+	if (auto r = out.file(CLEANUP_UNIT, cleanup_unit_text(d, d.config)); !r)
+		return r;
+	for (const char *wants : {"containerd.service.wants", "multi-user.target.wants"})
+		if (auto r = out.link(std::string(wants) + "/" + CLEANUP_UNIT, std::string("../") + CLEANUP_UNIT); !r)
+			return r;
+	return {};
+}
+
+// The setup unit, in front of containerd and kubelet; the units whose spec would shadow ours masked.
+Result<void> write_setup(Output &out, const Decision &d)
+{
+	if (auto r = out.file(SETUP_UNIT, setup_unit_text(d, d.config)); !r)
+		return r;
+	if (auto r = out.link(std::string("containerd.service.requires/") + SETUP_UNIT, std::string("../") + SETUP_UNIT); !r)
+		return r;
+	for (const char *unit : ORDERED_UNITS)
+		if (auto r = out.file(std::string(unit) + ".d/50-unbounded-nvidia-setup.conf",
+				      std::string(HEADER) + "\n[Unit]\nAfter=" + SETUP_UNIT + "\n");
+		    !r)
+			return r;
 	for (const char *unit : MASKED_UNITS)
-		if (auto r = note(make_symlink(dir, unit, "/dev/null"), unit); !r)
-			return fail(r.error());
+		if (auto r = out.link(unit, "/dev/null"); !r)
+			return r;
+	return {};
+}
 
-	const std::pair<const char *, std::string> refresh_units[] = {
+// The refresh path: service, path unit and timer, the last two enabled.
+Result<void> write_refresh(Output &out, const Input &in, const Decision &d)
+{
+	const std::pair<const char *, std::string> units[] = {
 		{REFRESH_SERVICE, refresh_service_text(d, d.config)},
 		{REFRESH_PATH, refresh_path_text(in, d, d.config)},
 		{REFRESH_TIMER, refresh_timer_text(d.config)},
 	};
-	for (const auto &[unit, text] : refresh_units)
-		if (auto r = note(write_new_file(dir, unit, text), unit); !r)
-			return fail(r.error());
-	const std::pair<const char *, const char *> refresh_wants[] = {{"multi-user.target.wants", REFRESH_PATH},
-								       {"timers.target.wants", REFRESH_TIMER}};
-	for (const auto &[target, unit] : refresh_wants) {
-		const std::string name = std::string(target) + "/" + unit;
-		if (auto r = note(make_symlink(dir, name, std::string("../") + unit), name); !r)
-			return fail(r.error());
-	}
-	if (d.licensing) {
-		const std::pair<const char *, const char *> wants[] = {{"multi-user.target.wants", LICENSE_PATH_UNIT},
-								       {"multi-user.target.wants", LICENSE_INSTALL_UNIT},
-								       {"timers.target.wants", LICENSE_TIMER_UNIT}};
-		for (const auto &[target, unit] : wants) {
-			const std::string name = std::string(target) + "/" + unit;
-			if (auto r = note(make_symlink(dir, name, fs::join(UNITDIR, unit)), name); !r)
-				return fail(r.error());
-		}
-		// The configured source directory and interval. An empty assignment resets the shipped
-		// values (for a timer it resets every trigger, so OnBootSec= is repeated).
-		const LicensingConfig &lic = d.config.licensing;
-		auto source_dir = unit_path_value(lic.source_dir);
-		if (!source_dir)
-			return fail(with_context(source_dir.error(), "licensing.source_dir"));
-		const std::string path_dropin = std::string(LICENSE_PATH_UNIT) + ".d/50-unbounded-nvidia-source.conf";
-		if (auto r = note(write_new_file(dir, path_dropin,
-						 std::string(HEADER) + "\n[Path]\nPathChanged=\nPathChanged=" + *source_dir + "\n"),
-				  path_dropin);
-		    !r)
-			return fail(r.error());
-		// The boot install goes before nvidia-gridd, the reloader after it (so at shutdown it stops
-		// first); a reloader stopped in the middle of a restart finishes it, with all its waits.
-		const std::string gridd = lic.gridd_unit;  // a plain unit name (checked by the config parser)
-		const long stop_s = 2 * static_cast<long>(lic.stop_timeout.count() / 1000) +
-				    static_cast<long>(lic.settle_time.count() / 1000) + 30;
-		// Both license units write the installed files' directories and the state directory.
-		const std::string sandbox = "\n[Service]\n" +
-					    sandbox_text(SandboxProfile::LicenseReload,
-							 {fs::dirname(lic.gridd_conf_target), fs::dirname(lic.client_token_target), lic.state_dir},
-							 "0700");
-		const std::pair<std::string, std::string> dropins[] = {
-			{std::string(LICENSE_INSTALL_UNIT) + ".d/50-unbounded-nvidia-gridd.conf", "\n[Unit]\nBefore=" + gridd + "\n"},
-			{std::string(LICENSE_SERVICE_UNIT) + ".d/50-unbounded-nvidia-gridd.conf",
-			 "\n[Unit]\nAfter=" + gridd + "\n\n[Service]\nTimeoutStopSec=" + std::to_string(stop_s) + "s\n"},
-			{std::string(LICENSE_INSTALL_UNIT) + ".d/50-unbounded-nvidia-sandbox.conf", sandbox},
-			{std::string(LICENSE_SERVICE_UNIT) + ".d/50-unbounded-nvidia-sandbox.conf", sandbox},
-		};
-		for (const auto &[name, text] : dropins)
-			if (auto r = note(write_new_file(dir, name, std::string(HEADER) + text), name); !r)
-				return fail(r.error());
-		const std::string timer_dropin = std::string(LICENSE_TIMER_UNIT) + ".d/50-unbounded-nvidia-interval.conf";
-		if (auto r = note(write_new_file(dir, timer_dropin,
-						 std::string(HEADER) + "\n[Timer]\nOnUnitInactiveSec=\nOnBootSec=30s\nOnUnitInactiveSec=" +
-							 format_duration(lic.reload_interval) + "\n"),
-				  timer_dropin);
-		    !r)
-			return fail(r.error());
-	}
-	return written;
+	for (const auto &[unit, text] : units)
+		if (auto r = out.file(unit, text); !r)
+			return r;
+	const std::pair<const char *, const char *> wants[] = {{"multi-user.target.wants", REFRESH_PATH},
+							       {"timers.target.wants", REFRESH_TIMER}};
+	for (const auto &[target, unit] : wants)
+		if (auto r = out.link(std::string(target) + "/" + unit, std::string("../") + unit); !r)
+			return r;
+	return {};
+}
+
+// The license units (shipped, enabled here) and the drop-ins that carry the configured values.
+Result<void> write_licensing(Output &out, const Decision &d)
+{
+	const std::pair<const char *, const char *> wants[] = {{"multi-user.target.wants", LICENSE_PATH_UNIT},
+							       {"multi-user.target.wants", LICENSE_INSTALL_UNIT},
+							       {"timers.target.wants", LICENSE_TIMER_UNIT}};
+	for (const auto &[target, unit] : wants)
+		if (auto r = out.link(std::string(target) + "/" + unit, fs::join(UNITDIR, unit)); !r)
+			return r;
+	// The configured source directory and interval. An empty assignment resets the shipped values
+	// (for a timer it resets every trigger, so OnBootSec= is repeated).
+	const LicensingConfig &lic = d.config.licensing;
+	auto source_dir = unit_path_value(lic.source_dir);
+	if (!source_dir)
+		return fail(with_context(source_dir.error(), "licensing.source_dir"));
+	// The boot install goes before nvidia-gridd, the reloader after it (so at shutdown it stops
+	// first); a reloader stopped in the middle of a restart finishes it, with all its waits.
+	const std::string &gridd = lic.gridd_unit;  // a plain unit name (checked by the config parser)
+	const long stop_s = 2 * static_cast<long>(lic.stop_timeout.count() / 1000) + static_cast<long>(lic.settle_time.count() / 1000) + 30;
+	// Both license units write the installed files' directories and the state directory.
+	const std::string sandbox =
+		"\n[Service]\n" + sandbox_text(SandboxProfile::LicenseReload,
+						{fs::dirname(lic.gridd_conf_target), fs::dirname(lic.client_token_target), lic.state_dir}, "0700");
+	const std::pair<std::string, std::string> dropins[] = {
+		{std::string(LICENSE_PATH_UNIT) + ".d/50-unbounded-nvidia-source.conf", "\n[Path]\nPathChanged=\nPathChanged=" + *source_dir + "\n"},
+		{std::string(LICENSE_INSTALL_UNIT) + ".d/50-unbounded-nvidia-gridd.conf", "\n[Unit]\nBefore=" + gridd + "\n"},
+		{std::string(LICENSE_SERVICE_UNIT) + ".d/50-unbounded-nvidia-gridd.conf",
+		 "\n[Unit]\nAfter=" + gridd + "\n\n[Service]\nTimeoutStopSec=" + std::to_string(stop_s) + "s\n"},
+		{std::string(LICENSE_INSTALL_UNIT) + ".d/50-unbounded-nvidia-sandbox.conf", sandbox},
+		{std::string(LICENSE_SERVICE_UNIT) + ".d/50-unbounded-nvidia-sandbox.conf", sandbox},
+		{std::string(LICENSE_TIMER_UNIT) + ".d/50-unbounded-nvidia-interval.conf",
+		 "\n[Timer]\nOnUnitInactiveSec=\nOnBootSec=30s\nOnUnitInactiveSec=" + format_duration(lic.reload_interval) + "\n"},
+	};
+	for (const auto &[name, text] : dropins)
+		if (auto r = out.file(name, std::string(HEADER) + text); !r)
+			return r;
+	return {};
+}
+
+Result<void> write_all(Output &out, const Input &in, const Decision &d)
+{
+	if (!d.nvidia)
+		return d.stale_spec ? write_cleanup(out, d) : Result<void>();
+	if (auto r = write_setup(out, d); !r)
+		return r;
+	if (auto r = write_refresh(out, in, d); !r)
+		return r;
+	return d.licensing ? write_licensing(out, d) : Result<void>();
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> write_outputs(const Input &in, const Decision &d)
+{
+	Output out(in.normal_dir);
+	if (auto r = write_all(out, in, d); !r)
+		return fail(r.error());
+	return std::move(out.written());
 }
 
 }  // namespace unbounded::generator
