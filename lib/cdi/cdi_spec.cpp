@@ -84,90 +84,84 @@ std::size_t depth(const std::string &p) { return static_cast<std::size_t>(std::c
 
 }  // namespace
 
-CdiSpec generate_cdi(const CdiInputs &in)
+namespace {
+
+// With the hook: the links it recreates in the container (every symlink of the driver root, SONAME
+// links, libcuda.so, plus GLVND's indirect GLX entry point), CUDA compat, the ld cache, and no
+// device node changes.
+void add_hooks(Edits &common, const Manifest &m, const std::string &hook, const std::string &libdir, const std::set<std::string> &files)
 {
-	const Manifest &m = *in.manifest;
-	const std::string libdir = "/lib/" + m.multiarch;  // container path of the driver's lib dir
-	CdiSpec spec;
-
-	Edits common;
-	common.env = {"NVIDIA_CTK_LIBCUDA_DIR=" + libdir, "NVIDIA_VISIBLE_DEVICES=void"};
-	for (const auto &n : in.devices->control)
-		add_node(common, n);
-
-	// One read-only bind mount per driver file, at its standard place in the container.
-	std::set<std::string> files;
+	std::vector<std::string> argv{fs::basename(hook), "create-symlinks"};
+	std::vector<std::pair<std::string, std::string>> links;
 	for (const auto &e : m.entries)
-		if (e.type == ManifestEntry::Type::File) {
-			common.mounts.push_back(Mount{fs::join(in.driver_root, e.path), "/" + e.path});
-			files.insert(e.path);
-		}
+		if (e.type == ManifestEntry::Type::Link)
+			links.emplace_back(e.target, "/" + e.path);
+	const std::string glx = "lib/" + m.multiarch + "/libGLX_nvidia.so." + m.driver_version;
+	if (files.count(glx))
+		links.emplace_back(fs::basename(glx), libdir + "/libGLX_indirect.so.0");
+	std::sort(links.begin(), links.end(), [](const auto &a, const auto &b) { return a.second < b.second; });
+	for (const auto &[target, link] : links) {
+		argv.push_back("--link");
+		argv.push_back(target + "::" + link);
+	}
+	common.hooks.push_back(std::move(argv));
+	common.hooks.push_back({fs::basename(hook), "enable-cuda-compat", "--host-driver-version=" + m.driver_version});
+	std::vector<std::string> ldcache{fs::basename(hook), "update-ldcache", "--folder", libdir};
 	bool has_vdpau = false;
 	for (const auto &e : m.entries)
 		has_vdpau |= e.path.starts_with("lib/" + m.multiarch + "/vdpau/");
-
-	if (in.hook_path) {
-		// The links the hook recreates in the container: every symlink of the driver root
-		// (SONAME links, libcuda.so, ...) plus GLVND's indirect GLX entry point.
-		std::vector<std::string> argv{fs::basename(*in.hook_path), "create-symlinks"};
-		std::vector<std::pair<std::string, std::string>> links;
-		for (const auto &e : m.entries)
-			if (e.type == ManifestEntry::Type::Link)
-				links.emplace_back(e.target, "/" + e.path);
-		const std::string glx = "lib/" + m.multiarch + "/libGLX_nvidia.so." + m.driver_version;
-		if (files.count(glx))
-			links.emplace_back(fs::basename(glx), libdir + "/libGLX_indirect.so.0");
-		std::sort(links.begin(), links.end(), [](const auto &a, const auto &b) { return a.second < b.second; });
-		for (const auto &[target, link] : links) {
-			argv.push_back("--link");
-			argv.push_back(target + "::" + link);
-		}
-		common.hooks.push_back(std::move(argv));
-		common.hooks.push_back({fs::basename(*in.hook_path), "enable-cuda-compat", "--host-driver-version=" + m.driver_version});
-		std::vector<std::string> ldcache{fs::basename(*in.hook_path), "update-ldcache", "--folder", libdir};
-		if (has_vdpau) {
-			ldcache.push_back("--folder");
-			ldcache.push_back(libdir + "/vdpau");
-		}
-		common.hooks.push_back(std::move(ldcache));
-		common.hooks.push_back({fs::basename(*in.hook_path), "disable-device-node-modification"});
-	} else {
-		// Without the hook nobody creates libcuda.so.1 and friends in the container: bind the
-		// files at their link names too, so dlopen("libcuda.so.1") works anyway.
-		for (const auto &e : m.entries) {
-			if (e.type != ManifestEntry::Type::Link)
-				continue;
-			std::string target_rel = fs::join(fs::dirname(e.path), e.target);
-			// Normalise "dir/../file" (the gbm link) and follow link chains (libcuda.so -> .so.1 -> .so.<v>).
-			for (int hops = 0; hops < 8; hops++) {
-				std::vector<std::string> parts;
-				for (auto &c : fs::split_path(target_rel)) {
-					if (c == ".." && !parts.empty())
-						parts.pop_back();
-					else if (c != "." && c != "..")
-						parts.push_back(c);
-				}
-				target_rel.clear();
-				for (const auto &p : parts)
-					target_rel = fs::join(target_rel, p);
-				const ManifestEntry *t = m.find(target_rel);
-				if (!t || t->type == ManifestEntry::Type::File)
-					break;
-				target_rel = fs::join(fs::dirname(target_rel), t->target);
-			}
-			if (files.count(target_rel))
-				common.mounts.push_back(Mount{fs::join(in.driver_root, target_rel), "/" + e.path});
-		}
+	if (has_vdpau) {
+		ldcache.push_back("--folder");
+		ldcache.push_back(libdir + "/vdpau");
 	}
-	std::sort(common.mounts.begin(), common.mounts.end(), [](const Mount &a, const Mount &b) {
-		return std::pair(depth(a.container), a.container) < std::pair(depth(b.container), b.container);
-	});
+	common.hooks.push_back(std::move(ldcache));
+	common.hooks.push_back({fs::basename(hook), "disable-device-node-modification"});
+}
 
-	// Devices: by index, by UUID where fully known, and "all"; sorted by name as nvidia-ctk does.
+// The file a link of the root leads to, relative to the root: "dir/../file" normalised (the gbm
+// link), link chains followed (libcuda.so -> .so.1 -> .so.<v>).
+std::string link_target_file(const Manifest &m, const ManifestEntry &link)
+{
+	std::string target_rel = fs::join(fs::dirname(link.path), link.target);
+	for (int hops = 0; hops < 8; hops++) {
+		std::vector<std::string> parts;
+		for (auto &c : fs::split_path(target_rel)) {
+			if (c == ".." && !parts.empty())
+				parts.pop_back();
+			else if (c != "." && c != "..")
+				parts.push_back(c);
+		}
+		target_rel.clear();
+		for (const auto &p : parts)
+			target_rel = fs::join(target_rel, p);
+		const ManifestEntry *t = m.find(target_rel);
+		if (!t || t->type == ManifestEntry::Type::File)
+			break;
+		target_rel = fs::join(fs::dirname(target_rel), t->target);
+	}
+	return target_rel;
+}
+
+// Without the hook nobody creates libcuda.so.1 and friends in the container: the files are bound at
+// their link names too, so dlopen("libcuda.so.1") works anyway.
+void add_link_mounts(Edits &common, const Manifest &m, const std::string &driver_root, const std::set<std::string> &files)
+{
+	for (const auto &e : m.entries) {
+		if (e.type != ManifestEntry::Type::Link)
+			continue;
+		const std::string target_rel = link_target_file(m, e);
+		if (files.count(target_rel))
+			common.mounts.push_back(Mount{fs::join(driver_root, target_rel), "/" + e.path});
+	}
+}
+
+// Devices: by index, by UUID where fully known, and "all"; sorted by name as nvidia-ctk does.
+std::vector<std::pair<std::string, Edits>> device_edits(const DeviceInventory &inv)
+{
 	std::vector<std::pair<std::string, Edits>> devices;
 	Edits all;
-	for (std::size_t i = 0; i < in.devices->gpus.size(); i++) {
-		const Gpu &g = in.devices->gpus[i];
+	for (std::size_t i = 0; i < inv.gpus.size(); i++) {
+		const Gpu &g = inv.gpus[i];
 		Edits e;
 		for (const auto &n : g.nodes) {
 			add_node(e, n);
@@ -179,6 +173,36 @@ CdiSpec generate_cdi(const CdiInputs &in)
 	}
 	std::sort(devices.begin(), devices.end(), [](const auto &a, const auto &b) { return numeric_name_less(a.first, b.first); });
 	devices.emplace_back("all", all);
+	return devices;
+}
+
+}  // namespace
+
+CdiSpec generate_cdi(const CdiInputs &in)
+{
+	const Manifest &m = *in.manifest;
+	const std::string libdir = "/lib/" + m.multiarch;  // container path of the driver's lib dir
+	CdiSpec spec;
+
+	Edits common;
+	common.env = {"NVIDIA_CTK_LIBCUDA_DIR=" + libdir, "NVIDIA_VISIBLE_DEVICES=void"};
+	for (const auto &n : in.devices->control)
+		add_node(common, n);
+	// One read-only bind mount per driver file, at its standard place in the container.
+	std::set<std::string> files;
+	for (const auto &e : m.entries)
+		if (e.type == ManifestEntry::Type::File) {
+			common.mounts.push_back(Mount{fs::join(in.driver_root, e.path), "/" + e.path});
+			files.insert(e.path);
+		}
+	if (in.hook_path)
+		add_hooks(common, m, *in.hook_path, libdir, files);
+	else
+		add_link_mounts(common, m, in.driver_root, files);
+	std::sort(common.mounts.begin(), common.mounts.end(), [](const Mount &a, const Mount &b) {
+		return std::pair(depth(a.container), a.container) < std::pair(depth(b.container), b.container);
+	});
+	const auto devices = device_edits(*in.devices);
 
 	// The lowest cdiVersion the content needs: names starting with a digit need 0.5.0,
 	// additionalGids 0.7.0 (CDI specs-go/version.go).
