@@ -67,28 +67,31 @@ bool pid_alive(std::uint32_t pid)
 	return state != 'Z' && state != 'X';
 }
 
-int run(int argc, char **argv)
+struct Args {
+	std::string root, config;
+	bool boot = false;
+};
+
+// 0 to go on, -1 for a clean exit (--help, --version), else the exit status.
+int parse_args(int argc, char **argv, Args &a)
 {
-	log::init("unbounded-nvidia-license-reload", /*allow_journal=*/true);
 	static const option opts[] = {{"root", required_argument, nullptr, 'r'}, {"config", required_argument, nullptr, 'c'},
 				      {"boot", no_argument, nullptr, 'b'},       {"help", no_argument, nullptr, 'h'},
 				      {"version", no_argument, nullptr, 'V'},    {nullptr, 0, nullptr, 0}};
-	std::string root_flag, config_flag;
-	bool boot = false;
 	opterr = 0;
 	for (int c; (c = getopt_long(argc, argv, "h", opts, nullptr)) >= 0;) {
 		switch (c) {
-		case 'r': root_flag = optarg; break;
-		case 'c': config_flag = optarg; break;
-		case 'b': boot = true; break;
+		case 'r': a.root = optarg; break;
+		case 'c': a.config = optarg; break;
+		case 'b': a.boot = true; break;
 		case 'h':
 			std::printf("Usage: unbounded-nvidia-license-reload [--root DIR] [--config FILE] [--boot]\n\n"
 				    "Applies rotated vGPU licensing files by restarting nvidia-gridd alone.\n"
 				    "--boot installs them before nvidia-gridd's first start: no jitter, no restart.\n"
 				    "Environment: VGPU_LICENSE_AUTO_RELOAD (anything but 'true' switches it off),\n"
 				    "VGPU_LICENSE_RELOAD_INTERVAL (seconds, used by the generator for the timer).\n");
-			return EXIT_READY;
-		case 'V': std::printf("unbounded-nvidia-license-reload %s\n", PROJECT_VERSION); return EXIT_READY;
+			return -1;
+		case 'V': std::printf("unbounded-nvidia-license-reload %s\n", PROJECT_VERSION); return -1;
 		default:
 			std::fprintf(stderr, "unbounded-nvidia-license-reload: unknown or incomplete option '%s' (see --help)\n", argv[optind - 1]);
 			return EXIT_USAGE;
@@ -98,6 +101,17 @@ int run(int argc, char **argv)
 		std::fprintf(stderr, "unbounded-nvidia-license-reload: unexpected argument '%s'\n", argv[optind]);
 		return EXIT_USAGE;
 	}
+	return 0;
+}
+
+int run(int argc, char **argv)
+{
+	log::init("unbounded-nvidia-license-reload", /*allow_journal=*/true);
+	Args args;
+	if (int r = parse_args(argc, argv, args); r != 0)
+		return r < 0 ? EXIT_READY : r;
+	const std::string &root_flag = args.root, &config_flag = args.config;
+	const bool boot = args.boot;
 
 	Context ctx;
 	ctx.root = effective_root(root_flag);
