@@ -333,6 +333,43 @@ Result<StagingState> staging_state(const Context &ctx, Report &report, Mode mode
 	return wait_for_staging(ctx, ctx.config.staging_timeout, &waited);
 }
 
+// What the host has staged, through the discovery memo; recorded in the report.
+StagedDriver discover_step(const Context &ctx, Report &report, const StagingState &state, int run_dir, const KernelModule &module)
+{
+	PhaseTimer t(report, "discover");
+	report.details["staging"] = state.usable;
+	report.details["staging_mounts"] = state.mounts;
+	StagedDriver staged;
+	if (state.usable.empty())
+		staged.error = make_error("No staging mounts under " + ctx.config.staging, EXIT_NOT_READY, ENOENT);
+	else
+		staged = discover_staged(ctx, state, run_dir, module.version, /*save=*/true);
+	report.details["discovery_cache_hits"] = staged.cache_hits;
+	warn(report, staged.warnings);
+	if (staged.driver) {
+		report.details["staged_driver_version"] = staged.driver->version;
+		report.details["multiarch"] = staged.driver->multiarch;
+		warn(report, staged.driver->warnings);
+	}
+	return staged;
+}
+
+// The module and staging as refresh_policy sees them (the live root is asked for lazily).
+DriverWitnesses witnesses_of(const KernelModule &module, const StagingState &state, const StagedDriver &staged, Mode mode)
+{
+	DriverWitnesses w;
+	w.module = module.version;
+	w.module_unknown_reason = module.unknown_reason;
+	w.staging_present = !state.usable.empty();
+	w.keep_when_unsure = mode == Mode::Refresh;
+	w.staging_error = staged.error.message;
+	if (staged.driver) {
+		w.staged = staged.driver->version;
+		w.staged_where = staged.driver->libcuda_display;
+	}
+	return w;
+}
+
 // One run of setup or refresh, under the lock.
 int apply(const Context &ctx, Report &report, Mode mode, int run_dir)
 {
@@ -367,41 +404,9 @@ int apply(const Context &ctx, Report &report, Mode mode, int run_dir)
 	const KernelModule module = read_kernel_module(ctx);
 	report.details["kernel_module_version"] = module.version.value_or("");
 
-	StagedDriver staged;
-	{
-		PhaseTimer t(report, "discover");
-		report.details["staging"] = state.usable;
-		report.details["staging_mounts"] = state.mounts;
-		if (state.usable.empty())
-			staged.error = make_error("No staging mounts under " + cfg.staging, EXIT_NOT_READY, ENOENT);
-		else
-			staged = discover_staged(ctx, state, run_dir, module.version, /*save=*/true);
-		report.details["discovery_cache_hits"] = staged.cache_hits;
-		for (const auto &w : staged.warnings) {
-			log::warning(w);
-			report.warnings.push_back(w);
-		}
-		if (staged.driver) {
-			report.details["staged_driver_version"] = staged.driver->version;
-			report.details["multiarch"] = staged.driver->multiarch;
-			for (const auto &w : staged.driver->warnings) {
-				log::warning(w);
-				report.warnings.push_back(w);
-			}
-		}
-	}
-
+	const StagedDriver staged = discover_step(ctx, report, state, run_dir, module);
 	Manifest live_manifest;
-	DriverWitnesses witnesses;
-	witnesses.module = module.version;
-	witnesses.module_unknown_reason = module.unknown_reason;
-	witnesses.staging_present = !state.usable.empty();
-	witnesses.keep_when_unsure = mode == Mode::Refresh;
-	witnesses.staging_error = staged.error.message;
-	if (staged.driver) {
-		witnesses.staged = staged.driver->version;
-		witnesses.staged_where = staged.driver->libcuda_display;
-	}
+	DriverWitnesses witnesses = witnesses_of(module, state, staged, mode);
 	witnesses.live = [&]() -> std::optional<std::string> {
 		PhaseTimer t(report, "check_live_root");
 		auto problems = verify_driver_root(RootLocation{ctx.real(cfg.driver_root), cfg.driver_root}, &live_manifest);
