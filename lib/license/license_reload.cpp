@@ -487,6 +487,39 @@ Result<bool> LicenseReloader::apply_set(ReloadReport &report, const LicenseSet &
 	return true;
 }
 
+// Content that failed before: not retried until it changes. A run killed while rolling back (the
+// files on disk are not the last known good) finishes the rollback.
+Result<void> LicenseReloader::known_bad(ReloadReport &report, const LicenseSet &source, const std::optional<LicenseSet> &applied,
+					bool unverified, bool set_outcome)
+{
+	if (unverified && applied && read_targets() != *applied)
+		return roll_back(report, *applied, source);
+	if (auto r = write_state(RESTARTING, std::nullopt); !r)
+		return r;
+	if (set_outcome)
+		report.outcome = ReloadOutcome::KnownBad;
+	note(report, "These licensing files failed before (nvidia-gridd did not stay up); not retrying until they change.");
+	return {};
+}
+
+// Sleeps a random share of licensing.jitter; false when stopped meanwhile (nothing changed yet).
+bool LicenseReloader::sleep_jitter(ReloadReport &report, const LicenseSet &source, bool unverified)
+{
+	const LicensingConfig &lic = ctx_.config.licensing;
+	report.jitter = Millis(lic.jitter.count() > 0
+				       ? static_cast<Millis::rep>(seams_.random_below(static_cast<std::uint64_t>(lic.jitter.count()) + 1))
+				       : 0);
+	note(report, (unverified ? "A restart of " + lic.gridd_unit + " was interrupted before it was judged; restarting with " :
+				   "Licensing files changed; applying ") +
+			     "(" + source.names() + ") after a jitter of " + format_duration(report.jitter) + ".");
+	seams_.sleep(report.jitter);
+	if (!seams_.stop_requested())
+		return true;
+	report.outcome = report.applied ? report.outcome : ReloadOutcome::Interrupted;
+	note(report, "Stopped during the jitter, nothing changed.");
+	return false;
+}
+
 Result<ReloadReport> LicenseReloader::run()
 {
 	const LicensingConfig &lic = ctx_.config.licensing;
@@ -546,33 +579,15 @@ Result<ReloadReport> LicenseReloader::run()
 		if (!failed)
 			return fail(failed.error());
 		if (*failed && **failed == *source) {
-			if (unverified && *applied && read_targets() != **applied) {
-				// Killed while rolling back: finish it.
-				if (auto r = roll_back(report, **applied, *source); !r)
-					return fail(r.error());
-				return report;
-			}
-			if (auto r = write_state(RESTARTING, std::nullopt); !r)
+			if (auto r = known_bad(report, *source, *applied, unverified, round == 0 && !*decided); !r)
 				return fail(r.error());
-			first(round, ReloadOutcome::KnownBad);
-			note(report, "These licensing files failed before (nvidia-gridd did not stay up); not retrying until they change.");
 			return report;
 		}
 
 		// A change. Wait a random share of the jitter so a cluster-wide rotation does not reach the
 		// license server in one burst; then use what the source holds after the wait.
-		report.jitter = Millis(lic.jitter.count() > 0
-					       ? static_cast<Millis::rep>(seams_.random_below(static_cast<std::uint64_t>(lic.jitter.count()) + 1))
-					       : 0);
-		note(report, (unverified ? "A restart of " + lic.gridd_unit + " was interrupted before it was judged; restarting with " :
-					   "Licensing files changed; applying ") +
-				     "(" + source->names() + ") after a jitter of " + format_duration(report.jitter) + ".");
-		seams_.sleep(report.jitter);
-		if (seams_.stop_requested()) {
-			report.outcome = report.applied ? report.outcome : ReloadOutcome::Interrupted;
-			note(report, "Stopped during the jitter, nothing changed.");
+		if (!sleep_jitter(report, *source, unverified))
 			return report;
-		}
 		auto latest = read_source();
 		if (!latest)
 			return fail(latest.error());

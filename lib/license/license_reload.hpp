@@ -95,6 +95,9 @@ private:
 	Result<bool> check_boot_install(ReloadReport &report);
 	Result<void> roll_back(ReloadReport &report, const LicenseSet &good, const LicenseSet &bad);
 	Result<bool> apply_set(ReloadReport &report, const LicenseSet &latest, const LicenseSet &running);
+	Result<void> known_bad(ReloadReport &report, const LicenseSet &source, const std::optional<LicenseSet> &applied, bool unverified,
+			       bool set_outcome);
+	bool sleep_jitter(ReloadReport &report, const LicenseSet &source, bool unverified);
 	void note(ReloadReport &r, std::string msg) const;
 
 	const Context &ctx_;
