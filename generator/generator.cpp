@@ -156,13 +156,14 @@ std::vector<std::string> setup_writable_dirs(const Config &cfg)
 	return {fs::dirname(cfg.driver_root), fs::dirname(cfg.cdi_spec), RUN_DIR};
 }
 
-std::string setup_unit_text(const Decision &d, const Config &cfg)
+namespace {
+
+// The head of a oneshot of ours that runs once per boot, before containerd and kubelet.
+std::string oneshot_before_containerd(const Decision &d, const std::string &description, const std::string &command)
 {
-	// Covers the bounded wait for the staging mounts plus a generous copy of a whole driver.
-	const long timeout_s = static_cast<long>(cfg.staging_timeout.count() / 1000) + 120;
 	std::string u = HEADER;
 	u += "\n[Unit]\n";
-	u += "Description=NVIDIA driver root and CDI spec for containers\n";
+	u += "Description=" + description + "\n";
 	u += "Documentation=man:unbounded-nvidia-setup(8) man:unbounded-nvidia-generator(8)\n";
 	if (auto source = unit_path_value(d.source_path))
 		u += "SourcePath=" + *source + "\n";
@@ -171,7 +172,17 @@ std::string setup_unit_text(const Decision &d, const Config &cfg)
 	u += "\n[Service]\n";
 	u += "Type=oneshot\n";
 	u += "RemainAfterExit=yes\n";
-	u += "ExecStart=" + unit_path_value(SETUP_BINARY_PATH).value_or("/usr/bin/unbounded-nvidia-setup") + " setup\n";
+	u += "ExecStart=" + unit_path_value(SETUP_BINARY_PATH).value_or("/usr/bin/unbounded-nvidia-setup") + " " + command + "\n";
+	return u;
+}
+
+}  // namespace
+
+std::string setup_unit_text(const Decision &d, const Config &cfg)
+{
+	// Covers the bounded wait for the staging mounts plus a generous copy of a whole driver.
+	const long timeout_s = static_cast<long>(cfg.staging_timeout.count() / 1000) + 120;
+	std::string u = oneshot_before_containerd(d, "NVIDIA driver root and CDI spec for containers", "setup");
 	u += "NotifyAccess=main\n";  // STATUS= lines from the oneshot, for systemctl status
 	u += "TimeoutStartSec=" + std::to_string(timeout_s) + "s\n";
 	u += sandbox_text(SandboxProfile::Setup, setup_writable_dirs(cfg));
@@ -289,18 +300,7 @@ std::string refresh_timer_text(const Config &cfg)
 
 std::string cleanup_unit_text(const Decision &d, const Config &cfg)
 {
-	std::string u = HEADER;
-	u += "\n[Unit]\n";
-	u += "Description=Remove the NVIDIA CDI spec of a machine without NVIDIA GPUs\n";
-	u += "Documentation=man:unbounded-nvidia-setup(8) man:unbounded-nvidia-generator(8)\n";
-	if (auto source = unit_path_value(d.source_path))
-		u += "SourcePath=" + *source + "\n";
-	u += "After=local-fs.target\n";
-	u += "Before=containerd.service kubelet.service\n";
-	u += "\n[Service]\n";
-	u += "Type=oneshot\n";
-	u += "RemainAfterExit=yes\n";
-	u += "ExecStart=" + unit_path_value(SETUP_BINARY_PATH).value_or("/usr/bin/unbounded-nvidia-setup") + " cleanup\n";
+	std::string u = oneshot_before_containerd(d, "Remove the NVIDIA CDI spec of a machine without NVIDIA GPUs", "cleanup");
 	u += sandbox_text(SandboxProfile::Setup, {fs::dirname(cfg.cdi_spec)});
 	return u;
 }

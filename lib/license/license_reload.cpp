@@ -342,18 +342,30 @@ Result<bool> LicenseReloader::check_boot_install(ReloadReport &report)
 	return true;
 }
 
+// What every run does first: nothing when switched off; the state directory; the installed files'
+// owner and mode. Returns whether to go on.
+Result<bool> LicenseReloader::prepare(ReloadReport &report) const
+{
+	if (!ctx_.config.licensing.auto_reload) {
+		report.outcome = ReloadOutcome::Disabled;
+		note(report, "License auto-reload is switched off (VGPU_LICENSE_AUTO_RELOAD / licensing.auto_reload).");
+		return false;
+	}
+	if (auto r = fs::mkdir_p(ctx_.real(ctx_.config.licensing.state_dir), 0700); !r)
+		return fail(r.error());
+	enforce_target_attributes(report);
+	return true;
+}
+
 Result<ReloadReport> LicenseReloader::install_at_boot()
 {
 	const LicensingConfig &lic = ctx_.config.licensing;
 	ReloadReport report;
-	if (!lic.auto_reload) {
-		report.outcome = ReloadOutcome::Disabled;
-		note(report, "License auto-reload is switched off (VGPU_LICENSE_AUTO_RELOAD / licensing.auto_reload).");
+	auto enabled = prepare(report);
+	if (!enabled)
+		return fail(enabled.error());
+	if (!*enabled)
 		return report;
-	}
-	if (auto r = fs::mkdir_p(ctx_.real(lic.state_dir), 0700); !r)
-		return fail(r.error());
-	enforce_target_attributes(report);
 	auto source = read_source();
 	if (!source)
 		return fail(source.error());
@@ -524,14 +536,11 @@ Result<ReloadReport> LicenseReloader::run()
 {
 	const LicensingConfig &lic = ctx_.config.licensing;
 	ReloadReport report;
-	if (!lic.auto_reload) {
-		report.outcome = ReloadOutcome::Disabled;
-		note(report, "License auto-reload is switched off (VGPU_LICENSE_AUTO_RELOAD / licensing.auto_reload).");
+	auto enabled = prepare(report);
+	if (!enabled)
+		return fail(enabled.error());
+	if (!*enabled)
 		return report;
-	}
-	if (auto r = fs::mkdir_p(ctx_.real(lic.state_dir), 0700); !r)
-		return fail(r.error());
-	enforce_target_attributes(report);
 	auto decided = check_boot_install(report);
 	if (!decided)
 		return fail(decided.error());

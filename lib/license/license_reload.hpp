@@ -94,6 +94,7 @@ private:
 	Result<Restart> restart_gridd(ReloadReport &report);
 	Result<bool> check_boot_install(ReloadReport &report);
 	Result<void> roll_back(ReloadReport &report, const LicenseSet &good, const LicenseSet &bad);
+	Result<bool> prepare(ReloadReport &report) const;
 	Result<bool> apply_set(ReloadReport &report, const LicenseSet &latest, const LicenseSet &running);
 	Result<void> known_bad(ReloadReport &report, const LicenseSet &source, const std::optional<LicenseSet> &applied, bool unverified,
 			       bool set_outcome);
