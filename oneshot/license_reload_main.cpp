@@ -3,6 +3,7 @@
 #include "build_config.h"
 #include "config.hpp"
 #include "context.hpp"
+#include "license_metrics.hpp"
 #include "license_reload.hpp"
 #include "lock.hpp"
 #include "log.hpp"
@@ -165,6 +166,7 @@ int run(int argc, char **argv)
 		notify_status("Failed: " + report.error().message);
 		return report.error().exit_code;
 	}
+	record_license_metrics(ctx, state->get(), report->outcome);
 	notify_status(std::string("Last run: ") + outcome_name(report->outcome) +
 		      (report->restarts ? ", " + std::to_string(report->restarts) + " nvidia-gridd restart(s)" : ""));
 	switch (report->outcome) {

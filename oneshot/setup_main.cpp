@@ -5,6 +5,7 @@
 #include "context.hpp"
 #include "log.hpp"
 #include "main_guard.hpp"
+#include "metrics_report.hpp"
 #include "bounded_parse.hpp"
 
 #include <sys/stat.h>
@@ -36,6 +37,8 @@ void print_help()
 		    "  --config FILE   configuration file (default %s under the root)\n"
 		    "  --json          print one JSON object describing the result on stdout\n"
 		    "  --output FILE   generate-cdi: write the spec to FILE ('-' for stdout, the default)\n"
+		    "  --npd[=COND]    verify: node-problem-detector plugin protocol (exit 0 OK, 1 problem,\n"
+		    "                  2 unknown; one line); COND ready (default) or pending-host-reboot\n"
 		    "  -h --help       show this help\n"
 		    "  --version       show the version\n\n"
 		    "Exit status: 0 ready (or nothing to do), 1 not ready, 2 usage or configuration error.\n",
@@ -44,15 +47,17 @@ void print_help()
 
 struct Args {
 	std::string root, config, output = "-", command = "setup";
+	std::string npd;  // verify --npd[=CONDITION]: node-problem-detector's custom plugin protocol
 	bool json = false, config_given = false;
 };
 
 int parse_args(int argc, char **argv, Args &a)
 {
-	enum { OPT_ROOT = 0x100, OPT_CONFIG, OPT_JSON, OPT_OUTPUT, OPT_VERSION };
+	enum { OPT_ROOT = 0x100, OPT_CONFIG, OPT_JSON, OPT_OUTPUT, OPT_VERSION, OPT_NPD };
 	static const option opts[] = {
 		{"root", required_argument, nullptr, OPT_ROOT},   {"config", required_argument, nullptr, OPT_CONFIG},
 		{"json", no_argument, nullptr, OPT_JSON},         {"output", required_argument, nullptr, OPT_OUTPUT},
+		{"npd", optional_argument, nullptr, OPT_NPD},
 		{"help", no_argument, nullptr, 'h'},              {"version", no_argument, nullptr, OPT_VERSION},
 		{nullptr, 0, nullptr, 0},
 	};
@@ -79,6 +84,7 @@ int parse_args(int argc, char **argv, Args &a)
 		case OPT_CONFIG: a.config = optarg; a.config_given = true; break;
 		case OPT_JSON: a.json = true; break;
 		case OPT_OUTPUT: a.output = optarg; break;
+		case OPT_NPD: a.npd = optarg ? optarg : "ready"; break;
 		case 'h': print_help(); return -1;
 		case OPT_VERSION: std::printf("unbounded-nvidia-setup %s\n", PROJECT_VERSION); return -1;
 		default:
@@ -89,6 +95,10 @@ int parse_args(int argc, char **argv, Args &a)
 	}
 	if (!a.command.empty() && a.command.back() == '\x01')
 		a.command.pop_back();
+	if (!a.npd.empty() && (a.command != "verify" || a.json || (a.npd != "ready" && a.npd != "pending-host-reboot"))) {
+		std::fprintf(stderr, "unbounded-nvidia-setup: --npd[=ready|pending-host-reboot] applies to verify, without --json\n");
+		return EXIT_USAGE;
+	}
 	if (a.json && a.command == "generate-cdi" && a.output == "-") {
 		std::fprintf(stderr, "unbounded-nvidia-setup: generate-cdi --json needs --output FILE (stdout carries the JSON)\n");
 		return EXIT_USAGE;
@@ -109,6 +119,32 @@ long peak_rss_kib()
 		return -1;
 	auto pos = status->find("VmHWM:");
 	return pos == std::string::npos ? -1 : std::strtol(status->c_str() + pos + 6, nullptr, 10);
+}
+
+// node-problem-detector's custom plugin protocol: exit 0 OK, 1 the problem (the condition is true),
+// 2 unknown; one short line on stdout (NPD keeps at most max_output_length, 80 in our monitor config).
+// CONDITION "ready": the problem is "not ready"; "pending-host-reboot": the problem is that one.
+int npd_answer(const Report &report, const std::string &condition, int rc)
+{
+	if (rc == EXIT_USAGE || report.outcome.empty()) {
+		std::printf("unknown: verify could not run (see the journal)\n");
+		return 2;
+	}
+	std::string line = report.outcome;
+	const auto &d = report.details;
+	if (!report.problems.empty())
+		line += ": " + report.problems.front().message;
+	else if (report.outcome == "pending-host-reboot" && d.contains("staged_driver_version"))
+		line += ": host staged " + d["staged_driver_version"].get<std::string>() + ", live " +
+			d.value("driver_version", std::string());
+	else if (d.contains("driver_version") && d["driver_version"].is_string())
+		line += ": driver " + d["driver_version"].get<std::string>();
+	if (line.size() > 80)
+		line = line.substr(0, 77) + "...";
+	std::printf("%s\n", line.c_str());
+	if (condition == "pending-host-reboot")
+		return report.outcome == "pending-host-reboot" ? 1 : 0;
+	return report.ready() ? 0 : 1;
 }
 
 int run(int argc, char **argv)
@@ -153,6 +189,8 @@ int run(int argc, char **argv)
 	report.timings_ms["total"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 	report.details["peak_rss_kib"] = peak_rss_kib();
 
+	if (args.command == "setup" || args.command == "refresh" || args.command == "cleanup")
+		write_setup_metrics(ctx, report, report.timings_ms["total"].get<double>() / 1000.0);
 	if (args.command == "setup" || args.command == "refresh") {
 		const std::string status = std::string(RUN_DIR) + "/status.json";
 		if (auto dir = fs::open_private_dir(ctx.real(RUN_DIR), RUN_DIR); !dir)
@@ -162,6 +200,8 @@ int run(int argc, char **argv)
 			 !w)
 			log::warning(w.error().message + ", not recording the result");
 	}
+	if (!args.npd.empty())
+		return npd_answer(report, args.npd, rc);
 	if (args.json)
 		std::cout << report.to_json() << std::flush;
 	return rc;

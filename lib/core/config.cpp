@@ -288,6 +288,7 @@ Result<Config> parse_config(std::string_view yaml_text, const std::string &displ
 		{"device_plugin_spec", path_handler(c, cfg.device_plugin_spec)},
 		{"cdi_hook", path_handler(c, cfg.cdi_hook)},
 		{"staging_timeout", duration_handler(c, cfg.staging_timeout)},
+		{"metrics_dir", path_handler(c, cfg.metrics_dir)},
 		{"licensing",
 		 [&](const YAML::Node &v, const std::string &key) -> Result<void> {
 			 lic.section_present = true;

@@ -57,6 +57,8 @@ struct Config {
 	Millis staging_timeout{30'000};
 	LicensingConfig licensing;
 	RefreshConfig refresh;
+	// node_exporter's textfile collector directory (Debian's prometheus-node-exporter reads this one).
+	std::string metrics_dir = "/var/lib/prometheus/node-exporter";
 };
 
 // Parses "30s", "500ms", "2m", "1h", "1m30s" or a bare number of seconds.

@@ -1,0 +1,84 @@
+#include "metrics.hpp"
+
+#include "fs.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace unbounded {
+
+std::string escape_label_value(const std::string &v)
+{
+	std::string out;
+	for (char c : v) {
+		if (c == '\\')
+			out += "\\\\";
+		else if (c == '"')
+			out += "\\\"";
+		else if (c == '\n')
+			out += "\\n";
+		else
+			out += c;
+	}
+	return out;
+}
+
+namespace {
+
+std::string number(double v)
+{
+	if (std::isnan(v))
+		return "NaN";
+	if (v == std::floor(v) && std::fabs(v) < 1e15) {
+		char buf[32];
+		std::snprintf(buf, sizeof(buf), "%.0f", v);
+		return buf;
+	}
+	char buf[32];
+	std::snprintf(buf, sizeof(buf), "%.15g", v);  // a Unix time keeps its milliseconds
+	return buf;
+}
+
+}  // namespace
+
+void MetricsText::sample(const std::string &name, const char *type, const std::string &help, double value, const MetricLabels &labels)
+{
+	if (std::find(declared_.begin(), declared_.end(), name) == declared_.end()) {
+		declared_.push_back(name);
+		text_ += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+	}
+	text_ += name;
+	if (!labels.empty()) {
+		text_ += "{";
+		for (std::size_t i = 0; i < labels.size(); i++)
+			text_ += (i ? "," : "") + labels[i].first + "=\"" + escape_label_value(labels[i].second) + "\"";
+		text_ += "}";
+	}
+	text_ += " " + number(value) + "\n";
+}
+
+void MetricsText::gauge(const std::string &name, const std::string &help, double value, const MetricLabels &labels)
+{
+	sample(name, "gauge", help, value, labels);
+}
+
+void MetricsText::counter(const std::string &name, const std::string &help, double value, const MetricLabels &labels)
+{
+	sample(name, "counter", help, value, labels);
+}
+
+Result<void> write_metrics_file(const std::string &real_dir, const std::string &display_dir, const std::string &name,
+				const std::string &text)
+{
+	auto dir = fs::open_dir(real_dir);
+	if (!dir)
+		return fail(dir.error());
+	auto w = fs::write_file_atomic_at(dir->get(), name, fs::join(display_dir, name), text,
+					  {.mode = 0644, .fsync = false, .skip_if_unchanged = false});
+	if (!w)
+		return fail(w.error());
+	return {};
+}
+
+}  // namespace unbounded

@@ -1,0 +1,65 @@
+#include "metrics_report.hpp"
+
+#include "log.hpp"
+#include "metrics.hpp"
+
+#include <chrono>
+
+namespace unbounded {
+namespace {
+
+double number_of(const nlohmann::ordered_json &details, const char *key)
+{
+	auto it = details.find(key);
+	return it != details.end() && it->is_number() ? it->get<double>() : 0.0;
+}
+
+std::string string_of(const nlohmann::ordered_json &details, const char *key)
+{
+	auto it = details.find(key);
+	return it != details.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+}  // namespace
+
+std::string setup_metrics_text(const Report &report, double now_seconds, double duration_seconds)
+{
+	const auto &d = report.details;
+	MetricsText m;
+	m.gauge("unbounded_nvidia_ready", "1 when the driver root and CDI spec serve GPU pods (or there is no GPU)", report.ready() ? 1 : 0);
+	m.gauge("unbounded_nvidia_outcome_info", "Outcome of the last setup, refresh or cleanup", 1,
+		{{"command", report.command}, {"outcome", report.outcome}});
+	m.gauge("unbounded_nvidia_pending_host_reboot", "1 when the host staged a driver the loaded kernel module does not run yet",
+		report.outcome == "pending-host-reboot" ? 1 : 0);
+	if (const std::string v = string_of(d, "driver_version"); !v.empty())
+		m.gauge("unbounded_nvidia_driver_info", "Driver versions: live root, kernel module, staged by the host", 1,
+			{{"driver_version", v},
+			 {"kernel_module_version", string_of(d, "kernel_module_version")},
+			 {"staged_driver_version", string_of(d, "staged_driver_version")}});
+	m.gauge("unbounded_nvidia_last_run_timestamp_seconds", "When the last run ended (Unix time)", now_seconds);
+	m.gauge("unbounded_nvidia_last_run_duration_seconds", "How long the last run took", duration_seconds);
+	m.gauge("unbounded_nvidia_last_run_copied_files", "Driver files the last run copied", number_of(d, "files_copied"));
+	m.gauge("unbounded_nvidia_last_run_reused_files", "Driver files the last run reused from the live root", number_of(d, "files_reused"));
+	m.gauge("unbounded_nvidia_last_run_copied_bytes", "Bytes the last run copied", number_of(d, "bytes_copied"));
+	m.gauge("unbounded_nvidia_last_run_reused_bytes", "Bytes the last run reused from the live root", number_of(d, "bytes_reused"));
+	if (d.contains("driver_root_ram_bytes"))
+		m.gauge("unbounded_nvidia_driver_root_ram_bytes", "Memory the driver root takes on tmpfs", number_of(d, "driver_root_ram_bytes"));
+	m.gauge("unbounded_nvidia_gpus", "GPUs in the CDI spec", number_of(d, "gpus"));
+	m.gauge("unbounded_nvidia_cdi_devices", "Devices in the CDI spec", number_of(d, "cdi_devices"));
+	return m.text();
+}
+
+void write_setup_metrics(const Context &ctx, const Report &report, double duration_seconds)
+{
+	const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+	const std::string &dir = ctx.config.metrics_dir;
+	auto r = write_metrics_file(ctx.real(dir), dir, "unbounded-nvidia-setup.prom", setup_metrics_text(report, now, duration_seconds));
+	if (r)
+		return;
+	if (r.error().errnum == ENOENT)
+		log::debug(r.error().message + ", no metrics written (no node_exporter textfile directory)");
+	else
+		log::warning(r.error().message + ", no metrics written");
+}
+
+}  // namespace unbounded

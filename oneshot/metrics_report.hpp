@@ -1,0 +1,14 @@
+// setup's, refresh's and cleanup's result as metrics for node_exporter's textfile collector
+// (unbounded-nvidia-setup.prom in metrics_dir). Never fails a run: a warning at most, and nothing
+// at all when the directory does not exist (no node_exporter on this machine).
+#pragma once
+
+#include "context.hpp"
+#include "report.hpp"
+
+namespace unbounded {
+
+std::string setup_metrics_text(const Report &report, double now_seconds, double duration_seconds);
+void write_setup_metrics(const Context &ctx, const Report &report, double duration_seconds);
+
+}  // namespace unbounded
