@@ -185,7 +185,7 @@ std::string setup_unit_text(const Decision &d, const Config &cfg)
 	std::string u = oneshot_before_containerd(d, "NVIDIA driver root and CDI spec for containers", "setup");
 	u += "NotifyAccess=main\n";  // STATUS= lines from the oneshot, for systemctl status
 	u += "TimeoutStartSec=" + std::to_string(timeout_s) + "s\n";
-	u += sandbox_text(SandboxProfile::Setup, setup_writable_dirs(cfg));
+	u += sandbox_text(SandboxProfile::Setup, setup_writable_dirs(cfg), "0755", {cfg.metrics_dir});
 	return u;
 }
 
@@ -251,7 +251,7 @@ std::string refresh_service_text(const Decision &d, const Config &cfg)
 	u += "ExecStart=" + unit_path_value(SETUP_BINARY_PATH).value_or("/usr/bin/unbounded-nvidia-setup") + " refresh\n";
 	u += "NotifyAccess=main\n";
 	u += "TimeoutStartSec=" + std::to_string(timeout_s) + "s\n";
-	u += sandbox_text(SandboxProfile::Setup, setup_writable_dirs(cfg));
+	u += sandbox_text(SandboxProfile::Setup, setup_writable_dirs(cfg), "0755", {cfg.metrics_dir});
 	return u;
 }
 
@@ -301,7 +301,7 @@ std::string refresh_timer_text(const Config &cfg)
 std::string cleanup_unit_text(const Decision &d, const Config &cfg)
 {
 	std::string u = oneshot_before_containerd(d, "Remove the NVIDIA CDI spec of a machine without NVIDIA GPUs", "cleanup");
-	u += sandbox_text(SandboxProfile::Setup, {fs::dirname(cfg.cdi_spec)});
+	u += sandbox_text(SandboxProfile::Setup, {fs::dirname(cfg.cdi_spec)}, "0755", {cfg.metrics_dir});
 	return u;
 }
 
@@ -396,7 +396,8 @@ Result<void> write_licensing(Output &out, const Decision &d)
 	// Both license units write the installed files' directories and the state directory.
 	const std::string sandbox =
 		"\n[Service]\n" + sandbox_text(SandboxProfile::LicenseReload,
-						{fs::dirname(lic.gridd_conf_target), fs::dirname(lic.client_token_target), lic.state_dir}, "0700");
+						{fs::dirname(lic.gridd_conf_target), fs::dirname(lic.client_token_target), lic.state_dir}, "0700",
+						{d.config.metrics_dir});
 	const std::pair<std::string, std::string> dropins[] = {
 		{std::string(LICENSE_PATH_UNIT) + ".d/50-unbounded-nvidia-source.conf", "\n[Path]\nPathChanged=\nPathChanged=" + *source_dir + "\n"},
 		{std::string(LICENSE_INSTALL_UNIT) + ".d/50-unbounded-nvidia-gridd.conf", "\n[Unit]\nBefore=" + gridd + "\n"},

@@ -31,7 +31,8 @@ std::string joined(const std::vector<std::string> &v)
 
 }  // namespace
 
-std::string sandbox_text(SandboxProfile profile, const std::vector<std::string> &writable_dirs, const char *state_mode)
+std::string sandbox_text(SandboxProfile profile, const std::vector<std::string> &writable_dirs, const char *state_mode,
+			 const std::vector<std::string> &if_present)
 {
 	std::vector<std::string> runtime, configuration, state, other;
 	for (const auto &dir : writable_dirs) {
@@ -48,6 +49,9 @@ std::string sandbox_text(SandboxProfile profile, const std::vector<std::string> 
 		else
 			append_unique(other, "-" + *escaped);
 	}
+	for (const auto &dir : if_present)
+		if (auto escaped = unit_path_value(dir))
+			append_unique(other, "-" + *escaped);
 
 	std::string u;
 	u += "# Sandbox: the README's Security section says what each line protects.\n";

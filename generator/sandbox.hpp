@@ -22,7 +22,9 @@ enum class SandboxProfile {
 // The [Service] lines (no section header) for a unit of `profile` that writes `writable_dirs`
 // (absolute). Directories under /run, /etc and /var/lib are created by systemd
 // (RuntimeDirectory=, ConfigurationDirectory=, StateDirectory=, preserved); any other directory must
-// exist (ReadWritePaths=-). `state_mode` is the mode of the StateDirectory= ones.
-std::string sandbox_text(SandboxProfile profile, const std::vector<std::string> &writable_dirs, const char *state_mode = "0755");
+// exist (ReadWritePaths=-). `state_mode` is the mode of the StateDirectory= ones. `if_present` are
+// written only when they exist, never created or re-owned (node_exporter's textfile directory).
+std::string sandbox_text(SandboxProfile profile, const std::vector<std::string> &writable_dirs, const char *state_mode = "0755",
+			 const std::vector<std::string> &if_present = {});
 
 }  // namespace unbounded::generator

@@ -95,7 +95,13 @@ done
 """
         # A driver as large as Debian's 535 (bench/setup_bench.py's 155 MiB tree).
         m = self.gpu_machine("first-boot", padding={"libcuda": 70, "libnvidia-glcore": 40, "libnvidia-eglcore": 20,
-                                                    "libnvidia-ptxjitcompiler": 25}).boot(scenario)
+                                                    "libnvidia-ptxjitcompiler": 25})
+        os.makedirs(m.p("/var/lib/prometheus/node-exporter"))  # as prometheus-node-exporter leaves it
+        m.boot(scenario)
+        # Issue 15: the sandboxed setup wrote its metrics for the textfile collector.
+        prom = m.read("/var/lib/prometheus/node-exporter/unbounded-nvidia-setup.prom")
+        self.assertIn("unbounded_nvidia_ready 1\n", prom)
+        self.assertIn('unbounded_nvidia_outcome_info{command="setup",outcome="ready"} 1\n', prom)
         self.assertReadyFor(m, V1)
         # Issue 18: what the boot path pays, from the journal's monotonic clock: setup starting to
         # containerd starting (the copy and everything around it), with the driver's size.

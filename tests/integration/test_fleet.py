@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""Issue 15, the fleet view: the metrics files (promtool check metrics in every state, scraped by a real
+prometheus-node-exporter), the node-problem-detector plugin protocol of `verify --npd`, and the shipped
+monitor config and alert rules."""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import unittest
+import urllib.request
+
+from harness import SETUP, V1, V2, MachineRoot, main, plugin_spec, PLUGIN_SPEC, write
+
+FLEET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fleet")
+LICENSE_BIN = os.environ.get("LICENSE_BIN", "")
+METRICS = "/var/lib/prometheus/node-exporter"
+
+
+def tool(name, package):
+    path = shutil.which(name)
+    if not path:
+        raise AssertionError(f"{name} is required (Debian package {package}; make check installs it)")
+    return path
+
+
+class FleetCase(unittest.TestCase):
+    def machine(self, version=V1, metrics=True):
+        m = MachineRoot(self).standard(version)
+        m.config("refresh:\n  settle_time: 0s\n")
+        if metrics:
+            os.makedirs(m.p(METRICS), exist_ok=True)
+        return m
+
+    def metrics(self, m, name="unbounded-nvidia-setup.prom"):
+        path = m.p(f"{METRICS}/{name}")
+        promtool = tool("promtool", "prometheus")
+        with open(path) as f:
+            r = subprocess.run([promtool, "check", "metrics"], stdin=f, capture_output=True, text=True)
+        self.assertEqual((r.returncode, r.stdout + r.stderr), (0, ""), f"promtool check metrics {name}")
+        values = {}
+        for line in open(path):
+            if line.startswith("#") or not line.strip():
+                continue
+            key, value = line.rsplit(" ", 1)
+            values[key] = float(value)
+        return values
+
+
+class TestMetrics(FleetCase):
+    def test_ready(self):
+        m = self.machine()
+        self.assertEqual(m.setup().returncode, 0)
+        v = self.metrics(m)
+        self.assertEqual(v["unbounded_nvidia_ready"], 1)
+        self.assertEqual(v['unbounded_nvidia_outcome_info{command="setup",outcome="ready"}'], 1)
+        self.assertEqual(v[f'unbounded_nvidia_driver_info{{driver_version="{V1}",kernel_module_version="{V1}",'
+                           f'staged_driver_version="{V1}"}}'], 1)
+        self.assertEqual(v["unbounded_nvidia_pending_host_reboot"], 0)
+        self.assertGreater(v["unbounded_nvidia_last_run_copied_bytes"], 0)
+        self.assertEqual(v["unbounded_nvidia_gpus"], 1)
+        self.assertAlmostEqual(v["unbounded_nvidia_last_run_timestamp_seconds"], time.time(), delta=60)
+
+    def test_failed(self):
+        m = self.machine()
+        os.unlink(m.p(f"/run/host-nvidia/0/libnvidia-ml.so.{V1}"))
+        self.assertEqual(m.setup().returncode, 1)
+        v = self.metrics(m)
+        self.assertEqual(v["unbounded_nvidia_ready"], 0)
+        self.assertEqual(v['unbounded_nvidia_outcome_info{command="setup",outcome="failed"}'], 1)
+
+    def test_no_gpu(self):
+        m = MachineRoot(self)
+        os.makedirs(m.p(METRICS))
+        self.assertEqual(m.setup().returncode, 0)
+        v = self.metrics(m)
+        self.assertEqual(v["unbounded_nvidia_ready"], 1)
+        self.assertEqual(v['unbounded_nvidia_outcome_info{command="setup",outcome="no-gpu"}'], 1)
+
+    def test_pending_host_reboot(self):
+        m = self.machine()
+        self.assertEqual(m.setup().returncode, 0)
+        m.clear_staging()
+        m.stage_all(V2)
+        self.assertEqual(m.run("refresh").returncode, 0)
+        v = self.metrics(m)
+        self.assertEqual(v["unbounded_nvidia_ready"], 1)
+        self.assertEqual(v["unbounded_nvidia_pending_host_reboot"], 1)
+        self.assertEqual(v[f'unbounded_nvidia_driver_info{{driver_version="{V1}",kernel_module_version="{V1}",'
+                           f'staged_driver_version="{V2}"}}'], 1)
+
+    def test_no_textfile_directory_is_no_failure(self):
+        m = self.machine(metrics=False)
+        r = m.setup()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("metrics", r.stderr)
+
+    def test_an_unwritable_directory_is_a_warning_not_a_failure(self):
+        m = self.machine(metrics=False)
+        os.makedirs(m.p("/var/lib/prometheus"))
+        write(m.p(METRICS), "a file where the directory should be")
+        r = m.setup()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("no metrics written", r.stderr)
+
+    def test_license_metrics(self):
+        m = self.machine()
+        for name, text in (("gridd.conf", "FeatureType=1\n"), ("client_configuration_token.tok", "secret-token")):
+            write(m.p(f"/run/host-nvidia-licensing/{name}"), text)
+        for _ in range(2):
+            r = subprocess.run([LICENSE_BIN, "--root", m.path, "--boot"], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+        v = self.metrics(m, "unbounded-nvidia-license.prom")
+        # two boots with no reload run in between to verify the files: installed (for the start) twice
+        self.assertEqual(v['unbounded_nvidia_license_reloads_total{outcome="installed"}'], 2)
+        self.assertEqual(v['unbounded_nvidia_license_reloads_total{outcome="applied"}'], 0)
+        self.assertEqual(v["unbounded_nvidia_license_last_applied_timestamp_seconds"], 0)
+        self.assertEqual(v['unbounded_nvidia_license_reloads_total{outcome="rolled-back"}'], 0)
+        self.assertNotIn("secret-token", open(m.p(f"{METRICS}/unbounded-nvidia-license.prom")).read())
+
+
+class TestNodeExporter(FleetCase):
+    def test_a_real_node_exporter_serves_our_metrics(self):
+        exporter = tool("prometheus-node-exporter", "prometheus-node-exporter")
+        m = self.machine()
+        self.assertEqual(m.setup().returncode, 0)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        p = subprocess.Popen([exporter, f"--web.listen-address=127.0.0.1:{port}", "--collector.disable-defaults",
+                              "--collector.textfile", f"--collector.textfile.directory={m.p(METRICS)}"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(p.wait)
+        self.addCleanup(p.terminate)
+        body = ""
+        for _ in range(100):
+            try:
+                body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
+                break
+            except OSError:
+                time.sleep(0.1)
+        self.assertIn("unbounded_nvidia_ready 1", body)
+        self.assertIn('unbounded_nvidia_outcome_info{command="setup",outcome="ready"} 1', body)
+        self.assertIn('node_textfile_scrape_error 0', body)
+
+
+class TestNodeProblemDetector(FleetCase):
+    def npd(self, m, condition="ready"):
+        r = m.run("verify", f"--npd={condition}")
+        lines = r.stdout.splitlines()
+        self.assertEqual(len(lines), 1, r.stdout)
+        self.assertLessEqual(len(lines[0]), 80)
+        return r.returncode, lines[0]
+
+    def test_each_outcome(self):
+        m = self.machine()
+        self.assertEqual(m.setup().returncode, 0)
+        self.assertEqual(self.npd(m), (0, f"ready: driver {V1}"))
+        self.assertEqual(self.npd(m, "pending-host-reboot"), (0, f"ready: driver {V1}"))
+        # pending host reboot: ready, and the second condition's problem
+        m.clear_staging()
+        m.stage_all(V2)
+        rc, line = self.npd(m)
+        self.assertEqual((rc, line), (0, f"pending-host-reboot: host staged {V2}, live {V1}"))
+        self.assertEqual(self.npd(m, "pending-host-reboot")[0], 1)
+        # not ready: the stale device plugin spec, with its cure cut to 80 characters
+        m.clear_staging()
+        m.stage_all(V1)
+        write(m.p(PLUGIN_SPEC), plugin_spec(m, V2))
+        rc, line = self.npd(m)
+        self.assertEqual(rc, 1)
+        self.assertTrue(line.startswith("not-ready: The NVIDIA device plugin's CDI spec"), line)
+        # staging gone
+        os.unlink(m.p(PLUGIN_SPEC))
+        m.clear_staging()
+        rc, line = self.npd(m)
+        self.assertEqual(rc, 1)
+        self.assertTrue(line.startswith("staging-gone: "), line)
+
+    def test_usage_errors_are_unknown(self):
+        m = self.machine()
+        r = m.run("verify", "--npd=sometimes")
+        self.assertEqual(r.returncode, 2)
+        m.config("stagin: /x\n")
+        r = m.run("verify", "--npd")
+        self.assertEqual(r.returncode, 2)
+
+    def test_the_shipped_monitor_config_runs_verify_with_the_protocol(self):
+        config = json.load(open(os.path.join(FLEET, "unbounded-nvidia-monitor.json")))
+        self.assertEqual(config["plugin"], "custom")
+        self.assertEqual(config["pluginConfig"]["max_output_length"], 80)
+        conditions = {c["type"] for c in config["conditions"]}
+        self.assertEqual(conditions, {"NvidiaDriverNotReady", "NvidiaHostRebootPending"})
+        for rule in config["rules"]:
+            self.assertIn(rule["condition"], conditions)
+            self.assertEqual(rule["path"], "/usr/bin/unbounded-nvidia-setup")
+            self.assertEqual(rule["args"][0], "verify")
+            # the arguments are ones the binary accepts
+            m = self.machine()
+            self.assertIn(m.run(*rule["args"]).returncode, (0, 1))
+
+
+class TestAlertRules(unittest.TestCase):
+    def test_promtool_accepts_the_rules(self):
+        promtool = tool("promtool", "prometheus")
+        r = subprocess.run([promtool, "check", "rules", os.path.join(FLEET, "unbounded-nvidia.rules.yml")],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("SUCCESS: 4 rules found", r.stdout)
+
+
+if __name__ == "__main__":
+    main()
