@@ -38,7 +38,8 @@ void print_help()
 		    "  --json          print one JSON object describing the result on stdout\n"
 		    "  --output FILE   generate-cdi: write the spec to FILE ('-' for stdout, the default)\n"
 		    "  --npd[=COND]    verify: node-problem-detector plugin protocol (exit 0 OK, 1 problem,\n"
-		    "                  2 unknown; one line); COND ready (default) or pending-host-reboot\n"
+		    "                  2 unknown; one line): COND ready (default: the problem is not ready) or\n"
+		    "                  an outcome (not-ready, staging-gone, staging-inconsistent, pending-host-reboot)\n"
 		    "  -h --help       show this help\n"
 		    "  --version       show the version\n\n"
 		    "Exit status: 0 ready (or nothing to do), 1 not ready, 2 usage or configuration error.\n",
@@ -95,8 +96,11 @@ int parse_args(int argc, char **argv, Args &a)
 	}
 	if (!a.command.empty() && a.command.back() == '\x01')
 		a.command.pop_back();
-	if (!a.npd.empty() && (a.command != "verify" || a.json || (a.npd != "ready" && a.npd != "pending-host-reboot"))) {
-		std::fprintf(stderr, "unbounded-nvidia-setup: --npd[=ready|pending-host-reboot] applies to verify, without --json\n");
+	const bool npd_known = a.npd == "ready" || a.npd == "not-ready" || a.npd == "staging-gone" ||
+			       a.npd == "staging-inconsistent" || a.npd == "pending-host-reboot";
+	if (!a.npd.empty() && (a.command != "verify" || a.json || !npd_known)) {
+		std::fprintf(stderr, "unbounded-nvidia-setup: --npd[=ready|not-ready|staging-gone|staging-inconsistent|"
+				     "pending-host-reboot] applies to verify, without --json\n");
 		return EXIT_USAGE;
 	}
 	if (a.json && a.command == "generate-cdi" && a.output == "-") {
@@ -123,7 +127,8 @@ long peak_rss_kib()
 
 // node-problem-detector's custom plugin protocol: exit 0 OK, 1 the problem (the condition is true),
 // 2 unknown; one short line on stdout (NPD keeps at most max_output_length, 80 in our monitor config).
-// CONDITION "ready": the problem is "not ready"; "pending-host-reboot": the problem is that one.
+// CONDITION "ready": the problem is "not ready"; an outcome ("staging-gone", "pending-host-reboot",
+// ...): the problem is that outcome, so a monitor can give each its own condition reason.
 int npd_answer(const Report &report, const std::string &condition, int rc)
 {
 	if (rc == EXIT_USAGE || report.outcome.empty()) {
@@ -142,9 +147,9 @@ int npd_answer(const Report &report, const std::string &condition, int rc)
 	if (line.size() > 80)
 		line = line.substr(0, 77) + "...";
 	std::printf("%s\n", line.c_str());
-	if (condition == "pending-host-reboot")
-		return report.outcome == "pending-host-reboot" ? 1 : 0;
-	return report.ready() ? 0 : 1;
+	if (condition == "ready")
+		return report.ready() ? 0 : 1;
+	return report.outcome == condition ? 1 : 0;
 }
 
 int run(int argc, char **argv)

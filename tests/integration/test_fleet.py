@@ -178,6 +178,10 @@ class TestNodeProblemDetector(FleetCase):
         rc, line = self.npd(m)
         self.assertEqual(rc, 1)
         self.assertTrue(line.startswith("staging-gone: "), line)
+        # each outcome can be its own rule (its own reason): the problem is that outcome
+        self.assertEqual(self.npd(m, "staging-gone")[0], 1)
+        self.assertEqual(self.npd(m, "not-ready")[0], 0)
+        self.assertEqual(self.npd(m, "pending-host-reboot")[0], 0)
 
     def test_usage_errors_are_unknown(self):
         m = self.machine()
@@ -193,6 +197,8 @@ class TestNodeProblemDetector(FleetCase):
         self.assertEqual(config["pluginConfig"]["max_output_length"], 80)
         conditions = {c["type"] for c in config["conditions"]}
         self.assertEqual(conditions, {"NvidiaDriverNotReady", "NvidiaHostRebootPending"})
+        reasons = [(r["condition"], r["reason"]) for r in config["rules"]]
+        self.assertEqual(len(set(reasons)), len(reasons), "a reason per outcome")
         for rule in config["rules"]:
             self.assertIn(rule["condition"], conditions)
             self.assertEqual(rule["path"], "/usr/bin/unbounded-nvidia-setup")
