@@ -4,14 +4,15 @@
 BUILD ?= build
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-# Build and test dependencies, all from Debian bookworm main. prometheus (promtool) and
-# prometheus-node-exporter check and scrape the metrics files.
+# Build and test dependencies, all from Debian bookworm main.
 BUILD_DEPS := meson ninja-build g++ pkg-config libsystemd-dev libmount-dev nlohmann-json3-dev \
 	libyaml-cpp-dev catch2 systemd scdoc
-TEST_DEPS := python3 python3-jsonschema python3-yaml util-linux prometheus prometheus-node-exporter
+TEST_DEPS := python3 python3-jsonschema python3-yaml util-linux
 # The system tier boots a mkosi image with systemd-nspawn.
 SYSTEM_DEPS := systemd-container mkosi debootstrap
 PACKAGE_DEPS := debhelper dpkg-dev fakeroot lintian man-db groff-base git
+# The fleet tests check the metrics files with promtool and scrape them with node_exporter.
+FLEET_DEPS := prometheus prometheus-node-exporter
 
 .PHONY: all deps demo check build clean
 
@@ -35,7 +36,7 @@ build: deps $(BUILD)/build.ninja
 demo: build
 	tests/demo.sh $(BUILD)
 
-check: EXTRA_DEPS = $(SYSTEM_DEPS) $(PACKAGE_DEPS)
+check: EXTRA_DEPS = $(SYSTEM_DEPS) $(PACKAGE_DEPS) $(FLEET_DEPS)
 check: build
 	meson test -C $(BUILD) --print-errorlogs
 
