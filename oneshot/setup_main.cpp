@@ -144,8 +144,12 @@ int npd_answer(const Report &report, const std::string &condition, int rc)
 			d.value("driver_version", std::string());
 	else if (d.contains("driver_version") && d["driver_version"].is_string())
 		line += ": driver " + d["driver_version"].get<std::string>();
-	if (line.size() > 80)
-		line = line.substr(0, 77) + "...";
+	if (line.size() > 80) {
+		std::size_t cut = 77;
+		while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80)
+			cut--;  // never half a UTF-8 character
+		line = line.substr(0, cut) + "...";
+	}
 	std::printf("%s\n", line.c_str());
 	if (condition == "ready")
 		return report.ready() ? 0 : 1;
