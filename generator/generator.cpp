@@ -228,7 +228,8 @@ std::vector<std::string> refresh_watch_paths(const Input &in, const Config &cfg)
 			if (*dir)
 				watch(dir);
 		for (const char *dir : staging_layout::FIRMWARE_DIRS)
-			watch(dir);
+			if (*dir)  // "" is the tree itself, watched already
+				watch(dir);
 	}
 	return paths;
 }

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <elf.h>
 #include <map>
 #include <tuple>
@@ -149,7 +150,8 @@ public:
 		if (st_.trees().empty())
 			return fail(make_error("No staging mounts found"));
 		for (auto step : {&Discovery::list_scan_dirs, &Discovery::choose_version, &Discovery::select_entries,
-				  &Discovery::add_libraries, &Discovery::add_helpers, &Discovery::add_firmware, &Discovery::check_native})
+				  &Discovery::add_libraries, &Discovery::add_helpers, &Discovery::add_firmware,
+				  &Discovery::check_firmware, &Discovery::check_native})
 			if (auto r = (this->*step)(); !r)
 				return fail(r.error());
 		for (auto &[dest, f] : by_dest_)
@@ -428,6 +430,19 @@ private:
 				}
 			}
 		}
+		return {};
+	}
+
+	// 6b. A driver that ships GSP firmware without it in the root: GPUs that run the GSP (the open
+	// kernel module, and the default on recent GPUs) then fail to initialise in containers that need
+	// it. Said, not fatal: many machines never load it from here.
+	Result<void> check_firmware()
+	{
+		const bool have = std::any_of(by_dest_.begin(), by_dest_.end(), [](const auto &f) { return f.second.kind == FileKind::Firmware; });
+		const long major = std::strtol(out_.version.c_str(), nullptr, 10);
+		if (!have && major >= staging_layout::FIRST_GSP_DRIVER_MAJOR)
+			out_.warnings.push_back("No GSP firmware for driver " + out_.version + " in the staging mounts (" + where() +
+						"): bind the host's /lib/firmware/nvidia as a staging mount");
 		return {};
 	}
 

@@ -100,6 +100,36 @@ class TestBuild(SetupTestCase):
                     open(os.path.join(m.libdir(), f"{lib}.so.{V1}"), "rb") as b:
                 self.assertEqual(a.read(), b.read())
 
+    def test_firmware_dir_bound_as_a_staging_mount_itself(self):
+        """Issue 12, item 4: the README binds the host's /lib/firmware/nvidia as a staging mount: its
+        <version>/ directories are then at the tree's root, and their firmware goes into the root."""
+        m = MachineRoot(self)
+        m.stage_ubuntu(V1)
+        m.stage_bin(V1)
+        fw = m.p(f"/run/host-nvidia/2/{V1}")
+        for name in ("gsp_ga10x.bin", "gsp_tu10x.bin"):
+            write(os.path.join(fw, name), (V1 + name).encode() * 100)
+        m.set_proc_version(V1)
+        m.add_control_nodes()
+        m.add_gpu(0, "0000:18:00.0", "GPU-00000000-1111-2222-3333-444455556666")
+        r = m.setup()
+        self.assertSetupOk(r)
+        for name in ("gsp_ga10x.bin", "gsp_tu10x.bin"):
+            self.assertTrue(os.path.isfile(m.p(f"/run/nvidia/driver/lib/firmware/nvidia/{V1}/{name}")))
+        self.assertFalse(any("GSP firmware" in w for w in r.result["warnings"]), r.result["warnings"])
+
+    def test_a_driver_without_its_gsp_firmware_is_warned_about(self):
+        m = MachineRoot(self)
+        m.stage_ubuntu(V1)
+        m.stage_bin(V1)
+        m.set_proc_version(V1)
+        m.add_control_nodes()
+        m.add_gpu(0, "0000:18:00.0", "GPU-00000000-1111-2222-3333-444455556666")
+        r = m.setup()
+        self.assertSetupOk(r)
+        self.assertTrue(any(w.startswith(f"No GSP firmware for driver {V1} in the staging mounts") for w in r.result["warnings"]),
+                        r.result["warnings"])
+
     def test_complete_root_from_debian_layout_with_absolute_links(self):
         m = MachineRoot(self)
         m.stage_debian(V1)
