@@ -105,7 +105,7 @@ int keep_live_root(const Context &ctx, Report &report, const DriverDecision &dec
 	SpecForState cdi;
 	{
 		PhaseTimer t(report, "cdi");
-		auto s = spec_for_state(ctx, live);
+		auto s = spec_for_state(ctx, live, /*learn_hook=*/true);
 		if (!s)
 			return finish_failed(ctx, report, s.error());
 		cdi = std::move(*s);
@@ -269,7 +269,7 @@ int build_root(const Context &ctx, Report &report, const DriverSet &driver, std:
 	SpecForState cdi;
 	{
 		PhaseTimer t(report, "cdi");
-		auto s = spec_for_state(ctx, plan);
+		auto s = spec_for_state(ctx, plan, /*learn_hook=*/true);
 		if (!s)
 			return finish_failed(ctx, report, s.error());
 		cdi = std::move(*s);

@@ -86,10 +86,10 @@ std::size_t depth(const std::string &p) { return static_cast<std::size_t>(std::c
 
 namespace {
 
-// With the hook: the links it recreates in the container (every symlink of the driver root, SONAME
-// links, libcuda.so, plus GLVND's indirect GLX entry point), CUDA compat, the ld cache, and no
-// device node changes.
-void add_hooks(Edits &common, const Manifest &m, const std::string &hook, const std::string &libdir, const std::set<std::string> &files)
+// create-symlinks: every symlink of the driver root (SONAME links, libcuda.so, ...) plus GLVND's
+// indirect GLX entry point.
+std::vector<std::string> create_symlinks_hook(const Manifest &m, const std::string &hook, const std::string &libdir,
+					      const std::set<std::string> &files)
 {
 	std::vector<std::string> argv{fs::basename(hook), "create-symlinks"};
 	std::vector<std::pair<std::string, std::string>> links;
@@ -104,18 +104,31 @@ void add_hooks(Edits &common, const Manifest &m, const std::string &hook, const 
 		argv.push_back("--link");
 		argv.push_back(target + "::" + link);
 	}
-	common.hooks.push_back(std::move(argv));
-	common.hooks.push_back({fs::basename(hook), "enable-cuda-compat", "--host-driver-version=" + m.driver_version});
-	std::vector<std::string> ldcache{fs::basename(hook), "update-ldcache", "--folder", libdir};
-	bool has_vdpau = false;
-	for (const auto &e : m.entries)
-		has_vdpau |= e.path.starts_with("lib/" + m.multiarch + "/vdpau/");
-	if (has_vdpau) {
-		ldcache.push_back("--folder");
-		ldcache.push_back(libdir + "/vdpau");
+	return argv;
+}
+
+// With the hook: the links it recreates in the container, CUDA compat, the ld cache, and no device
+// node changes; each only when the installed hook has that subcommand (`has`).
+void add_hooks(Edits &common, const Manifest &m, const std::string &hook, const std::set<std::string> &has, const std::string &libdir,
+	       const std::set<std::string> &files)
+{
+	if (has.count("create-symlinks"))
+		common.hooks.push_back(create_symlinks_hook(m, hook, libdir, files));
+	if (has.count("enable-cuda-compat"))
+		common.hooks.push_back({fs::basename(hook), "enable-cuda-compat", "--host-driver-version=" + m.driver_version});
+	if (has.count("update-ldcache")) {
+		std::vector<std::string> ldcache{fs::basename(hook), "update-ldcache", "--folder", libdir};
+		bool has_vdpau = false;
+		for (const auto &e : m.entries)
+			has_vdpau |= e.path.starts_with("lib/" + m.multiarch + "/vdpau/");
+		if (has_vdpau) {
+			ldcache.push_back("--folder");
+			ldcache.push_back(libdir + "/vdpau");
+		}
+		common.hooks.push_back(std::move(ldcache));
 	}
-	common.hooks.push_back(std::move(ldcache));
-	common.hooks.push_back({fs::basename(hook), "disable-device-node-modification"});
+	if (has.count("disable-device-node-modification"))
+		common.hooks.push_back({fs::basename(hook), "disable-device-node-modification"});
 }
 
 // The file a link of the root leads to, relative to the root: "dir/../file" normalised (the gbm
@@ -196,8 +209,9 @@ CdiSpec generate_cdi(const CdiInputs &in)
 			files.insert(e.path);
 		}
 	if (in.hook_path)
-		add_hooks(common, m, *in.hook_path, libdir, files);
-	else
+		add_hooks(common, m, *in.hook_path, in.hook_commands, libdir, files);
+	// Without create-symlinks nobody makes libcuda.so.1 and friends in the container.
+	if (!in.hook_path || !in.hook_commands.count("create-symlinks"))
 		add_link_mounts(common, m, in.driver_root, files);
 	std::sort(common.mounts.begin(), common.mounts.end(), [](const Mount &a, const Mount &b) {
 		return std::pair(depth(a.container), a.container) < std::pair(depth(b.container), b.container);

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@ struct CdiInputs {
 	std::string driver_root;                // as in the machine: "/run/nvidia/driver"
 	const DeviceInventory *devices = nullptr;
 	std::optional<std::string> hook_path;   // set only when the hook binary exists in the machine
+	std::set<std::string> hook_commands;    // what it can do (see cdi_hook.hpp); only these are emitted
 };
 
 struct CdiSpec {

@@ -1,5 +1,7 @@
 #include "cdi_state.hpp"
 
+#include "cdi_hook.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -13,14 +15,22 @@ std::optional<std::string> cdi_hook_in_machine(const Context &ctx)
 	return std::nullopt;
 }
 
-Result<SpecForState> spec_for_state(const Context &ctx, const Manifest &manifest)
+Result<SpecForState> spec_for_state(const Context &ctx, const Manifest &manifest, bool learn_hook)
 {
 	auto devices = enumerate_devices(ctx);
 	if (!devices)
 		return fail(devices.error());
 	SpecForState s;
 	s.devices = std::move(*devices);
-	CdiInputs in{&manifest, ctx.config.driver_root, &s.devices, cdi_hook_in_machine(ctx)};
+	CdiInputs in{&manifest, ctx.config.driver_root, &s.devices, cdi_hook_in_machine(ctx), {}};
+	if (in.hook_path) {
+		HookCommands h = hook_commands(ctx.real(*in.hook_path), *in.hook_path, ctx.real(RUN_DIR), learn_hook);
+		if (!h.warning.empty())
+			s.devices.warnings.push_back(h.warning);
+		if (h.commands.empty())
+			in.hook_path.reset();  // a hook we cannot trust to have what we name: none at all
+		in.hook_commands = std::move(h.commands);
+	}
 	s.spec = generate_cdi(in);
 	return s;
 }

@@ -20,6 +20,8 @@ struct SpecForState {
 	DeviceInventory devices;
 };
 
-Result<SpecForState> spec_for_state(const Context &ctx, const Manifest &manifest);
+// `learn_hook`: what the hook can do may be learnt by running it and memoised in the run directory
+// (setup and refresh); verify and generate-cdi only read the memo, or ask the hook without saving.
+Result<SpecForState> spec_for_state(const Context &ctx, const Manifest &manifest, bool learn_hook = false);
 
 }  // namespace unbounded

@@ -19,6 +19,21 @@ UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
 SPEC = "/etc/cdi/nvidia.yaml"
 
 
+# What `nvidia-cdi-hook --help` lists (urfave/cli), for toolkit 1.17 and 1.18.
+HOOK_1_17 = ["create-symlinks", "enable-cuda-compat", "update-ldcache", "chmod", "help, h"]
+HOOK_1_18 = HOOK_1_17[:-1] + ["disable-device-node-modification", "help, h"]
+
+
+def fake_hook(commands, log=None):
+    """A stand-in nvidia-cdi-hook whose --help lists `commands`; every run is counted in `log`."""
+    lines = "".join(f"   {c}\\tsome help\\n" for c in commands)
+    count = f'echo run >> "{log}"\n' if log else ""
+    return (f"#!/bin/sh\n{count}"
+            f'printf "NAME:\\n   NVIDIA CDI Hook - Command to structure files for usage inside a container\\n\\n'
+            f'USAGE:\\n   nvidia-cdi-hook [global options] command [command options]\\n\\nCOMMANDS:\\n{lines}\\n'
+            f'GLOBAL OPTIONS:\\n   --debug  Enable debug-level logging\\n"\n')
+
+
 class CdiCase(unittest.TestCase):
     def ready_machine(self, **kw):
         m = MachineRoot(self).standard(**kw)
@@ -90,12 +105,48 @@ class TestGolden(CdiCase):
 
     def test_with_hook_binary(self):
         m = MachineRoot(self).standard(gpus=1)
-        write(m.p("/usr/bin/nvidia-cdi-hook"), "#!/bin/sh\n", 0o755)
+        write(m.p("/usr/bin/nvidia-cdi-hook"), fake_hook(HOOK_1_18), 0o755)
         self.assertEqual(m.setup().returncode, 0)
         spec = self.check(m, "1-gpu-hook.yaml")
         for hook in ("create-symlinks", "enable-cuda-compat", "update-ldcache", "disable-device-node-modification"):
             self.assertIn(hook, spec)
         self.assertIn(f"libcuda.so.{V1}::/lib/{ARCH}/libcuda.so.1", spec)
+
+    def test_only_the_hooks_the_installed_hook_has(self):
+        """Issue 12, item 3: a 1.17 nvidia-cdi-hook has no disable-device-node-modification; a spec that
+        names it makes every container fail to start."""
+        m = MachineRoot(self).standard(gpus=1)
+        write(m.p("/usr/bin/nvidia-cdi-hook"), fake_hook(HOOK_1_17), 0o755)
+        self.assertEqual(m.setup().returncode, 0)
+        spec = open(m.p(SPEC)).read()
+        for hook in ("create-symlinks", "enable-cuda-compat", "update-ldcache"):
+            self.assertIn(hook, spec)
+        self.assertNotIn("disable-device-node-modification", spec)
+        self.assertSchemaValid(spec)
+
+    def test_a_hook_that_cannot_say_what_it_has_gets_no_hooks(self):
+        m = MachineRoot(self).standard(gpus=1)
+        write(m.p("/usr/bin/nvidia-cdi-hook"), "#!/bin/sh\nexit 1\n", 0o755)
+        r = m.setup()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        spec = open(m.p(SPEC)).read()
+        self.assertNotIn("hooks:", spec)
+        self.assertIn(f"containerPath: /lib/{ARCH}/libcuda.so.1", spec)  # the link names, bound as files
+        self.assertIn("nvidia-cdi-hook", r.stderr)
+
+    def test_the_hook_is_asked_once_until_it_changes(self):
+        m = MachineRoot(self).standard(gpus=1)
+        log = m.p("/hook-runs")
+        write(m.p("/usr/bin/nvidia-cdi-hook"), fake_hook(HOOK_1_18, log), 0o755)
+        for _ in range(3):
+            self.assertEqual(m.setup().returncode, 0)
+        self.assertEqual(open(log).read().count("run"), 1)
+        self.assertEqual(m.run("verify").returncode, 0)
+        self.assertEqual(open(log).read().count("run"), 1)
+        write(m.p("/usr/bin/nvidia-cdi-hook"), fake_hook(HOOK_1_17, log), 0o755)  # upgraded (downgraded) hook
+        self.assertEqual(m.setup().returncode, 0)
+        self.assertEqual(open(log).read().count("run"), 2)
+        self.assertNotIn("disable-device-node-modification", open(m.p(SPEC)).read())
 
     def test_pci_bus_order_not_minor_order(self):
         m = MachineRoot(self).standard(gpus=0)

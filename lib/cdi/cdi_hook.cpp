@@ -1,0 +1,172 @@
+#include "cdi_hook.hpp"
+
+#include "bounded_parse.hpp"
+#include "fs.hpp"
+
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <fcntl.h>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+namespace unbounded {
+namespace {
+
+constexpr const char *MEMO = "cdi-hook.json";
+constexpr std::size_t MAX_HELP = 64 * 1024;
+constexpr auto HELP_TIMEOUT = std::chrono::seconds(2);
+
+std::string identity(const struct stat &st)
+{
+	auto ns = [](const struct timespec &t) { return std::to_string(t.tv_sec) + "." + std::to_string(t.tv_nsec); };
+	return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
+	       ns(st.st_mtim) + ":" + ns(st.st_ctim);
+}
+
+bool plain_command(std::string_view c)
+{
+	if (c.empty() || c.size() > 64)
+		return false;
+	for (char ch : c)
+		if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_'))
+			return false;
+	return true;
+}
+
+// Runs `path --help` with nothing inherited but a plain environment: its stdout (at most MAX_HELP
+// bytes) when it exits 0 within HELP_TIMEOUT.
+std::optional<std::string> run_help(const std::string &path)
+{
+	int fds[2];
+	if (::pipe2(fds, O_CLOEXEC) < 0)
+		return std::nullopt;
+	UniqueFd rd(fds[0]), wr(fds[1]);
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, wr.get(), 1);
+	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	char *argv[] = {const_cast<char *>(path.c_str()), const_cast<char *>("--help"), nullptr};
+	char *envp[] = {const_cast<char *>("PATH=/usr/sbin:/usr/bin:/sbin:/bin"), const_cast<char *>("LANG=C"), nullptr};
+	pid_t pid = -1;
+	const int r = ::posix_spawn(&pid, path.c_str(), &fa, nullptr, argv, envp);
+	posix_spawn_file_actions_destroy(&fa);
+	wr.reset();
+	if (r != 0)
+		return std::nullopt;
+	std::string out;
+	const auto deadline = std::chrono::steady_clock::now() + HELP_TIMEOUT;
+	bool eof = false;
+	while (!eof && out.size() <= MAX_HELP) {
+		const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+		if (left <= 0)
+			break;
+		struct pollfd p{rd.get(), POLLIN, 0};
+		if (::poll(&p, 1, static_cast<int>(left)) <= 0)
+			continue;
+		char buf[4096];
+		ssize_t n = ::read(rd.get(), buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			eof = true;
+		else
+			out.append(buf, static_cast<std::size_t>(n));
+	}
+	int status = 0;
+	if (!eof || out.size() > MAX_HELP)
+		::kill(pid, SIGKILL);
+	for (;;) {  // reap, bounded: a child that ignores the pipe closing still goes with SIGKILL
+		pid_t w = ::waitpid(pid, &status, WNOHANG);
+		if (w == pid)
+			break;
+		if (w < 0 && errno != EINTR)
+			return std::nullopt;
+		if (std::chrono::steady_clock::now() > deadline + std::chrono::seconds(1))
+			::kill(pid, SIGKILL);
+		std::this_thread::sleep_for(std::chrono::milliseconds(5));
+	}
+	if (!eof || out.size() > MAX_HELP || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		return std::nullopt;
+	return out;
+}
+
+}  // namespace
+
+std::set<std::string> parse_hook_help(std::string_view help)
+{
+	std::set<std::string> out;
+	bool in_commands = false;
+	while (!help.empty()) {
+		auto nl = help.find('\n');
+		std::string_view line = help.substr(0, nl);
+		help = nl == std::string_view::npos ? std::string_view() : help.substr(nl + 1);
+		if (line.starts_with("COMMANDS:")) {
+			in_commands = true;
+			continue;
+		}
+		if (!in_commands)
+			continue;
+		if (line.empty() || (line.front() != ' ' && line.front() != '\t'))
+			break;  // the next section
+		auto start = line.find_first_not_of(" \t");
+		auto end = line.find_first_of(" \t,", start);
+		std::string_view name = line.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
+		if (plain_command(name))
+			out.insert(std::string(name));
+	}
+	out.erase("help");
+	return out;
+}
+
+HookCommands hook_commands(const std::string &real_path, const std::string &display, const std::string &run_dir, bool save_memo)
+{
+	HookCommands h;
+	struct stat st{};
+	if (::stat(real_path.c_str(), &st) < 0) {
+		h.warning = errno_error(errno, "Failed to stat " + display).message + ", writing no hooks";
+		return h;
+	}
+	const std::string id = identity(st);
+	auto dir = fs::open_dir(run_dir);
+	if (dir && fs::check_trusted(dir->get(), run_dir, true)) {
+		// Believed only when nobody else could have written it (as the discovery memo).
+		auto fd = fs::open_regular_at(dir->get(), MEMO, MEMO);
+		auto text = fd && fs::check_trusted(fd->get(), MEMO, false) ? fs::read_fd(fd->get(), MEMO, 64 * 1024)
+									     : Result<std::string>(fail(make_error("untrusted")));
+		if (text && check_json_bounded(*text, MEMO)) {
+			auto j = nlohmann::json::parse(*text, nullptr, false);
+			if (j.is_object() && j.value("identity", "") == id && j.contains("commands") && j["commands"].is_array()) {
+				for (const auto &c : j["commands"])
+					if (c.is_string() && plain_command(c.get<std::string>()))
+						h.commands.insert(c.get<std::string>());
+				h.from_memo = true;
+				return h;
+			}
+		}
+	}
+	auto help = run_help(real_path);
+	if (!help) {
+		h.warning = display + " --help did not list its commands (not exit 0 within 2 s), writing no hooks";
+		return h;
+	}
+	h.commands = parse_hook_help(*help);
+	if (h.commands.empty())
+		h.warning = display + " --help listed no commands, writing no hooks";
+	if (save_memo && dir) {
+		nlohmann::json j{{"identity", id}, {"commands", h.commands}};
+		(void)fs::write_file_atomic_at(dir->get(), MEMO, fs::join(run_dir, MEMO), j.dump() + "\n",
+					       {.mode = 0644, .fsync = false, .skip_if_unchanged = true});
+	}
+	return h;
+}
+
+}  // namespace unbounded
