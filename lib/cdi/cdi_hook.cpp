@@ -1,6 +1,7 @@
 #include "cdi_hook.hpp"
 
 #include "bounded_parse.hpp"
+#include "discovery_cache.hpp"
 #include "fs.hpp"
 
 #include <cctype>
@@ -23,13 +24,6 @@ namespace {
 constexpr const char *MEMO = "cdi-hook.json";
 constexpr std::size_t MAX_HELP = 64 * 1024;
 constexpr auto HELP_TIMEOUT = std::chrono::seconds(2);
-
-std::string identity(const struct stat &st)
-{
-	auto ns = [](const struct timespec &t) { return std::to_string(t.tv_sec) + "." + std::to_string(t.tv_nsec); };
-	return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
-	       ns(st.st_mtim) + ":" + ns(st.st_ctim);
-}
 
 bool plain_command(std::string_view c)
 {
@@ -135,7 +129,7 @@ HookCommands hook_commands(const std::string &real_path, const std::string &disp
 		h.warning = errno_error(errno, "Failed to stat " + display).message + ", writing no hooks";
 		return h;
 	}
-	const std::string id = identity(st);
+	const std::string id = identity_key(st);  // as the discovery memo keys a file
 	auto dir = fs::open_dir(run_dir);
 	if (dir && fs::check_trusted(dir->get(), run_dir, true)) {
 		// Believed only when nobody else could have written it (as the discovery memo).
