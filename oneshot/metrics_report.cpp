@@ -1,6 +1,5 @@
 #include "metrics_report.hpp"
 
-#include "log.hpp"
 #include "metrics.hpp"
 
 #include <chrono>
@@ -53,13 +52,7 @@ void write_setup_metrics(const Context &ctx, const Report &report, double durati
 {
 	const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 	const std::string &dir = ctx.config.metrics_dir;
-	auto r = write_metrics_file(ctx.real(dir), dir, "unbounded-nvidia-setup.prom", setup_metrics_text(report, now, duration_seconds));
-	if (r)
-		return;
-	if (r.error().errnum == ENOENT)
-		log::debug(r.error().message + ", no metrics written (no node_exporter textfile directory)");
-	else
-		log::warning(r.error().message + ", no metrics written");
+	publish_metrics(ctx.real(dir), dir, "unbounded-nvidia-setup.prom", setup_metrics_text(report, now, duration_seconds));
 }
 
 }  // namespace unbounded

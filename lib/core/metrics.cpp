@@ -1,6 +1,7 @@
 #include "metrics.hpp"
 
 #include "fs.hpp"
+#include "log.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -79,6 +80,17 @@ Result<void> write_metrics_file(const std::string &real_dir, const std::string &
 	if (!w)
 		return fail(w.error());
 	return {};
+}
+
+void publish_metrics(const std::string &real_dir, const std::string &display_dir, const std::string &name, const std::string &text)
+{
+	auto r = write_metrics_file(real_dir, display_dir, name, text);
+	if (r)
+		return;
+	if (r.error().errnum == ENOENT)
+		log::debug(r.error().message + ", no metrics written (no node_exporter textfile directory)");
+	else
+		log::warning(r.error().message + ", no metrics written");
 }
 
 }  // namespace unbounded

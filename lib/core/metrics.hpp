@@ -34,4 +34,8 @@ std::string escape_label_value(const std::string &v);
 Result<void> write_metrics_file(const std::string &real_dir, const std::string &display_dir, const std::string &name,
 				const std::string &text);
 
+// write_metrics_file() for a run that must not fail because of it: a missing directory (no
+// node_exporter on this machine) is said at debug level, any other failure as a warning.
+void publish_metrics(const std::string &real_dir, const std::string &display_dir, const std::string &name, const std::string &text);
+
 }  // namespace unbounded

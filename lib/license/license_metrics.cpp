@@ -81,12 +81,7 @@ void record_license_metrics(const Context &ctx, int state_fd, ReloadOutcome outc
 	    !w)
 		log::warning(w.error().message + ", license metrics not counted");
 	const std::string &dir = ctx.config.metrics_dir;
-	if (auto r = write_metrics_file(ctx.real(dir), dir, "unbounded-nvidia-license.prom", license_metrics_text(c, now)); !r) {
-		if (r.error().errnum == ENOENT)
-			log::debug(r.error().message + ", no metrics written (no node_exporter textfile directory)");
-		else
-			log::warning(r.error().message + ", no metrics written");
-	}
+	publish_metrics(ctx.real(dir), dir, "unbounded-nvidia-license.prom", license_metrics_text(c, now));
 }
 
 }  // namespace unbounded
