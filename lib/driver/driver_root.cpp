@@ -172,7 +172,12 @@ struct CopyJob {
 // so the last file to finish is a small one. Each copy is what copy_source() is alone (its own fds,
 // no buffers beyond copy_file_range's), so the torn-copy, ENOSPC and kill -9 guarantees hold per file;
 // the first failure stops the others from starting and is the one reported.
-Result<std::uint64_t> run_copies(std::vector<CopyJob> &jobs)
+struct CopiesDone {
+	std::uint64_t bytes = 0;
+	std::size_t threads = 0;
+};
+
+Result<CopiesDone> run_copies(std::vector<CopyJob> &jobs)
 {
 	std::stable_sort(jobs.begin(), jobs.end(), [](const CopyJob &a, const CopyJob &b) { return a.entry->size > b.entry->size; });
 	std::atomic<std::size_t> next{0};
@@ -203,7 +208,7 @@ Result<std::uint64_t> run_copies(std::vector<CopyJob> &jobs)
 		t.join();
 	if (first_error)
 		return fail(first_error->second);
-	return bytes.load();
+	return CopiesDone{bytes.load(), threads};
 }
 
 // Whether a directory at the driver root's path that has no manifest may be replaced: an empty one,
@@ -431,8 +436,8 @@ Result<void> populate_tree(int tree_fd, const std::string &tree_display, const D
 	if (!copied)
 		return fail(copied.error());
 	stats.files_copied += copies.size();
-	stats.bytes_copied += *copied;
-	stats.copy_threads = copy_threads_for(copies.size());
+	stats.bytes_copied += copied->bytes;
+	stats.copy_threads = copied->threads;
 	return {};
 }
 
