@@ -470,8 +470,7 @@ int run_refresh(const Context &ctx, Report &report)
 		if (quiet.gave_up) {
 			const std::string w = ctx.config.staging + " was still changing after " + format_duration(rc.settle_limit) +
 					      " (refresh.settle_limit), reading it anyway";
-			log::warning(w);
-			report.warnings.push_back(w);
+			warn(report, {w});
 		}
 		rc_exit = apply(ctx, report, Mode::Refresh, run_dir->get());
 		report.details["settle_waited_ms"] = settle_total.count();
