@@ -158,21 +158,40 @@ std::vector<std::string> setup_writable_dirs(const Config &cfg)
 
 namespace {
 
-// The head of a oneshot of ours that runs once per boot, before containerd and kubelet.
-std::string oneshot_before_containerd(const Decision &d, const std::string &description, const std::string &command)
+// The start of every unit we generate: who wrote it, what it is, its documentation, and the config
+// file it comes from (`source_path`, "" for none).
+std::string unit_head(const std::string &description, const std::string &source_path)
 {
 	std::string u = HEADER;
 	u += "\n[Unit]\n";
 	u += "Description=" + description + "\n";
 	u += "Documentation=man:unbounded-nvidia-setup(8) man:unbounded-nvidia-generator(8)\n";
-	if (auto source = unit_path_value(d.source_path))
+	if (auto source = unit_path_value(source_path))
 		u += "SourcePath=" + *source + "\n";
+	return u;
+}
+
+std::string exec_setup(const std::string &command)
+{
+	return "ExecStart=" + unit_path_value(SETUP_BINARY_PATH).value_or("/usr/bin/unbounded-nvidia-setup") + " " + command + "\n";
+}
+
+// setup's and refresh's sandbox: they write the same directories.
+std::string setup_sandbox(const Config &cfg)
+{
+	return sandbox_text(SandboxProfile::Setup, setup_writable_dirs(cfg), "0755", {cfg.metrics_dir});
+}
+
+// The head of a oneshot of ours that runs once per boot, before containerd and kubelet.
+std::string oneshot_before_containerd(const Decision &d, const std::string &description, const std::string &command)
+{
+	std::string u = unit_head(description, d.source_path);
 	u += "After=local-fs.target\n";
 	u += "Before=containerd.service kubelet.service\n";
 	u += "\n[Service]\n";
 	u += "Type=oneshot\n";
 	u += "RemainAfterExit=yes\n";
-	u += "ExecStart=" + unit_path_value(SETUP_BINARY_PATH).value_or("/usr/bin/unbounded-nvidia-setup") + " " + command + "\n";
+	u += exec_setup(command);
 	return u;
 }
 
@@ -185,7 +204,7 @@ std::string setup_unit_text(const Decision &d, const Config &cfg)
 	std::string u = oneshot_before_containerd(d, "NVIDIA driver root and CDI spec for containers", "setup");
 	u += "NotifyAccess=main\n";  // STATUS= lines from the oneshot, for systemctl status
 	u += "TimeoutStartSec=" + std::to_string(timeout_s) + "s\n";
-	u += sandbox_text(SandboxProfile::Setup, setup_writable_dirs(cfg), "0755", {cfg.metrics_dir});
+	u += setup_sandbox(cfg);
 	return u;
 }
 
@@ -238,32 +257,22 @@ std::string refresh_service_text(const Decision &d, const Config &cfg)
 {
 	// The settle wait, then at most a whole build, three times over when staging keeps changing.
 	const long timeout_s = 3 * (static_cast<long>(cfg.refresh.settle_limit.count() / 1000) + 120);
-	std::string u = HEADER;
-	u += "\n[Unit]\n";
-	u += "Description=Apply host NVIDIA driver changes to the driver root and CDI spec\n";
-	u += "Documentation=man:unbounded-nvidia-setup(8) man:unbounded-nvidia-generator(8)\n";
-	if (auto source = unit_path_value(d.source_path))
-		u += "SourcePath=" + *source + "\n";
+	std::string u = unit_head("Apply host NVIDIA driver changes to the driver root and CDI spec", d.source_path);
 	// Never before the boot setup (the lock would serialise them anyway), and nothing here can
 	// start, stop or restart setup or containerd: a refresh changes files, not units.
 	u += "After=" + std::string(SETUP_UNIT) + "\n";
 	u += "\n[Service]\n";
 	u += "Type=oneshot\n";
-	u += "ExecStart=" + unit_path_value(SETUP_BINARY_PATH).value_or("/usr/bin/unbounded-nvidia-setup") + " refresh\n";
+	u += exec_setup("refresh");
 	u += "NotifyAccess=main\n";
 	u += "TimeoutStartSec=" + std::to_string(timeout_s) + "s\n";
-	u += sandbox_text(SandboxProfile::Setup, setup_writable_dirs(cfg), "0755", {cfg.metrics_dir});
+	u += setup_sandbox(cfg);
 	return u;
 }
 
 std::string refresh_path_text(const Input &in, const Decision &d, const Config &cfg)
 {
-	std::string u = HEADER;
-	u += "\n[Unit]\n";
-	u += "Description=Watch the host's NVIDIA driver staging for changes\n";
-	u += "Documentation=man:unbounded-nvidia-setup(8) man:unbounded-nvidia-generator(8)\n";
-	if (auto source = unit_path_value(d.source_path))
-		u += "SourcePath=" + *source + "\n";
+	std::string u = unit_head("Watch the host's NVIDIA driver staging for changes", d.source_path);
 	// Watching starts once the boot setup is done. Ordered after a service, it cannot be part of
 	// paths.target (which every service comes after), hence no default dependencies.
 	u += "DefaultDependencies=no\n";
@@ -286,10 +295,7 @@ std::string refresh_path_text(const Input &in, const Decision &d, const Config &
 
 std::string refresh_timer_text(const Config &cfg)
 {
-	std::string u = HEADER;
-	u += "\n[Unit]\n";
-	u += "Description=Re-check the host's NVIDIA driver and kernel module\n";
-	u += "Documentation=man:unbounded-nvidia-setup(8) man:unbounded-nvidia-generator(8)\n";
+	std::string u = unit_head("Re-check the host's NVIDIA driver and kernel module", "");
 	u += "\n[Timer]\n";
 	// The backstop: changes made while a refresh ran (the path unit does not see them), mounts that
 	// appeared after boot, and kernel module reloads, which no path unit can watch.
