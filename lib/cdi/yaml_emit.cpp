@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
+#include <strings.h>
 #include <yaml-cpp/yaml.h>
 
 namespace unbounded {
@@ -14,20 +16,22 @@ namespace {
 
 // Plain for sure: starts with a letter, a digit or '/', and holds only characters that can never
 // start a YAML indicator, a comment or a key separator in the middle of a block scalar.
+bool ascii_alnum(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
 bool surely_plain(const std::string &s)
 {
-	if (s.empty() || !(std::isalnum(static_cast<unsigned char>(s.front())) || s.front() == '/'))
+	if (s.empty() || !(ascii_alnum(s.front()) || s.front() == '/'))
 		return false;
 	// Words some YAML reader takes for null or a boolean: yaml-cpp decides how to write them.
-	static const char *words[] = {"null", "true", "false", "yes", "no", "on", "off", "y", "n"};
-	std::string lower(s.size(), '\0');
-	std::transform(s.begin(), s.end(), lower.begin(), [](char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); });
-	for (const char *w : words)
-		if (lower == w)
-			return false;
+	if (s.size() <= 5 && std::strchr("nNtTfFyYoO", s.front())) {
+		static const char *words[] = {"null", "true", "false", "yes", "no", "on", "off", "y", "n"};
+		for (const char *w : words)
+			if (::strcasecmp(s.c_str(), w) == 0)
+				return false;
+	}
 	for (std::size_t i = 0; i < s.size(); i++) {
 		const char c = s[i];
-		if (std::isalnum(static_cast<unsigned char>(c)) || c == '/' || c == '.' || c == '_' || c == '-' || c == '=' || c == '+')
+		if (ascii_alnum(c) || c == '/' || c == '.' || c == '_' || c == '-' || c == '=' || c == '+')
 			continue;
 		if (c == ':' && i + 1 < s.size() && s[i + 1] != ' ')  // "a::b" is plain, "a: b" is not
 			continue;
@@ -36,23 +40,52 @@ bool surely_plain(const std::string &s)
 	return true;
 }
 
-std::string scalar(const ordered_json &v)
+// Strings a reader could take for a number: digits, and a MIG device name "1:0", which a YAML 1.1
+// reader (PyYAML, go-yaml v2) takes for the base-60 integer 60. They are written double-quoted.
+bool looks_numeric(const std::string &s)
 {
-	if (v.is_string()) {
-		const std::string &s = v.get_ref<const std::string &>();
-		if (all_digits(s))
-			return "\"" + s + "\"";
-		if (surely_plain(s))
-			return s;
+	return all_digits(s) || (!s.empty() && std::isdigit(static_cast<unsigned char>(s.front())) && s.find(':') != std::string::npos);
+}
+
+// Appends a string scalar: plain where that is sure to read back as the same string, else as
+// yaml-cpp writes it.
+void append_string(std::string &out, const std::string &s)
+{
+	if (looks_numeric(s)) {
+		if (surely_plain(s)) {  // nothing to escape
+			out += '"';
+			out += s;
+			out += '"';
+			return;
+		}
 		YAML::Emitter e;
-		e << s;
-		return e.c_str();
+		e << YAML::DoubleQuoted << s;
+		out += e.c_str();
+		return;
 	}
-	if (v.is_boolean())
-		return v.get<bool>() ? "true" : "false";
-	if (v.is_null())
-		return "~";
-	return v.dump();  // numbers
+	if (surely_plain(s)) {
+		out += s;
+		return;
+	}
+	YAML::Emitter e;
+	e << s;
+	out += e.c_str();
+}
+
+void append_scalar(std::string &out, const ordered_json &v)
+{
+	if (v.is_string())
+		append_string(out, v.get_ref<const std::string &>());
+	else if (v.is_boolean())
+		out += v.get<bool>() ? "true" : "false";
+	else if (v.is_null())
+		out += '~';
+	else if (v.is_number_unsigned())
+		out += std::to_string(v.get<std::uint64_t>());
+	else if (v.is_number_integer())
+		out += std::to_string(v.get<std::int64_t>());
+	else
+		out += v.dump();  // floats
 }
 
 void emit(std::string &out, const ordered_json &v, std::size_t indent);
@@ -64,7 +97,7 @@ void emit_map_body(std::string &out, const ordered_json &m, std::size_t indent, 
 		if (!(first && first_inline))
 			out.append(indent, ' ');
 		first = false;
-		out += scalar(it.key());
+		append_string(out, it.key());
 		out += ':';
 		const ordered_json &val = it.value();
 		if (val.is_object() && !val.empty()) {
@@ -79,7 +112,7 @@ void emit_map_body(std::string &out, const ordered_json &m, std::size_t indent, 
 			out += " []\n";
 		} else {
 			out += ' ';
-			out += scalar(val);
+			append_scalar(out, val);
 			out += '\n';
 		}
 	}
@@ -100,7 +133,7 @@ void emit(std::string &out, const ordered_json &v, std::size_t indent)
 			out += '\n';
 			emit(out, item, indent + 2);
 		} else {
-			out += scalar(item);
+			append_scalar(out, item);
 			out += '\n';
 		}
 	}
@@ -122,7 +155,7 @@ void emit_reference(YAML::Emitter &e, const ordered_json &v)
 		e << YAML::EndSeq;
 	} else if (v.is_string()) {
 		const std::string &s = v.get_ref<const std::string &>();
-		if (all_digits(s))
+		if (looks_numeric(s))
 			e << YAML::DoubleQuoted << s;
 		else
 			e << s;

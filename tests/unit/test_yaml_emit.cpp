@@ -21,11 +21,13 @@ TEST_CASE("the fast emitter writes exactly what yaml-cpp writes", "[yaml]")
 		ordered_json::parse(R"({"a":"has: colon-space","b":"#comment","c":"- dash","d":"","e":"line\nbreak","f":"tab\there",
 			"g":"quote\"s","h":"yes","i":"null","j":"~","k":" lead","l":"trail ","m":"*alias","n":"&anchor","o":"!tag",
 			"p":"{flow}","q":"[seq]","r":"%pct","s":"@at","t":"`tick","u":"123","v":"12.5","w":"ünïcode","x":[[1,2],[]],
-			"y":{},"z":[{"k":{"deep":[1]}}]})"),
+			"y":{},"z":[{"k":{"deep":[1]}}],"mig":"1:0","mig2":"12:34","time":"1:2: x","v2":"1:\"q"})"),
 	};
 	for (const auto &d : docs) {
 		INFO(d.dump());
 		CHECK(emit_block_yaml(d) == emit_block_yaml_reference(d));
+		// a MIG device name is not the base-60 number a YAML 1.1 reader would make of it
+		CHECK(emit_block_yaml(ordered_json{{"name", "1:0"}}) == "---\nname: \"1:0\"\n");
 		// and a YAML reader gets the strings back unchanged
 		YAML::Node n = YAML::Load(emit_block_yaml(d));
 		for (auto it = d.begin(); it != d.end(); ++it)
