@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Benchmark of `unbounded-nvidia-setup setup` on driver trees of 155 MiB and 1 GiB.
+"""Benchmark of `unbounded-nvidia-setup setup` on driver trees of 155 MiB and 1 GiB, on a machine of
+8 GPUs with 7 MIG instances each and 4 IMEX channels.
 
 For each tree, side by side in one run: a full setup against `cp -L` of the same files and against a
 parallel copy of them (`xargs -P<cpus> cp -L`), an unchanged re-run against the full setup, and (155 MiB)
@@ -35,7 +36,11 @@ CPUS = len(os.sched_getaffinity(0))
 
 def bench_tree(tmp, label, padding, runs, with_refresh):
     m = MachineRoot(tmp=os.path.join(tmp, "machine"))
-    m.standard(V1, extra_unrelated=3000)
+    # A datacenter node: 8 GPUs with 7 MIG instances each and 4 IMEX channels (issue 12).
+    m.standard(V1, gpus=8, extra_unrelated=3000)
+    for g in range(8):
+        m.add_mig(g, {gi: [0] for gi in range(7, 14)})
+    m.add_imex_channels(range(4))
     for lib, mb in padding.items():
         with open(m.p(f"/run/host-nvidia/0/{lib}.so.{V1}"), "ab") as f:
             f.write(os.urandom(mb << 20))
@@ -90,7 +95,8 @@ def bench_tree(tmp, label, padding, runs, with_refresh):
 
     f, r, c, p = (statistics.median(x) for x in (full, rerun, cp, pcp))
     print(f"{label} tree: {len(sources)} driver files, {total_bytes / 2**20:.1f} MiB, among "
-          f"{len(os.listdir(m.p('/run/host-nvidia/0')))} entries of a host lib dir; medians of {runs} runs")
+          f"{len(os.listdir(m.p('/run/host-nvidia/0')))} entries of a host lib dir; 8 GPUs x 7 MIG, 4 IMEX channels; "
+          f"medians of {runs} runs")
     print(f"  full setup ({'/'.join(map(str, sorted(threads)))} copy threads): {f * 1000:8.1f} ms")
     print(f"  cp -L of same files:          {c * 1000:8.1f} ms   full/cp = {f / c:.2f}")
     print(f"  xargs -P{CPUS} cp -L:              {p * 1000:8.1f} ms   full/parallel cp = {f / p:.2f}")

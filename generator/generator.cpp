@@ -133,7 +133,9 @@ Decision decide(const Input &in, Error *config_error)
 		d.source_path = std::string(DEFAULT_CONFIG_PATH);
 	if (!d.nvidia) {
 		// A spec of ours left from when this was an NVIDIA machine names a driver root that is gone.
-		d.stale_spec = file_is_our_spec(rooted(in, cfg.cdi_spec));
+		for (const std::string *spec : {&cfg.cdi_spec, &cfg.imex_cdi_spec})
+			if (file_is_our_spec(rooted(in, *spec)))
+				d.stale_specs.push_back(*spec);
 		return d;
 	}
 
@@ -153,7 +155,10 @@ Decision decide(const Input &in, Error *config_error)
 // the spec's directory (temp file and rename) and the run directory.
 std::vector<std::string> setup_writable_dirs(const Config &cfg)
 {
-	return {fs::dirname(cfg.driver_root), fs::dirname(cfg.cdi_spec), RUN_DIR};
+	std::vector<std::string> dirs{fs::dirname(cfg.driver_root), fs::dirname(cfg.cdi_spec), RUN_DIR};
+	if (fs::dirname(cfg.imex_cdi_spec) != fs::dirname(cfg.cdi_spec))
+		dirs.push_back(fs::dirname(cfg.imex_cdi_spec));
+	return dirs;
 }
 
 namespace {
@@ -307,8 +312,11 @@ std::string refresh_timer_text(const Config &cfg)
 
 std::string cleanup_unit_text(const Decision &d, const Config &cfg)
 {
-	std::string u = oneshot_before_containerd(d, "Remove the NVIDIA CDI spec of a machine without NVIDIA GPUs", "cleanup");
-	u += sandbox_text(SandboxProfile::Setup, {fs::dirname(cfg.cdi_spec)}, "0755", {cfg.metrics_dir});
+	std::string u = oneshot_before_containerd(d, "Remove the NVIDIA CDI specs of a machine without NVIDIA GPUs", "cleanup");
+	std::vector<std::string> spec_dirs{fs::dirname(cfg.cdi_spec)};
+	if (fs::dirname(cfg.imex_cdi_spec) != spec_dirs.front())
+		spec_dirs.push_back(fs::dirname(cfg.imex_cdi_spec));
+	u += sandbox_text(SandboxProfile::Setup, spec_dirs, "0755", {cfg.metrics_dir});
 	return u;
 }
 
@@ -424,7 +432,7 @@ Result<void> write_licensing(Output &out, const Decision &d)
 Result<void> write_all(Output &out, const Input &in, const Decision &d)
 {
 	if (!d.nvidia)
-		return d.stale_spec ? write_cleanup(out, d) : Result<void>();
+		return d.stale_specs.empty() ? Result<void>() : write_cleanup(out, d);
 	if (auto r = write_setup(out, d); !r)
 		return r;
 	if (auto r = write_refresh(out, in, d); !r)

@@ -20,7 +20,7 @@ struct Input {
 struct Decision {
 	bool nvidia = false;        // generate the setup unit and the ordering
 	bool licensing = false;     // enable the license .path and .timer units
-	bool stale_spec = false;    // not an NVIDIA machine, but our CDI spec is there: remove it before containerd
+	std::vector<std::string> stale_specs;  // not an NVIDIA machine, but CDI specs of ours are there: remove them before containerd
 	std::string reason;         // one line for the log
 	std::string source_path;    // SourcePath= of the generated units: the config file, or "" for none
 	Config config;              // as read (defaults when absent or unreadable)

@@ -38,9 +38,11 @@ static int run(int argc, char **argv)
 	if (d.nvidia)
 		log::info("NVIDIA machine (" + d.reason + "): unbounded-nvidia-setup.service ordered before containerd and kubelet" +
 			  (d.licensing ? ", license reloader enabled." : "."));
-	else if (d.stale_spec)
-		log::notice("Not an NVIDIA machine (" + d.reason + "), but " + d.config.cdi_spec +
-			    " was written by unbounded-nvidia-setup: unbounded-nvidia-cleanup.service removes it before containerd starts.");
+	else if (!d.stale_specs.empty())
+		log::notice("Not an NVIDIA machine (" + d.reason + "), but " + d.stale_specs.front() +
+			    (d.stale_specs.size() > 1 ? " and " + d.stale_specs.back() + " were" : std::string(" was")) +
+			    " written by unbounded-nvidia-setup: unbounded-nvidia-cleanup.service removes " +
+			    (d.stale_specs.size() > 1 ? "them" : "it") + " before containerd starts.");
 	else
 		log::debug("Not generating anything: " + d.reason + ".");
 	return config_error.message.empty() ? EXIT_READY : EXIT_NOT_READY;

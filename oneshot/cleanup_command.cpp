@@ -13,23 +13,27 @@ namespace unbounded {
 int run_cleanup(const Context &ctx, Report &report)
 {
 	report.command = "cleanup";
-	const std::string &path = ctx.config.cdi_spec;
-	report.details["cdi_spec"] = path;
-	auto removed = remove_our_spec(ctx.real(path), path);
-	if (!removed) {
-		report.outcome = "failed";
-		report.error = removed.error().message;
-		log::error(removed.error().message);
-		return EXIT_NOT_READY;
-	}
-	report.details["cdi_spec_removed"] = *removed;
 	report.outcome = "no-gpu";
-	if (*removed)
-		log::notice("Removed " + path + ", written by unbounded-nvidia-setup when this was an NVIDIA machine: "
-			    "its driver root is gone, so containerd must not offer its devices.",
-			    {{"MESSAGE_ID", message_id::CDI_SPEC_REMOVED}, {"UNBOUNDED_NVIDIA_PATH", path}});
-	else
-		log::info("Nothing to clean up: " + path + " is absent or was not written by unbounded-nvidia-setup.");
+	bool any = false;
+	for (const auto &[key, path] : {std::pair{"cdi_spec", &ctx.config.cdi_spec}, std::pair{"imex_cdi_spec", &ctx.config.imex_cdi_spec}}) {
+		report.details[key] = *path;
+		auto removed = remove_our_spec(ctx.real(*path), *path);
+		if (!removed) {
+			report.outcome = "failed";
+			report.error = removed.error().message;
+			log::error(removed.error().message);
+			return EXIT_NOT_READY;
+		}
+		report.details[std::string(key) + "_removed"] = *removed;
+		any |= *removed;
+		if (*removed)
+			log::notice("Removed " + *path + ", written by unbounded-nvidia-setup when this was an NVIDIA machine: "
+				    "its devices are gone, so containerd must not offer them.",
+				    {{"MESSAGE_ID", message_id::CDI_SPEC_REMOVED}, {"UNBOUNDED_NVIDIA_PATH", *path}});
+	}
+	if (!any)
+		log::info("Nothing to clean up: " + ctx.config.cdi_spec + " and " + ctx.config.imex_cdi_spec +
+			  " are absent or were not written by unbounded-nvidia-setup.");
 	return EXIT_READY;
 }
 

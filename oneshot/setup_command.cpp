@@ -41,13 +41,12 @@ int finish_failed(const Context &ctx, Report &report, const Error &e)
 	return e.exit_code == EXIT_READY ? EXIT_NOT_READY : e.exit_code;
 }
 
-// The file at cdi_spec is replaced on every run. In a CDI spec directory that file is a spec by
-// definition (whatever a hostile writer left there is overwritten); anywhere else it must already
-// be a CDI spec for NVIDIA GPUs, so that a configured `cdi_spec: /etc/passwd` cannot make setup
-// replace it.
-Result<void> check_spec_replaceable(const Context &ctx)
+// The files at cdi_spec and imex_cdi_spec are replaced on every run. In a CDI spec directory such a
+// file is a spec by definition (whatever a hostile writer left there is overwritten); anywhere else
+// it must already be a CDI spec of its kind, so that a configured `cdi_spec: /etc/passwd` cannot make
+// setup replace it.
+Result<void> check_replaceable(const Context &ctx, const std::string &path, const char *key, const char *kind)
 {
-	const std::string &path = ctx.config.cdi_spec;
 	const std::string dir = fs::dirname(path);
 	if (dir == "/etc/cdi" || dir == "/var/run/cdi" || dir == "/run/cdi")
 		return {};
@@ -55,21 +54,53 @@ Result<void> check_spec_replaceable(const Context &ctx)
 	if (!text) {
 		if (text.error().errnum == ENOENT)
 			return {};
-		return fail(make_error("Refusing to replace " + path + " (cdi_spec): " + text.error().message));
+		return fail(make_error("Refusing to replace " + path + " (" + key + "): " + text.error().message));
 	}
-	if (text->empty() || is_our_spec(*text) || text->find(CDI_KIND) != std::string::npos)
+	if (text->empty() || is_our_spec(*text) || text->find(kind) != std::string::npos)
 		return {};
-	return fail(make_error("Refusing to replace " + path + " (cdi_spec): it exists and is not a CDI spec of kind " +
-			       CDI_KIND + "; point cdi_spec at a file of its own"));
+	return fail(make_error("Refusing to replace " + path + " (" + key + "): it exists and is not a CDI spec of kind " + kind +
+			       "; point " + key + " at a file of its own"));
 }
 
-// Writes the spec next to where it goes and renames it into place; unchanged bytes are not rewritten.
-Result<fs::WriteOutcome> write_spec(const Context &ctx, const std::string &yaml)
+Result<void> check_spec_replaceable(const Context &ctx)
 {
-	const std::string spec_path = ctx.real(ctx.config.cdi_spec);
-	if (auto d = fs::mkdir_p(fs::dirname(spec_path), 0755); !d)
+	if (auto r = check_replaceable(ctx, ctx.config.cdi_spec, "cdi_spec", CDI_KIND); !r)
+		return r;
+	return check_replaceable(ctx, ctx.config.imex_cdi_spec, "imex_cdi_spec", IMEX_CDI_KIND);
+}
+
+// Writes a spec next to where it goes and renames it into place; unchanged bytes are not rewritten.
+Result<fs::WriteOutcome> write_spec_file(const Context &ctx, const std::string &path, const std::string &yaml)
+{
+	const std::string real = ctx.real(path);
+	if (auto d = fs::mkdir_p(fs::dirname(real), 0755); !d)
 		return fail(d.error());
-	return fs::write_file_atomic(spec_path, yaml, {.mode = 0644, .fsync = true, .skip_if_unchanged = true});
+	return fs::write_file_atomic(real, yaml, {.mode = 0644, .fsync = true, .skip_if_unchanged = true});
+}
+
+// Both specs: ours, then the IMEX channel spec, which exists exactly while there are channels (a
+// spec of ours whose channels are gone is removed; one anyone else wrote is left alone).
+Result<fs::WriteOutcome> write_spec(const Context &ctx, Report &report, const SpecForState &cdi)
+{
+	auto w = write_spec_file(ctx, ctx.config.cdi_spec, cdi.spec.yaml);
+	if (!w)
+		return w;
+	report.details["imex_channels"] = cdi.imex_channels;
+	report.details["imex_cdi_spec"] = ctx.config.imex_cdi_spec;
+	if (cdi.imex) {
+		auto i = write_spec_file(ctx, ctx.config.imex_cdi_spec, cdi.imex->yaml);
+		if (!i)
+			return fail(i.error());
+		report.details["imex_cdi_spec_written"] = *i == fs::WriteOutcome::Written;
+	} else {
+		auto removed = remove_our_spec(ctx.real(ctx.config.imex_cdi_spec), ctx.config.imex_cdi_spec);
+		if (!removed)
+			return fail(removed.error());
+		if (*removed)
+			log::notice("Removed " + ctx.config.imex_cdi_spec + ": the machine has no IMEX channels any more.",
+				    {{"MESSAGE_ID", message_id::CDI_SPEC_REMOVED}, {"UNBOUNDED_NVIDIA_PATH", ctx.config.imex_cdi_spec}});
+	}
+	return w;
 }
 
 // The device plugin's spec is reported, never fatal: see check_device_plugin().
@@ -110,12 +141,13 @@ int keep_live_root(const Context &ctx, Report &report, const DriverDecision &dec
 			return finish_failed(ctx, report, s.error());
 		cdi = std::move(*s);
 		report.details["gpus"] = cdi.devices.gpus.size();
+		report.details["mig_devices"] = cdi.devices.mig_devices();
 	}
 	{
 		PhaseTimer t(report, "write_cdi");
 		if (auto r = check_spec_replaceable(ctx); !r)
 			return finish_failed(ctx, report, r.error());
-		auto w = write_spec(ctx, cdi.spec.yaml);
+		auto w = write_spec(ctx, report, cdi);
 		if (!w)
 			return finish_failed(ctx, report, w.error());
 		report.details["cdi_spec"] = cfg.cdi_spec;
@@ -177,7 +209,7 @@ Result<void> write_spec_after_swap(const Context &ctx, Report &report, const Spe
 				   std::optional<PreviousRoot> &previous, InstallStats &stats)
 {
 	PhaseTimer t(report, "write_cdi");
-	Result<fs::WriteOutcome> w = write_spec(ctx, cdi.spec.yaml);
+	Result<fs::WriteOutcome> w = write_spec(ctx, report, cdi);
 	if (!w) {
 		Error e = w.error();
 		if (previous) {
@@ -236,7 +268,10 @@ int finish_ready(const Context &ctx, Report &report, const DriverSet &driver, co
 					       : std::to_string(stats.files_copied) + " copied (" + format_bytes(stats.bytes_copied) +
 							 "), " + std::to_string(stats.files_reused) + " reused") +
 			      (stats.fstype == "tmpfs" ? ", " + format_bytes(root_bytes) + " of RAM (tmpfs)" : std::string()) +
-			      ", " + std::to_string(cdi.devices.gpus.size()) + " GPU(s) in " + cfg.cdi_spec + ", " + format_ms(total) + ".";
+			      ", " + std::to_string(cdi.devices.gpus.size()) + " GPU(s)" +
+			      (cdi.devices.mig_devices() ? " with " + std::to_string(cdi.devices.mig_devices()) + " MIG device(s)" : std::string()) +
+			      (cdi.imex_channels ? " and " + std::to_string(cdi.imex_channels) + " IMEX channel(s)" : std::string()) + " in " +
+			      cfg.cdi_spec + ", " + format_ms(total) + ".";
 	log::info(summary, {{"MESSAGE_ID", message_id::SETUP_READY},
 			    {"UNBOUNDED_NVIDIA_DRIVER_VERSION", driver.version},
 			    {"UNBOUNDED_NVIDIA_DRIVER_ROOT", cfg.driver_root},
@@ -275,6 +310,7 @@ int build_root(const Context &ctx, Report &report, const DriverSet &driver, std:
 		cdi = std::move(*s);
 		warn(report, cdi.devices.warnings);
 		report.details["gpus"] = cdi.devices.gpus.size();
+		report.details["mig_devices"] = cdi.devices.mig_devices();
 		report.details["gpu_source"] = cdi.devices.source;
 		report.details["cdi_version"] = cdi.spec.cdi_version;
 		report.details["cdi_devices"] = cdi.spec.devices;

@@ -10,6 +10,7 @@
 #include "log.hpp"
 #include "message_ids.hpp"
 #include "staged_driver.hpp"
+#include "spec_marker.hpp"
 #include "staging_wait.hpp"
 
 #include <chrono>
@@ -17,6 +18,24 @@
 #include <sys/stat.h>
 
 namespace unbounded {
+namespace {
+
+// The IMEX channel spec exists exactly while there are channels, and is checked like ours. When the
+// devices could not be read (`current` null), a spec of ours that is there is still checked.
+std::vector<Problem> check_imex_spec(const Context &ctx, const SpecForState *current)
+{
+	const std::string &path = ctx.config.imex_cdi_spec;
+	if (current && current->imex)
+		return verify_cdi_spec(ctx, path, "", &*current->imex, IMEX_CDI_KIND);
+	if (!file_is_our_spec(ctx.real(path)))
+		return {};
+	if (current)
+		return {Problem{path, path + " is stale: it offers IMEX channels but the machine has none (a setup or refresh removes it)"}};
+	return verify_cdi_spec(ctx, path, "", nullptr, IMEX_CDI_KIND);
+}
+
+}  // namespace
+
 std::vector<Problem> check_live_state(const Context &ctx, Report &report, const KnownState *known)
 {
 	const Config &cfg = ctx.config;
@@ -43,16 +62,21 @@ std::vector<Problem> check_live_state(const Context &ctx, Report &report, const 
 
 	PhaseTimer t(report, "verify_cdi");
 	const CdiSpec *expected = nullptr;
+	const SpecForState *current = nullptr;  // what the specs should be now, when the devices could be read
 	Result<SpecForState> state = fail(Error{});
 	if (known && known->cdi && manifest_is_known) {
 		expected = &known->cdi->spec;
+		current = known->cdi;
 	} else {
 		state = spec_for_state(ctx, manifest);
 		if (!state) {
 			problems.push_back(Problem{"/dev", state.error().message});
 		} else {
 			expected = &state->spec;
+			current = &*state;
 			report.details["gpus"] = state->devices.gpus.size();
+			report.details["mig_devices"] = state->devices.mig_devices();
+			report.details["imex_channels"] = state->imex_channels;
 			report.details["cdi_version"] = state->spec.cdi_version;
 			report.details["cdi_devices"] = state->spec.devices;
 			report.details["cdi_mounts"] = state->spec.mounts;
@@ -60,6 +84,8 @@ std::vector<Problem> check_live_state(const Context &ctx, Report &report, const 
 	}
 	report.details["cdi_spec"] = cfg.cdi_spec;
 	for (auto &p : verify_cdi_spec(ctx, cfg.cdi_spec, manifest.driver_version, expected))
+		problems.push_back(std::move(p));
+	for (auto &p : check_imex_spec(ctx, current))
 		problems.push_back(std::move(p));
 	return problems;
 }

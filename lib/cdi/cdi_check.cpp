@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <set>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 namespace unbounded {
@@ -242,7 +243,9 @@ void check_cdi_host_paths(const Context &ctx, const nlohmann::ordered_json &doc,
 	};
 	std::set<std::string> checked;
 	const UniqueFd root_fd = open_root(ctx);
-	auto check = [&](const std::string &path, bool device) {
+	// A device node the spec gives a major for must be that device: a MIG access node or an IMEX
+	// channel with another minor opens another instance or channel.
+	auto check = [&](const std::string &path, bool device, const json *spec_node = nullptr) {
 		if (path.empty() || path.front() != '/' || !checked.insert(path + (device ? "\1" : "")).second)
 			return;
 		UniqueFd fd = open_in_root(root_fd.get(), path, !device);
@@ -251,8 +254,21 @@ void check_cdi_host_paths(const Context &ctx, const nlohmann::ordered_json &doc,
 			problems.push_back(Problem{path, display + ": " + (device ? "device node " : "hostPath ") + path + " does not exist"});
 			return;
 		}
-		if (device && !S_ISCHR(st.st_mode))
+		if (device && !S_ISCHR(st.st_mode)) {
 			problems.push_back(Problem{path, display + ": device node " + path + " is not a character device"});
+			return;
+		}
+		auto number = [&](const char *key) -> long long {
+			const bool has = spec_node->contains(key) && (*spec_node)[key].is_number_integer();
+			return has ? (*spec_node)[key].get<long long>() : 0;  // omitted: 0, as in the CDI Go types
+		};
+		if (!spec_node || !spec_node->contains("major"))
+			return;
+		const long long want_major = number("major"), want_minor = number("minor");
+		if (static_cast<long long>(::major(st.st_rdev)) != want_major || static_cast<long long>(::minor(st.st_rdev)) != want_minor)
+			problems.push_back(Problem{path, display + ": device node " + path + " is " + std::to_string(::major(st.st_rdev)) + ":" +
+							 std::to_string(::minor(st.st_rdev)) + ", the spec says " + std::to_string(want_major) +
+							 ":" + std::to_string(want_minor)});
 	};
 	each_edits([&](const json &e) {
 		if (e.contains("mounts") && e["mounts"].is_array())
@@ -265,7 +281,7 @@ void check_cdi_host_paths(const Context &ctx, const nlohmann::ordered_json &doc,
 					continue;
 				const char *key = d.contains("hostPath") ? "hostPath" : "path";
 				if (d.contains(key) && d[key].is_string())
-					check(d[key].get<std::string>(), true);
+					check(d[key].get<std::string>(), true, &d);
 			}
 		if (e.contains("hooks") && e["hooks"].is_array())
 			for (const auto &h : e["hooks"])
@@ -289,7 +305,7 @@ void check_core_mounts(const nlohmann::ordered_json &doc, const std::string &dis
 }
 
 std::vector<Problem> verify_cdi_spec(const Context &ctx, const std::string &path, const std::string &driver_version,
-				     const CdiSpec *expected)
+				     const CdiSpec *expected, const std::string &kind)
 {
 	std::vector<Problem> problems;
 	auto text = fs::read_file_at(AT_FDCWD, ctx.real(path), path, MAX_SPEC_BYTES);
@@ -313,8 +329,8 @@ std::vector<Problem> verify_cdi_spec(const Context &ctx, const std::string &path
 	check_cdi_structure(*doc, path, problems);
 	if (!problems.empty())
 		return problems;
-	if ((*doc)["kind"] != CDI_KIND)
-		problems.push_back(Problem{path, path + ": kind is " + (*doc)["kind"].get<std::string>() + ", expected " + CDI_KIND});
+	if ((*doc)["kind"] != kind)
+		problems.push_back(Problem{path, path + ": kind is " + (*doc)["kind"].get<std::string>() + ", expected " + kind});
 	check_cdi_host_paths(ctx, *doc, path, problems);
 	if (!driver_version.empty())
 		check_core_mounts(*doc, path, driver_version, problems);

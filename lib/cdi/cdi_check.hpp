@@ -22,8 +22,8 @@ Result<nlohmann::ordered_json> parse_yaml_document(const std::string &text, cons
 // Structure and version rules of the CDI spec (cncf-tags/container-device-interface 1.1.0).
 void check_cdi_structure(const nlohmann::ordered_json &doc, const std::string &display, std::vector<Problem> &problems);
 
-// Every mount hostPath (followed, inside the root), every device node (lstat: a character device)
-// and every hook path exists.
+// Every mount hostPath (followed, inside the root), every device node (a character device of the
+// major and minor the spec gives) and every hook path exists.
 void check_cdi_host_paths(const Context &ctx, const nlohmann::ordered_json &doc, const std::string &display,
 			  std::vector<Problem> &problems);
 
@@ -31,11 +31,12 @@ void check_cdi_host_paths(const Context &ctx, const nlohmann::ordered_json &doc,
 void check_core_mounts(const nlohmann::ordered_json &doc, const std::string &display, const std::string &version,
 		       std::vector<Problem> &problems);
 
-// Our spec at `path`: present, parses, valid, kind nvidia.com/gpu, host paths present, and (when
-// `expected` is given) byte-identical to what generate-cdi produces now, i.e. not stale. When the
-// bytes are the expected ones, the expected document stands for the parsed file.
+// A spec of ours at `path`: present, parses, valid, of `kind`, host paths and device nodes present
+// (the majors and minors the spec gives), the driver's core libraries mounted (when a driver_version
+// is given), and (when `expected` is given) byte-identical to what generate-cdi produces now, i.e.
+// not stale. When the bytes are the expected ones, the expected document stands for the parsed file.
 std::vector<Problem> verify_cdi_spec(const Context &ctx, const std::string &path, const std::string &driver_version,
-				     const CdiSpec *expected);
+				     const CdiSpec *expected, const std::string &kind = CDI_KIND);
 
 // The device plugin's JSON spec, when it exists.
 std::vector<Problem> verify_device_plugin_spec(const Context &ctx, const std::string &path,

@@ -168,18 +168,33 @@ void add_link_mounts(Edits &common, const Manifest &m, const std::string &driver
 	}
 }
 
-// Devices: by index, by UUID where fully known, and "all"; sorted by name as nvidia-ctk does.
+// Devices: by index, by UUID where fully known, and "all"; sorted by name as nvidia-ctk does. A
+// MIG-enabled GPU offers its compute instances instead of itself, "<gpu-index>:<mig-index>" with
+// mig-index counting its instances in (GI, CI) order; "all" is the union of every device's nodes.
 std::vector<std::pair<std::string, Edits>> device_edits(const DeviceInventory &inv)
 {
 	std::vector<std::pair<std::string, Edits>> devices;
 	Edits all;
+	std::set<std::string> in_all;
+	auto add = [&](Edits &e, const DeviceNode &n) {
+		add_node(e, n);
+		if (in_all.insert(n.path).second)
+			add_node(all, n);
+	};
 	for (std::size_t i = 0; i < inv.gpus.size(); i++) {
 		const Gpu &g = inv.gpus[i];
-		Edits e;
-		for (const auto &n : g.nodes) {
-			add_node(e, n);
-			add_node(all, n);
+		for (std::size_t j = 0; j < g.migs.size(); j++) {
+			Edits e;
+			add(e, g.nodes.front());  // /dev/nvidiaN; DRM nodes only belong to "gfx" instances
+			add(e, g.migs[j].gi_access);
+			add(e, g.migs[j].ci_access);
+			devices.emplace_back(std::to_string(i) + ":" + std::to_string(j), std::move(e));
 		}
+		if (g.mig_enabled)
+			continue;
+		Edits e;
+		for (const auto &n : g.nodes)
+			add(e, n);
 		devices.emplace_back(std::to_string(i), e);
 		if (g.uuid)
 			devices.emplace_back(*g.uuid, e);
@@ -189,7 +204,53 @@ std::vector<std::pair<std::string, Edits>> device_edits(const DeviceInventory &i
 	return devices;
 }
 
+// The lowest cdiVersion the content needs: names starting with a digit need 0.5.0, additionalGids
+// 0.7.0 (CDI specs-go/version.go).
+std::string lowest_cdi_version(const Edits &common, const std::vector<std::pair<std::string, Edits>> &devices)
+{
+	bool gids = !common.additional_gids.empty();
+	for (const auto &[name, e] : devices)
+		gids |= !e.additional_gids.empty();
+	return gids ? "0.7.0" : "0.5.0";
+}
+
+nlohmann::ordered_json spec_document(const std::string &version, const char *kind, const std::vector<std::pair<std::string, Edits>> &devices,
+				     const std::optional<std::string> &hook_path, std::size_t &device_nodes)
+{
+	nlohmann::ordered_json doc;
+	doc["cdiVersion"] = version;
+	doc["kind"] = kind;
+	auto &devs = doc["devices"] = nlohmann::ordered_json::array();
+	for (const auto &[name, e] : devices) {
+		nlohmann::ordered_json d;
+		d["name"] = name;
+		d["containerEdits"] = edits_json(e, hook_path);
+		devs.push_back(std::move(d));
+		device_nodes += e.nodes.size();
+	}
+	return doc;
+}
+
 }  // namespace
+
+CdiSpec generate_imex_cdi(const std::vector<ImexChannel> &channels)
+{
+	std::vector<std::pair<std::string, Edits>> devices;
+	Edits all;
+	for (const auto &c : channels) {  // by id: numeric order
+		Edits e;
+		add_node(e, c.node);
+		add_node(all, c.node);
+		devices.emplace_back(std::to_string(c.id), std::move(e));
+	}
+	devices.emplace_back("all", std::move(all));
+	CdiSpec spec;
+	spec.cdi_version = lowest_cdi_version(Edits{}, devices);
+	spec.doc = spec_document(spec.cdi_version, IMEX_CDI_KIND, devices, std::nullopt, spec.device_nodes);
+	spec.yaml = spec_marker_line() + emit_block_yaml(spec.doc);
+	spec.devices = devices.size();
+	return spec;
+}
 
 CdiSpec generate_cdi(const CdiInputs &in)
 {
@@ -218,26 +279,11 @@ CdiSpec generate_cdi(const CdiInputs &in)
 	});
 	const auto devices = device_edits(*in.devices);
 
-	// The lowest cdiVersion the content needs: names starting with a digit need 0.5.0,
-	// additionalGids 0.7.0 (CDI specs-go/version.go).
-	bool gids = !common.additional_gids.empty();
-	for (const auto &[name, e] : devices)
-		gids |= !e.additional_gids.empty();
-	spec.cdi_version = gids ? "0.7.0" : "0.5.0";
+	spec.cdi_version = lowest_cdi_version(common, devices);
 
-	nlohmann::ordered_json &doc = spec.doc;
-	doc["cdiVersion"] = spec.cdi_version;
-	doc["kind"] = CDI_KIND;
-	auto &devs = doc["devices"] = nlohmann::ordered_json::array();
-	for (const auto &[name, e] : devices) {
-		nlohmann::ordered_json d;
-		d["name"] = name;
-		d["containerEdits"] = edits_json(e, in.hook_path);
-		devs.push_back(std::move(d));
-		spec.device_nodes += e.nodes.size();
-	}
-	doc["containerEdits"] = edits_json(common, in.hook_path);
-	spec.yaml = spec_marker_line() + emit_block_yaml(doc);
+	spec.doc = spec_document(spec.cdi_version, CDI_KIND, devices, in.hook_path, spec.device_nodes);
+	spec.doc["containerEdits"] = edits_json(common, in.hook_path);
+	spec.yaml = spec_marker_line() + emit_block_yaml(spec.doc);
 	spec.devices = devices.size();
 	spec.mounts = common.mounts.size();
 	spec.device_nodes += common.nodes.size();

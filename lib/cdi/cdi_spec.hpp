@@ -1,11 +1,13 @@
 // The CDI spec for the driver root, as `nvidia-ctk cdi generate --driver-root=/run/nvidia/driver
 // --dev-root=/` writes it (reference/cdi-and-nvidia-ctk.md), generated natively: kind nvidia.com/gpu,
 // devices "0".."N-1" (PCI order), GPU-<uuid> where known and "all"; top-level env, control nodes, one
-// read-only mount per driver file, and the nvidia-cdi-hook hooks only when that binary exists.
+// read-only mount per driver file, and the nvidia-cdi-hook hooks only when that binary exists; MIG
+// compute instances "<gpu>:<mig>" in place of their MIG-enabled GPU.
 // Deterministic: the same root and devices give the same bytes.
 #pragma once
 
 #include "devices.hpp"
+#include "imex.hpp"
 #include "manifest.hpp"
 
 #include <nlohmann/json.hpp>
@@ -35,5 +37,9 @@ struct CdiSpec {
 };
 
 CdiSpec generate_cdi(const CdiInputs &in);
+
+// The IMEX channel spec: kind nvidia.com/imex-channel, a device per channel named by its id, and
+// "all", as `nvidia-ctk cdi generate --class imex-channel` writes it. Needs at least one channel.
+CdiSpec generate_imex_cdi(const std::vector<ImexChannel> &channels);
 
 }  // namespace unbounded

@@ -2,6 +2,7 @@
 
 #include "format.hpp"
 #include "fs.hpp"
+#include "mig.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -133,6 +134,8 @@ Result<DeviceInventory> enumerate_devices(const Context &ctx)
 			add_drm_nodes(ctx, g);
 			inv.gpus.push_back(std::move(g));
 		}
+		if (auto r = add_mig_devices(ctx, inv); !r)
+			return fail(r.error());
 	} else {
 		// No /proc/driver/nvidia here (a container without it): the GPU nodes are the inventory.
 		inv.source = "dev";

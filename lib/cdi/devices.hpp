@@ -20,11 +20,19 @@ struct DeviceNode {
 	unsigned gid = 0;
 };
 
+// One MIG compute instance (mig.hpp): what a container needs besides its parent's /dev/nvidiaN.
+struct MigDevice {
+	unsigned gi = 0, ci = 0;
+	DeviceNode gi_access, ci_access;  // /dev/nvidia-caps/nvidia-cap<minor>
+};
+
 struct Gpu {
 	std::string pci;                  // "0000:18:00.0", "" when enumerated from /dev only
 	unsigned minor = 0;
 	std::optional<std::string> uuid;  // only when fully known (not "GPU-????????-...")
 	std::vector<DeviceNode> nodes;    // /dev/nvidia<minor>, then its DRM nodes
+	bool mig_enabled = false;         // it has GPU instances: no whole-GPU device, as nvidia-ctk
+	std::vector<MigDevice> migs;      // its compute instances, by (gi, ci)
 };
 
 struct DeviceInventory {
@@ -32,6 +40,14 @@ struct DeviceInventory {
 	std::vector<DeviceNode> control;       // nvidia-modeset, nvidia-uvm, nvidia-uvm-tools, nvidiactl (those that exist)
 	std::string source;                    // "proc" or "dev"
 	std::vector<std::string> warnings;
+
+	std::size_t mig_devices() const
+	{
+		std::size_t n = 0;
+		for (const auto &g : gpus)
+			n += g.migs.size();
+		return n;
+	}
 };
 
 inline constexpr const char *CONTROL_NODES[] = {"/dev/nvidia-modeset", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",

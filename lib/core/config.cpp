@@ -197,6 +197,7 @@ Result<void> check_paths(const Ctx &c, const Config &cfg)
 	const std::pair<const char *, const std::string *> others[] = {
 		{"staging", &cfg.staging},
 		{"cdi_spec", &cfg.cdi_spec},
+		{"imex_cdi_spec", &cfg.imex_cdi_spec},
 		{"device_plugin_spec", &cfg.device_plugin_spec},
 		{"cdi_hook", &cfg.cdi_hook},
 	};
@@ -285,6 +286,7 @@ Result<Config> parse_config(std::string_view yaml_text, const std::string &displ
 		{"staging", path_handler(c, cfg.staging)},
 		{"driver_root", path_handler(c, cfg.driver_root)},
 		{"cdi_spec", path_handler(c, cfg.cdi_spec)},
+		{"imex_cdi_spec", path_handler(c, cfg.imex_cdi_spec)},
 		{"device_plugin_spec", path_handler(c, cfg.device_plugin_spec)},
 		{"cdi_hook", path_handler(c, cfg.cdi_hook)},
 		{"staging_timeout", duration_handler(c, cfg.staging_timeout)},

@@ -52,6 +52,7 @@ struct Config {
 	std::string staging = "/run/host-nvidia";
 	std::string driver_root = "/run/nvidia/driver";
 	std::string cdi_spec = "/etc/cdi/nvidia.yaml";
+	std::string imex_cdi_spec = "/etc/cdi/nvidia-imex-channel.yaml";  // written only while there are IMEX channels
 	std::string device_plugin_spec = "/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json";
 	std::string cdi_hook = "/usr/bin/nvidia-cdi-hook";
 	Millis staging_timeout{30'000};

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <vector>
 
 namespace unbounded {
 
@@ -52,11 +53,33 @@ bool all_digits(std::string_view s)
 	return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
 }
 
+namespace {
+
+// "3" -> {"3"}, "3:1" -> {"3", "1"}; empty for a name that is not digits joined by ':'.
+std::vector<std::string_view> index_parts(std::string_view s)
+{
+	std::vector<std::string_view> parts;
+	for (;;) {
+		auto colon = s.find(':');
+		if (!all_digits(s.substr(0, colon)))
+			return {};
+		parts.push_back(s.substr(0, colon));
+		if (colon == std::string_view::npos)
+			return parts;
+		s.remove_prefix(colon + 1);
+	}
+}
+
+}  // namespace
+
 bool numeric_name_less(std::string_view a, std::string_view b)
 {
-	const bool na = all_digits(a), nb = all_digits(b);
-	if (na && nb)  // by length, then digit by digit: numeric order without overflow
-		return a.size() != b.size() ? a.size() < b.size() : a < b;
+	const auto pa = index_parts(a), pb = index_parts(b);
+	const bool na = !pa.empty(), nb = !pb.empty();
+	if (na && nb)  // part by part; each by length, then digit by digit: numeric order without overflow
+		return std::lexicographical_compare(pa.begin(), pa.end(), pb.begin(), pb.end(), [](std::string_view x, std::string_view y) {
+			return x.size() != y.size() ? x.size() < y.size() : x < y;
+		});
 	if (na != nb)
 		return na;
 	return a < b;

@@ -18,7 +18,8 @@ std::string format_mode(unsigned mode);
 bool is_plain_file_name(std::string_view s);
 // Non-empty and only ASCII digits.
 bool all_digits(std::string_view s);
-// Names made of digits first, in numeric order ("2" before "10"), then the others by name.
+// Index names first, in numeric order ("2" before "10", "1" before "1:0" before "1:2" before "1:10"),
+// then the others by name.
 bool numeric_name_less(std::string_view a, std::string_view b);
 
 }  // namespace unbounded

@@ -144,6 +144,29 @@ Result<std::vector<std::string>> list_dir(int dirfd, const std::string &display,
 	return names;
 }
 
+Result<std::vector<std::string>> list_dir_once(int dirfd, const std::string &display)
+{
+	alignas(struct dirent64) char buf[16384];
+	std::vector<std::string> names;
+	for (;;) {
+		const ssize_t n = ::getdents64(dirfd, buf, sizeof buf);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return fail(last_errno_error("Failed to read directory " + display));
+		}
+		if (n == 0)
+			return names;
+		for (ssize_t off = 0; off < n;) {
+			const auto *de = reinterpret_cast<const struct dirent64 *>(buf + off);
+			const std::string_view name = de->d_name;
+			if (name != "." && name != "..")
+				names.emplace_back(name);
+			off += de->d_reclen;
+		}
+	}
+}
+
 Result<bool> dir_is_empty(int dirfd, const std::string &display)
 {
 	UniqueFd fd(::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));

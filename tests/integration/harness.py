@@ -207,6 +207,53 @@ class MachineRoot:
         if modeset:
             make_chardev(self.p("/dev/nvidia-modeset"), 195, 254)
 
+    # -- MIG and IMEX (the layout of a real driver: nv-caps numbers 15 GIs x (1 + 8 CIs) per GPU) --
+    CAPS_MAJOR = 508
+    IMEX_MAJOR = 237
+
+    @staticmethod
+    def cap_minor(gpu, gi, ci=None):
+        base = 3 + gpu * 135 + gi * 9
+        return base if ci is None else base + 1 + ci
+
+    def write_proc_devices(self):
+        write(self.p("/proc/devices"),
+              "Character devices:\n  1 mem\n  4 /dev/vc/0\n  5 /dev/tty\n 10 misc\n195 nvidia-frontend\n"
+              f"{self.IMEX_MAJOR} nvidia-caps-imex-channels\n{self.CAPS_MAJOR} nvidia-caps\n509 nvidia-uvm\n"
+              "\nBlock devices:\n  7 loop\n  8 sd\n259 blkext\n")
+
+    def write_mig_minors(self, gpus=8):
+        """Like the kernel's: every possible instance, whether it exists or not."""
+        lines = ["config 1", "monitor 2"]
+        for g in range(gpus):
+            for gi in range(15):
+                lines.append(f"gpu{g}/gi{gi}/access {self.cap_minor(g, gi)}")
+                lines += [f"gpu{g}/gi{gi}/ci{ci}/access {self.cap_minor(g, gi, ci)}" for ci in range(8)]
+        write(self.p("/proc/driver/nvidia-caps/mig-minors"), "\n".join(lines) + "\n")
+
+    def add_mig(self, gpu_minor, instances, nodes=True):
+        """instances: {gi: [ci, ...]}; a GI with an empty list has no compute instance."""
+        self.write_proc_devices()
+        if not os.path.exists(self.p("/proc/driver/nvidia-caps/mig-minors")):
+            self.write_mig_minors()
+        caps = self.p(f"/proc/driver/nvidia/capabilities/gpu{gpu_minor}/mig")
+        for gi, cis in instances.items():
+            for ci in [None] + list(cis):
+                rel = f"gi{gi}" + ("" if ci is None else f"/ci{ci}")
+                minor = self.cap_minor(gpu_minor, gi, ci)
+                write(os.path.join(caps, rel, "access"), f"DeviceFileMinor: {minor}\nDeviceFileMode: 292\nDeviceFileModify: 1\n")
+                if nodes:
+                    make_chardev(self.p(f"/dev/nvidia-caps/nvidia-cap{minor}"), self.CAPS_MAJOR, minor, 0o444)
+        for name in ("config", "monitor"):  # exist on every MIG-capable machine, never exposed
+            write(self.p(f"/proc/driver/nvidia/capabilities/mig/{name}"), "DeviceFileMinor: 1\nDeviceFileMode: 256\n")
+            make_chardev(self.p(f"/dev/nvidia-caps/nvidia-cap{1 if name == 'config' else 2}"), self.CAPS_MAJOR,
+                         1 if name == "config" else 2, 0o400)
+
+    def add_imex_channels(self, ids):
+        self.write_proc_devices()
+        for i in ids:
+            make_chardev(self.p(f"/dev/nvidia-caps-imex-channels/channel{i}"), self.IMEX_MAJOR, i, 0o666)
+
     def config(self, text):
         write(self.p("/etc/unbounded/nvidia.yaml"), text)
 

@@ -158,6 +158,12 @@ class TestGolden(unittest.TestCase):
         r = self.check_case("13-non-gpu-stale-spec")
         self.assertIn("/etc/cdi/nvidia.yaml was written by unbounded-nvidia-setup: unbounded-nvidia-cleanup.service removes it", r.stderr)
 
+    def test_16_non_gpu_machine_with_our_stale_imex_spec_cleans_it_up(self):
+        """Issue 12: the IMEX channel spec is ours too, and goes the same way."""
+        r = self.check_case("16-non-gpu-stale-imex-spec")
+        self.assertIn("/etc/cdi/nvidia-imex-channel.yaml was written by unbounded-nvidia-setup: "
+                      "unbounded-nvidia-cleanup.service removes it", r.stderr)
+
     def test_14_a_spec_someone_else_wrote_is_never_touched(self):
         r = self.check_case("14-non-gpu-foreign-spec")
         self.assertEqual(r.stderr, "")

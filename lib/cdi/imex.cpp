@@ -1,0 +1,61 @@
+#include "imex.hpp"
+
+#include "bounded_parse.hpp"
+#include "format.hpp"
+#include "fs.hpp"
+#include "mig.hpp"
+
+#include <algorithm>
+#include <charconv>
+
+namespace unbounded {
+
+std::vector<ImexChannel> enumerate_imex_channels(const Context &ctx, std::vector<std::string> &warnings)
+{
+	std::vector<ImexChannel> channels;
+	auto dir = fs::open_dir(ctx.real(IMEX_CHANNEL_DIR));
+	if (!dir) {
+		if (dir.error().errnum != ENOENT)
+			warnings.push_back("IMEX channels are not offered: " + dir.error().message);
+		return channels;
+	}
+	auto names = fs::list_dir(dir->get(), IMEX_CHANNEL_DIR);
+	if (!names) {
+		warnings.push_back("IMEX channels are not offered: " + names.error().message);
+		return channels;
+	}
+	std::optional<unsigned> major;
+	if (auto text = fs::read_file(ctx.real(PROC_DEVICES), 64 * 1024)) {
+		auto majors = parse_proc_devices(*text);
+		if (auto it = majors.find("nvidia-caps-imex-channels"); it != majors.end())
+			major = it->second;
+	}
+	for (const auto &name : *names) {
+		const std::string path = std::string(IMEX_CHANNEL_DIR) + "/" + name;
+		std::string_view digits = std::string_view(name).substr(std::min<std::size_t>(name.size(), 7));
+		unsigned id = 0;
+		if (!name.starts_with("channel") || !all_digits(digits) || digits.size() > 7 ||
+		    std::from_chars(digits.data(), digits.data() + digits.size(), id).ec != std::errc() || id > MAX_IMEX_CHANNEL ||
+		    (digits.size() > 1 && digits.front() == '0')) {
+			warnings.push_back("Ignoring " + printable(path) + ": not an IMEX channel name (channel0 .. channel" +
+					   std::to_string(MAX_IMEX_CHANNEL) + ")");
+			continue;
+		}
+		auto node = read_device_node(ctx, path);
+		if (!node) {
+			warnings.push_back("Ignoring IMEX channel " + path + ": not a character device");
+			continue;
+		}
+		if ((major && node->major != *major) || node->minor != id) {
+			warnings.push_back("Ignoring IMEX channel " + path + ": it is " + std::to_string(node->major) + ":" +
+					   std::to_string(node->minor) + ", expected " + (major ? std::to_string(*major) : "the IMEX major") +
+					   ":" + std::to_string(id));
+			continue;
+		}
+		channels.push_back(ImexChannel{id, *node});
+	}
+	std::sort(channels.begin(), channels.end(), [](const ImexChannel &a, const ImexChannel &b) { return a.id < b.id; });
+	return channels;
+}
+
+}  // namespace unbounded

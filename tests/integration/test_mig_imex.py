@@ -1,0 +1,253 @@
+#!/usr/bin/env python3
+"""Issue 12: MIG compute instances and IMEX channels in the CDI specs, and `verify` of their nodes."""
+
+import json
+import os
+import shutil
+import unittest
+
+from harness import MachineRoot, V1, main, make_chardev, write
+from test_cdi import CdiCase, SPEC
+
+IMEX_SPEC = "/etc/cdi/nvidia-imex-channel.yaml"
+# What `nvidia-smi mig -cgi 1g.18gb -C` seven times makes on an H100/H200: GIs 7..13, one CI each.
+SEVEN_1G = {gi: [0] for gi in range(7, 14)}
+
+
+def names(spec_text):
+    return [line.split("name: ", 1)[1].strip('"') for line in spec_text.splitlines() if line.startswith("  - name: ")]
+
+
+class MigCase(CdiCase):
+    def machine(self, gpus=8, mig=None, imex=()):
+        m = MachineRoot(self).standard(gpus=gpus)
+        for minor, instances in (mig or {}).items():
+            m.add_mig(minor, instances)
+        if imex:
+            m.add_imex_channels(imex)
+        return m
+
+    def setup_ok(self, m):
+        r = m.setup()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r
+
+    def read(self, m, path):
+        with open(m.p(path)) as f:
+            return f.read()
+
+
+class TestMigGolden(MigCase):
+    def test_eight_gpus_with_seven_instances_each_and_four_imex_channels(self):
+        m = self.machine(mig={g: SEVEN_1G for g in range(8)}, imex=range(4))
+        r = self.setup_ok(m)
+        spec = self.generate(m)
+        self.assertSchemaValid(spec)
+        self.assertGolden("8x7-mig.yaml", spec)
+        self.assertEqual(self.read(m, SPEC), spec, "setup and generate-cdi disagree")
+        expected = [f"{g}:{j}" for g in range(8) for j in range(7)]
+        self.assertEqual(names(spec), expected + ["all"])  # MIG-enabled GPUs offer no whole GPU
+        self.assertNotIn("GPU-", spec)
+        self.assertNotIn("nvidia-cap1\n", spec)  # config
+        self.assertNotIn("nvidia-cap2\n", spec)  # monitor
+        self.assertEqual(r.result["mig_devices"], 56)
+
+        imex = self.read(m, IMEX_SPEC)
+        self.assertSchemaValid(imex)
+        self.assertGolden("imex-4.yaml", imex)
+        self.assertEqual(names(imex), ["0", "1", "2", "3", "all"])
+        self.assertIn("kind: nvidia.com/imex-channel", imex)
+        self.assertEqual(r.result["imex_channels"], 4)
+
+    def test_mig_index_counts_instances_in_gi_then_ci_order(self):
+        # GPU 0: GI 1 with CIs 0 and 1, GI 2 with CI 0; GPU 1 without MIG keeps its whole-GPU devices.
+        m = self.machine(gpus=2, mig={0: {2: [0], 1: [1, 0]}})
+        self.setup_ok(m)
+        spec = self.generate(m)
+        self.assertSchemaValid(spec)
+        self.assertEqual(names(spec), ["0:0", "0:1", "0:2", "1", "GPU-00000001-1111-2222-3333-444455556666", "all"])
+        doc = json.loads(json.dumps(__import__("yaml").safe_load(spec)))
+        devices = {d["name"]: [n["path"] for n in d["containerEdits"]["deviceNodes"]] for d in doc["devices"]}
+        cap = MachineRoot.cap_minor
+        self.assertEqual(devices["0:0"], ["/dev/nvidia0", f"/dev/nvidia-caps/nvidia-cap{cap(0, 1)}",
+                                          f"/dev/nvidia-caps/nvidia-cap{cap(0, 1, 0)}"])
+        self.assertEqual(devices["0:1"][2], f"/dev/nvidia-caps/nvidia-cap{cap(0, 1, 1)}")
+        self.assertEqual(devices["0:2"][1:], [f"/dev/nvidia-caps/nvidia-cap{cap(0, 2)}",
+                                              f"/dev/nvidia-caps/nvidia-cap{cap(0, 2, 0)}"])
+        # "all": every node once, the parent included
+        self.assertEqual(sorted(devices["all"]), sorted(set(devices["0:0"] + devices["0:1"] + devices["0:2"] + devices["1"])))
+
+    def test_a_mig_enabled_gpu_without_compute_instances_offers_nothing_and_says_so(self):
+        m = self.machine(gpus=2, mig={1: {3: []}})
+        r = self.setup_ok(m)
+        self.assertEqual(names(self.generate(m)), ["0", "GPU-00000000-1111-2222-3333-444455556666", "all"])
+        self.assertIn("GPU 1 has MIG enabled but no compute instance", r.stderr)
+
+    def test_instances_are_keyed_by_the_device_minor_not_the_index(self):
+        # PCI order puts minor 1 first: it is GPU index 0, and gpu1/ in the capabilities tree.
+        m = MachineRoot(self).standard(gpus=0)
+        m.add_gpu(1, "0000:18:00.0", "GPU-00000001-1111-2222-3333-444455556666")
+        m.add_gpu(0, "0000:3b:00.0", "GPU-00000000-1111-2222-3333-444455556666")
+        m.add_mig(1, {7: [0]})
+        self.setup_ok(m)
+        spec = self.generate(m)
+        self.assertEqual(names(spec)[:2], ["0:0", "1"])
+        self.assertIn(f"nvidia-cap{MachineRoot.cap_minor(1, 7, 0)}", spec)
+
+
+class TestMigErrors(MigCase):
+    def assertFailsKeepingTheOldSpec(self, m, needle):
+        before = self.read(m, SPEC)
+        r = m.setup()
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn(needle, r.stderr)
+        self.assertEqual(self.read(m, SPEC), before)
+        return r
+
+    def test_an_instance_node_the_host_did_not_bind_is_named(self):
+        m = self.machine(gpus=1)
+        self.setup_ok(m)
+        m.add_mig(0, {7: [0]})
+        os.unlink(m.p(f"/dev/nvidia-caps/nvidia-cap{MachineRoot.cap_minor(0, 7, 0)}"))
+        self.assertFailsKeepingTheOldSpec(
+            m, f"has no character device /dev/nvidia-caps/nvidia-cap{MachineRoot.cap_minor(0, 7, 0)}")
+
+    def test_a_node_of_another_major_is_refused(self):
+        m = self.machine(gpus=1)
+        self.setup_ok(m)
+        m.add_mig(0, {7: [0]})
+        minor = MachineRoot.cap_minor(0, 7)
+        make_chardev(m.p(f"/dev/nvidia-caps/nvidia-cap{minor}"), 195, minor, 0o444)
+        self.assertFailsKeepingTheOldSpec(m, f"is 195:{minor}, expected nvidia-caps {MachineRoot.CAPS_MAJOR}:{minor}")
+
+    def test_no_nvidia_caps_major(self):
+        m = self.machine(gpus=1)
+        self.setup_ok(m)
+        m.add_mig(0, {7: [0]})
+        write(m.p("/proc/devices"), "Character devices:\n195 nvidia-frontend\n\nBlock devices:\n508 nvidia-caps\n")
+        self.assertFailsKeepingTheOldSpec(m, "/proc/devices names no 'nvidia-caps' major")
+
+    def test_mig_minors_missing(self):
+        m = self.machine(gpus=1)
+        self.setup_ok(m)
+        m.add_mig(0, {7: [0]})
+        os.unlink(m.p("/proc/driver/nvidia-caps/mig-minors"))
+        self.assertFailsKeepingTheOldSpec(m, "/proc/driver/nvidia-caps/mig-minors is unreadable")
+
+    def test_bad_mig_minors_lines_are_skipped_with_a_warning(self):
+        m = self.machine(gpus=1, mig={0: {7: [0]}})
+        with open(m.p("/proc/driver/nvidia-caps/mig-minors"), "a") as f:
+            f.write("gpu0/gi99x/access 12\nnot a line at all\n")
+        r = self.setup_ok(m)
+        self.assertIn("Skipped 2 line(s) of /proc/driver/nvidia-caps/mig-minors, first: /proc/driver/nvidia-caps/mig-minors:", r.stderr)
+        self.assertIn("unknown capability 'gpu0/gi99x/access'", r.stderr)
+
+
+class TestImex(MigCase):
+    def test_the_imex_spec_follows_the_channels(self):
+        m = self.machine(gpus=1, imex=[0, 1])
+        self.setup_ok(m)
+        self.assertEqual(names(self.read(m, IMEX_SPEC)), ["0", "1", "all"])
+        self.assertEqual(os.stat(m.p(IMEX_SPEC)).st_mode & 0o777, 0o644)
+        m.add_imex_channels([5])
+        self.setup_ok(m)
+        self.assertEqual(names(self.read(m, IMEX_SPEC)), ["0", "1", "5", "all"])
+        shutil.rmtree(m.p("/dev/nvidia-caps-imex-channels"))
+        r = self.setup_ok(m)
+        self.assertFalse(os.path.exists(m.p(IMEX_SPEC)))
+        self.assertIn("no IMEX channels any more", r.stderr)
+
+    def test_no_channels_no_spec(self):
+        m = self.machine(gpus=1)
+        r = self.setup_ok(m)
+        self.assertFalse(os.path.exists(m.p(IMEX_SPEC)))
+        self.assertEqual(r.result["imex_channels"], 0)
+
+    def test_an_imex_spec_someone_else_wrote_is_left_alone(self):
+        m = self.machine(gpus=1)
+        foreign = "---\ncdiVersion: 0.5.0\nkind: nvidia.com/imex-channel\ndevices: []\n"
+        write(m.p(IMEX_SPEC), foreign)
+        self.setup_ok(m)
+        self.assertEqual(self.read(m, IMEX_SPEC), foreign)
+
+    def test_strange_entries_are_not_channels(self):
+        m = self.machine(gpus=1, imex=[0])
+        write(m.p("/dev/nvidia-caps-imex-channels/channel1"), "")                         # a file
+        make_chardev(m.p("/dev/nvidia-caps-imex-channels/channel2"), MachineRoot.IMEX_MAJOR, 7)  # another minor
+        make_chardev(m.p("/dev/nvidia-caps-imex-channels/channel3"), 195, 3)             # another major
+        make_chardev(m.p("/dev/nvidia-caps-imex-channels/channel01"), MachineRoot.IMEX_MAJOR, 1)
+        make_chardev(m.p(f"/dev/nvidia-caps-imex-channels/channel{1 << 20}"), MachineRoot.IMEX_MAJOR, 0)
+        r = self.setup_ok(m)
+        self.assertEqual(names(self.read(m, IMEX_SPEC)), ["0", "all"])
+        for n in ("channel1: not a character device", "channel2: it is 237:7", "channel3: it is 195:3",
+                  "channel01: not an IMEX channel name", "channel1048576: not an IMEX channel name"):
+            self.assertIn(n, r.stderr)
+
+    def test_cleanup_removes_the_imex_spec_too(self):
+        m = self.machine(gpus=1, imex=[0])
+        self.setup_ok(m)
+        r = m.run("--json", "cleanup")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(json.loads(r.stdout)["imex_cdi_spec_removed"])
+        self.assertFalse(os.path.exists(m.p(IMEX_SPEC)))
+
+
+class TestVerifyMigImex(MigCase):
+    def verify(self, m):
+        r = m.run("--json", "verify")
+        r.result = json.loads(r.stdout)
+        return r
+
+    def assertNotReady(self, m, needle):
+        r = self.verify(m)
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn(needle, "\n".join(p["message"] for p in r.result["problems"]))
+
+    def ready(self):
+        m = self.machine(gpus=2, mig={0: {7: [0], 8: [0]}}, imex=[0, 1])
+        self.setup_ok(m)
+        r = self.verify(m)
+        self.assertEqual(r.returncode, 0, r.stdout)
+        return m
+
+    def test_a_mig_access_node_with_another_minor(self):
+        m = self.ready()
+        minor = MachineRoot.cap_minor(0, 8, 0)
+        make_chardev(m.p(f"/dev/nvidia-caps/nvidia-cap{minor}"), MachineRoot.CAPS_MAJOR, minor + 1, 0o444)
+        self.assertNotReady(m, f"device node /dev/nvidia-caps/nvidia-cap{minor} is {MachineRoot.CAPS_MAJOR}:{minor + 1}, "
+                               f"the spec says {MachineRoot.CAPS_MAJOR}:{minor}")
+
+    def test_a_mig_access_node_gone(self):
+        m = self.ready()
+        minor = MachineRoot.cap_minor(0, 7)
+        os.unlink(m.p(f"/dev/nvidia-caps/nvidia-cap{minor}"))
+        self.assertNotReady(m, f"has no character device /dev/nvidia-caps/nvidia-cap{minor}")
+
+    def test_an_imex_channel_with_another_minor(self):
+        m = self.ready()
+        make_chardev(m.p("/dev/nvidia-caps-imex-channels/channel1"), MachineRoot.IMEX_MAJOR, 0)
+        self.assertNotReady(m, f"{IMEX_SPEC} is stale")
+
+    def test_the_imex_spec_missing(self):
+        m = self.ready()
+        os.unlink(m.p(IMEX_SPEC))
+        self.assertNotReady(m, f"CDI spec {IMEX_SPEC} is unreadable")
+
+    def test_the_imex_spec_edited(self):
+        m = self.ready()
+        text = self.read(m, IMEX_SPEC).replace("channel1", "channel9")
+        write(m.p(IMEX_SPEC), text)
+        r = self.verify(m)
+        self.assertEqual(r.returncode, 1)
+        messages = "\n".join(p["message"] for p in r.result["problems"])
+        self.assertIn("device node /dev/nvidia-caps-imex-channels/channel9 does not exist", messages)
+        self.assertIn(f"{IMEX_SPEC} is stale", messages)
+
+    def test_channels_gone_but_the_spec_still_offers_them(self):
+        m = self.ready()
+        shutil.rmtree(m.p("/dev/nvidia-caps-imex-channels"))
+        self.assertNotReady(m, f"{IMEX_SPEC} is stale: it offers IMEX channels but the machine has none")
+
+
+if __name__ == "__main__":
+    main()
