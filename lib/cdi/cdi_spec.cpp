@@ -168,6 +168,27 @@ void add_link_mounts(Edits &common, const Manifest &m, const std::string &driver
 	}
 }
 
+// Images of the Red Hat family (UBI, Rocky, Alma, Fedora) never search /lib/<multiarch>/: their
+// loader's default directories are /lib64 and /usr/lib64, on x86_64 and aarch64 alike, and their
+// ld.so.cache was built with the image. Without the update-ldcache hook, which adds the driver's
+// directory to the container's cache, nothing tells their loader where libcuda.so.1 is: each
+// library link of the driver's lib dir (the names the loader and dlopen() look for) is bound into
+// /usr/lib64 as well. In a Debian-family image /usr/lib64 is searched by nobody and the extra
+// names are harmless.
+constexpr const char *LIB64_DIR = "/usr/lib64";
+
+void add_lib64_mounts(Edits &common, const Manifest &m, const std::string &driver_root, const std::set<std::string> &files)
+{
+	const std::string libdir = "lib/" + m.multiarch + "/";
+	for (const auto &e : m.entries) {
+		if (e.type != ManifestEntry::Type::Link || !e.path.starts_with(libdir) || e.path.find('/', libdir.size()) != std::string::npos)
+			continue;
+		const std::string target_rel = link_target_file(m, e);
+		if (files.count(target_rel))
+			common.mounts.push_back(Mount{fs::join(driver_root, target_rel), std::string(LIB64_DIR) + "/" + fs::basename(e.path)});
+	}
+}
+
 // Devices: by index, by UUID where fully known, and "all"; sorted by name as nvidia-ctk does. A
 // MIG-enabled GPU offers its compute instances instead of itself, "<gpu-index>:<mig-index>" with
 // mig-index counting its instances in (GI, CI) order; "all" is the union of every device's nodes.
@@ -274,6 +295,9 @@ CdiSpec generate_cdi(const CdiInputs &in)
 	// Without create-symlinks nobody makes libcuda.so.1 and friends in the container.
 	if (!in.hook_path || !in.hook_commands.count("create-symlinks"))
 		add_link_mounts(common, m, in.driver_root, files);
+	// Without update-ldcache only images whose loader searches /lib/<multiarch>/ find the libraries.
+	if (!in.hook_path || !in.hook_commands.count("update-ldcache"))
+		add_lib64_mounts(common, m, in.driver_root, files);
 	std::sort(common.mounts.begin(), common.mounts.end(), [](const Mount &a, const Mount &b) {
 		return std::pair(depth(a.container), a.container) < std::pair(depth(b.container), b.container);
 	});

@@ -217,7 +217,7 @@ class TestWrite(CdiCase):
         script = f"""
             set -u
             cp "{spec_dir}/nvidia.yaml" "{out}/saved"
-            mount -t tmpfs -o size=12k tmpfs "{spec_dir}" || exit 90
+            mount -t tmpfs -o size=20k tmpfs "{spec_dir}" || exit 90
             cp "{out}/saved" "{spec_dir}/nvidia.yaml"
             head -c 4096 /dev/zero > "{spec_dir}/filler" 2>/dev/null
             "{SETUP}" --root "{m.path}" --config "{m.p('/etc/unbounded/b.yaml')}" setup 2>"{out}/err"
@@ -234,6 +234,87 @@ class TestWrite(CdiCase):
         self.assertEqual(open(f"{out}/spec-after").read(), old_spec)
         self.assertEqual(snapshot(m.driver_root()), before)
         self.assertEqual(sorted(os.listdir(m.p("/run/nvidia"))), ["driver"])
+
+
+class TestImageFamilies(CdiCase):
+    """Issue 12, item 5: which container images find libcuda.so.1, with and without nvidia-cdi-hook.
+
+    A model of the container runtime and the image's loader: the spec's mounts are applied to an
+    empty image tree (each hostPath copied to its containerPath), its hooks are played as
+    nvidia-cdi-hook plays them (create-symlinks makes the links; update-ldcache runs ldconfig for
+    the folders it names, so every glibc image's cache has them), and each library is looked up in
+    the directories the image family's glibc searches besides its cache: Debian's multiarch patch
+    adds /lib/<triplet> and /usr/lib/<triplet>; Red Hat's glibc on lib64 systems (UBI, Rocky, Alma)
+    searches /lib64 and /usr/lib64 only. The loaders are not run here: the directory lists are
+    glibc's, the rest is the spec."""
+
+    FAMILIES = {"debian": [f"/lib/{ARCH}", f"/usr/lib/{ARCH}", "/lib", "/usr/lib"], "ubi": ["/lib64", "/usr/lib64"]}
+    # What a CUDA program loads: libcuda.so.1 by SONAME, and what libcuda dlopen()s by SONAME.
+    NEEDED = ["libcuda.so.1", "libnvidia-ml.so.1", "libnvidia-ptxjitcompiler.so.1"]
+
+    def spec_for(self, hook):
+        m = MachineRoot(self).standard(gpus=1)
+        if hook:
+            write(m.p("/usr/bin/nvidia-cdi-hook"), fake_hook(hook), 0o755)
+        self.assertEqual(m.setup().returncode, 0)
+        import yaml
+        return m, yaml.safe_load(open(m.p(SPEC)).read())
+
+    def image_finds(self, m, doc, family, drop=lambda mount: False):
+        image = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, image, True)
+        cache = []
+        edits = doc["containerEdits"]
+        for mount in edits.get("mounts", []):
+            if drop(mount):
+                continue
+            dest = os.path.join(image, mount["containerPath"].lstrip("/"))
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            shutil.copyfile(m.p(mount["hostPath"]), dest)
+        for hook in edits.get("hooks", []):
+            args = hook["args"]
+            if args[1] == "create-symlinks":
+                for target, link in (a.split("::") for a in args[3::2]):
+                    dest = os.path.join(image, link.lstrip("/"))
+                    os.makedirs(os.path.dirname(dest), exist_ok=True)
+                    if not os.path.lexists(dest):
+                        os.symlink(target, dest)
+            elif args[1] == "update-ldcache":
+                cache += args[3::2]
+        found = {}
+        for soname in self.NEEDED:
+            for d in cache + self.FAMILIES[family]:
+                path = os.path.join(image, d.lstrip("/"), soname)
+                if os.path.exists(path):
+                    found[soname] = open(path, "rb").read()
+                    break
+        return found
+
+    def assertEveryFamilyFindsTheDriver(self, hook):
+        m, doc = self.spec_for(hook)
+        for family in self.FAMILIES:
+            found = self.image_finds(m, doc, family)
+            self.assertEqual(sorted(found), sorted(self.NEEDED), f"{family} image, hook {hook and hook[:3]}")
+            for soname, data in found.items():
+                real = os.path.join(m.libdir(), soname.rsplit(".so.", 1)[0] + f".so.{V1}")
+                self.assertEqual(data, open(real, "rb").read(), f"{family}: {soname} is not the driver's")
+
+    def test_without_a_hook(self):
+        self.assertEveryFamilyFindsTheDriver(None)
+
+    def test_with_a_hook_that_updates_the_ld_cache(self):
+        self.assertEveryFamilyFindsTheDriver(HOOK_1_17)
+        m, doc = self.spec_for(HOOK_1_17)
+        self.assertNotIn("/usr/lib64/", open(m.p(SPEC)).read())  # the cache does it: no extra mounts
+
+    def test_with_a_hook_without_update_ldcache(self):
+        self.assertEveryFamilyFindsTheDriver(["create-symlinks", "help, h"])
+
+    def test_the_model_fails_an_image_the_spec_does_not_serve(self):
+        # Without the /usr/lib64 mounts (the spec before issue 12), a UBI image finds nothing.
+        m, doc = self.spec_for(None)
+        self.assertEqual(self.image_finds(m, doc, "ubi", drop=lambda mount: mount["containerPath"].startswith("/usr/lib64/")), {})
+        self.assertEqual(len(self.image_finds(m, doc, "debian", drop=lambda mount: mount["containerPath"].startswith("/usr/lib64/"))), 3)
 
 
 class TestCleanup(CdiCase):
