@@ -193,9 +193,11 @@ Result<bool> dir_is_empty(int dirfd, const std::string &display)
 long long mount_id_of(int fd)
 {
 	struct statx stx{};
-	if (::statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_MNT_ID, &stx) == 0 && (stx.stx_mask & STATX_MNT_ID))
+	if (::statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_MNT_ID, &stx) == 0 && (stx.stx_mask & STATX_MNT_ID) &&
+	    stx.stx_mnt_id != 0)
 		return static_cast<long long>(stx.stx_mnt_id);
-	// Kernels before 5.8 (and emulators that do not pass statx through): /proc/self/fdinfo has it.
+	// Kernels before 5.8, and emulators that pass the mask through but not the field (qemu-user 7.2
+	// answers STATX_MNT_ID with 0, which would make every bind mount look like ours): fdinfo has it.
 	auto info = read_file("/proc/self/fdinfo/" + std::to_string(fd), 4096);
 	if (!info)
 		return -1;
