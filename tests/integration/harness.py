@@ -3,6 +3,7 @@ running the real binaries under --root, and a TAP runner so meson counts every t
 
 import json
 import os
+import shlex
 import shutil
 import stat
 import subprocess
@@ -11,9 +12,32 @@ import tempfile
 import unittest
 
 FIXTURES = os.environ.get("FIXTURE_DIR", "")
+SCHEMA_DIR = os.environ.get("CDI_SCHEMA_DIR", "")
+
+
+def wrap_binaries(wrapper, names):
+    """A cross build (`make check-arm64`): the binaries run under the exe wrapper (qemu-user), with no
+    binfmt_misc registration. Each $NAME_BIN becomes a small script that execs the wrapper on it, so
+    every way a test starts one (argv lists, Popen and kill, shell scripts) goes through it."""
+    d = tempfile.mkdtemp(prefix="unbounded-wrapped-")
+    for name in names:
+        real = os.environ.get(name, "")
+        if not real:
+            continue
+        path = os.path.join(d, os.path.basename(real))
+        with open(path, "w") as f:
+            f.write("#!/bin/sh\nexec " + " ".join(map(shlex.quote, wrapper + [real])) + ' "$@"\n')
+        os.chmod(path, 0o755)
+        os.environ[name] = path
+
+
+EXE_WRAPPER = shlex.split(os.environ.get("TEST_EXE_WRAPPER", ""))
+EMULATED = bool(EXE_WRAPPER)
+if EXE_WRAPPER and not os.environ.get("UNBOUNDED_WRAPPED"):
+    wrap_binaries(EXE_WRAPPER, ["SETUP_BIN", "GENERATOR_BIN", "LICENSE_BIN"])
+    os.environ["UNBOUNDED_WRAPPED"] = "1"
 SETUP = os.environ.get("SETUP_BIN", "")
 GENERATOR = os.environ.get("GENERATOR_BIN", "")
-SCHEMA_DIR = os.environ.get("CDI_SCHEMA_DIR", "")
 
 V1 = "535.104.05"
 V2 = "550.54.15"
@@ -39,7 +63,8 @@ COMPANIONS = {"libnvidia-egl-wayland.so.1.1.9": "libnvidia-egl-wayland.so.1",
 UNRELATED = ["libz.so.1.2.13", "libssl.so.3", "libGL.so.1.7.0"]
 HELPERS = ["nvidia-smi", "nvidia-debugdump", "nvidia-persistenced",
            "nvidia-cuda-mps-control", "nvidia-cuda-mps-server"]
-ARCH = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu"}[os.uname().machine]
+# The machine the binaries and fixtures are built for: a cross build says so (TEST_MULTIARCH).
+ARCH = os.environ.get("TEST_MULTIARCH") or {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu"}[os.uname().machine]
 
 IS_ROOT = os.geteuid() == 0
 # Directories the tests make (the run directory among them) must not come out group-writable under
