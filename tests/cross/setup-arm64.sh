@@ -36,6 +36,29 @@ if [ ! -f "$ASIDE/usr/lib/aarch64-linux-gnu/libyaml-cpp.a" ]; then
 	sed -i "s|^prefix=.*|prefix=$ASIDE/usr|; s|^includedir=.*|includedir=/usr/include|" \
 		"$ASIDE/usr/lib/aarch64-linux-gnu/pkgconfig/yaml-cpp.pc"
 fi
+# Debian's real arm64 NVIDIA 535 userspace (non-free) for the integration test built from it
+# (tests/integration/test_debian_packages.py): fetched with a private apt state and sources list,
+# so the machine's own apt configuration is neither needed nor changed.
+DEBS="$BUILD_DIR/nvidia-debs"
+if [ ! -f "$DEBS/.complete" ]; then
+	APTDIR="$BUILD_DIR/apt"
+	rm -rf "$DEBS" "$APTDIR"
+	mkdir -p "$DEBS" "$APTDIR/lists/partial" "$APTDIR/cache/archives/partial"
+	key=/usr/share/keyrings/debian-archive-keyring.gpg
+	for suite in "debian bookworm" "debian bookworm-updates" "debian-security bookworm-security"; do
+		set -- $suite
+		echo "deb [arch=arm64 signed-by=$key] http://deb.debian.org/$1 $2 main non-free"
+	done > "$APTDIR/sources.list"
+	APTOPTS="-o Dir::Etc::SourceList=$APTDIR/sources.list -o Dir::Etc::SourceParts=/dev/null \
+		-o Dir::State::Lists=$APTDIR/lists -o Dir::Cache=$APTDIR/cache -o APT::Architectures::=arm64"
+	apt-get $APTOPTS update -q
+	(cd "$DEBS" && apt-get $APTOPTS download libcuda1:arm64 libnvidia-ml1:arm64 libnvidia-ptxjitcompiler1:arm64 \
+		libegl-nvidia0:arm64 libglx-nvidia0:arm64 libnvidia-eglcore:arm64 libnvidia-glcore:arm64 \
+		libnvidia-allocator1:arm64 nvidia-smi:arm64 2>&1 | grep -v '^W: Download is performed unsandboxed' || true)
+	[ "$(ls "$DEBS"/*.deb | wc -l)" = 9 ] || { echo "Failed to download Debian's arm64 NVIDIA packages" >&2; exit 1; }
+	touch "$DEBS/.complete"
+fi
+
 cat > "$BUILD_DIR/cross-constants.ini" <<EOC
 [constants]
 yaml_cpp_pc = '$ASIDE/usr/lib/aarch64-linux-gnu/pkgconfig'
