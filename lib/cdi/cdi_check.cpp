@@ -230,6 +230,62 @@ void check_cdi_structure(const nlohmann::ordered_json &doc, const std::string &d
 		c.bad("cdiVersion " + version + " is lower than " + c.required_why + " requires");
 }
 
+namespace {
+
+// Checks paths a spec names, each once, resolved inside the machine root (a symlink never leads out).
+class HostPathChecker {
+public:
+	HostPathChecker(const Context &ctx, const std::string &display, std::vector<Problem> &problems)
+		: root_fd_(open_root(ctx)), display_(display), problems_(problems)
+	{
+	}
+
+	// A device node the spec gives a major for must be that device: a MIG access node or an IMEX
+	// channel with another minor opens another instance or channel.
+	void check(const std::string &path, bool device, const json *spec_node = nullptr)
+	{
+		if (path.empty() || path.front() != '/' || !checked_.insert(path + (device ? "\1" : "")).second)
+			return;
+		UniqueFd fd = open_in_root(root_fd_.get(), path, !device);
+		struct stat st{};
+		if (!fd || ::fstat(fd.get(), &st) < 0) {
+			problems_.push_back(Problem{path, display_ + ": " + (device ? "device node " : "hostPath ") + path + " does not exist"});
+			return;
+		}
+		if (device && !S_ISCHR(st.st_mode)) {
+			problems_.push_back(Problem{path, display_ + ": device node " + path + " is not a character device"});
+			return;
+		}
+		if (!spec_node || !spec_node->contains("major"))
+			return;
+		auto number = [&](const char *key) -> long long {
+			const bool has = spec_node->contains(key) && (*spec_node)[key].is_number_integer();
+			return has ? (*spec_node)[key].get<long long>() : 0;  // omitted: 0, as in the CDI Go types
+		};
+		const long long want_major = number("major"), want_minor = number("minor");
+		if (static_cast<long long>(::major(st.st_rdev)) != want_major || static_cast<long long>(::minor(st.st_rdev)) != want_minor)
+			problems_.push_back(Problem{path, display_ + ": device node " + path + " is " + std::to_string(::major(st.st_rdev)) + ":" +
+							  std::to_string(::minor(st.st_rdev)) + ", the spec says " + std::to_string(want_major) +
+							  ":" + std::to_string(want_minor)});
+	}
+
+private:
+	const UniqueFd root_fd_;
+	const std::string &display_;
+	std::vector<Problem> &problems_;
+	std::set<std::string> checked_;
+};
+
+void check_missing_core_mounts(const std::set<std::string> &bases, const std::string &display, const std::string &version,
+			       std::vector<Problem> &problems)
+{
+	for (const std::string lib : {"libcuda.so.", "libnvidia-ml.so."})
+		if (!bases.count(lib + version))
+			problems.push_back(Problem{display, display + " has no mount of " + lib + version});
+}
+
+}  // namespace
+
 void check_cdi_host_paths(const Context &ctx, const nlohmann::ordered_json &doc, const std::string &display,
 			  std::vector<Problem> &problems)
 {
@@ -241,52 +297,24 @@ void check_cdi_host_paths(const Context &ctx, const nlohmann::ordered_json &doc,
 				if (d.is_object() && d.contains("containerEdits") && d["containerEdits"].is_object())
 					fn(d["containerEdits"]);
 	};
-	std::set<std::string> checked;
-	const UniqueFd root_fd = open_root(ctx);
-	// A device node the spec gives a major for must be that device: a MIG access node or an IMEX
-	// channel with another minor opens another instance or channel.
-	auto check = [&](const std::string &path, bool device, const json *spec_node = nullptr) {
-		if (path.empty() || path.front() != '/' || !checked.insert(path + (device ? "\1" : "")).second)
-			return;
-		UniqueFd fd = open_in_root(root_fd.get(), path, !device);
-		struct stat st{};
-		if (!fd || ::fstat(fd.get(), &st) < 0) {
-			problems.push_back(Problem{path, display + ": " + (device ? "device node " : "hostPath ") + path + " does not exist"});
-			return;
-		}
-		if (device && !S_ISCHR(st.st_mode)) {
-			problems.push_back(Problem{path, display + ": device node " + path + " is not a character device"});
-			return;
-		}
-		auto number = [&](const char *key) -> long long {
-			const bool has = spec_node->contains(key) && (*spec_node)[key].is_number_integer();
-			return has ? (*spec_node)[key].get<long long>() : 0;  // omitted: 0, as in the CDI Go types
-		};
-		if (!spec_node || !spec_node->contains("major"))
-			return;
-		const long long want_major = number("major"), want_minor = number("minor");
-		if (static_cast<long long>(::major(st.st_rdev)) != want_major || static_cast<long long>(::minor(st.st_rdev)) != want_minor)
-			problems.push_back(Problem{path, display + ": device node " + path + " is " + std::to_string(::major(st.st_rdev)) + ":" +
-							 std::to_string(::minor(st.st_rdev)) + ", the spec says " + std::to_string(want_major) +
-							 ":" + std::to_string(want_minor)});
-	};
+	HostPathChecker checker(ctx, display, problems);
 	each_edits([&](const json &e) {
 		if (e.contains("mounts") && e["mounts"].is_array())
 			for (const auto &m : e["mounts"])
 				if (m.is_object() && m.contains("hostPath") && m["hostPath"].is_string())
-					check(m["hostPath"].get<std::string>(), false);
+					checker.check(m["hostPath"].get<std::string>(), false);
 		if (e.contains("deviceNodes") && e["deviceNodes"].is_array())
 			for (const auto &d : e["deviceNodes"]) {
 				if (!d.is_object())
 					continue;
 				const char *key = d.contains("hostPath") ? "hostPath" : "path";
 				if (d.contains(key) && d[key].is_string())
-					check(d[key].get<std::string>(), true, &d);
+					checker.check(d[key].get<std::string>(), true, &d);
 			}
 		if (e.contains("hooks") && e["hooks"].is_array())
 			for (const auto &h : e["hooks"])
 				if (h.is_object() && h.contains("path") && h["path"].is_string())
-					check(h["path"].get<std::string>(), false);
+					checker.check(h["path"].get<std::string>(), false);
 	});
 }
 
@@ -299,9 +327,7 @@ void check_core_mounts(const nlohmann::ordered_json &doc, const std::string &dis
 		for (const auto &m : doc["containerEdits"]["mounts"])
 			if (m.is_object() && m.contains("hostPath") && m["hostPath"].is_string())
 				bases.insert(fs::basename(m["hostPath"].get<std::string>()));
-	for (const std::string lib : {"libcuda.so.", "libnvidia-ml.so."})
-		if (!bases.count(lib + version))
-			problems.push_back(Problem{display, display + " has no mount of " + lib + version});
+	check_missing_core_mounts(bases, display, version, problems);
 }
 
 std::vector<Problem> verify_cdi_spec(const Context &ctx, const std::string &path, const std::string &driver_version,
@@ -315,10 +341,20 @@ std::vector<Problem> verify_cdi_spec(const Context &ctx, const std::string &path
 	}
 	if (expected && *text == expected->yaml) {
 		// The file is exactly the spec for the current state, which is valid by construction:
-		// what is left to check is the world it points at.
-		check_cdi_host_paths(ctx, expected->doc, path, problems);
+		// what is left to check is the world it points at: its mounts and its hook. Its device
+		// nodes are what the enumeration that generated it has just read (lstat: a character
+		// device, that major and minor); checking each again would double the cost on a MIG
+		// machine (124 nodes) and learn nothing.
+		HostPathChecker checker(ctx, path, problems);
+		std::set<std::string> bases;
+		for (const auto &p : expected->mount_host_paths) {
+			checker.check(p, false);
+			bases.insert(fs::basename(p));
+		}
+		if (expected->hook_path)
+			checker.check(*expected->hook_path, false);
 		if (!driver_version.empty())
-			check_core_mounts(expected->doc, path, driver_version, problems);
+			check_missing_core_mounts(bases, path, driver_version, problems);
 		return problems;
 	}
 	auto doc = parse_yaml_document(*text, path);

@@ -34,7 +34,8 @@ void check_core_mounts(const nlohmann::ordered_json &doc, const std::string &dis
 // A spec of ours at `path`: present, parses, valid, of `kind`, host paths and device nodes present
 // (the majors and minors the spec gives), the driver's core libraries mounted (when a driver_version
 // is given), and (when `expected` is given) byte-identical to what generate-cdi produces now, i.e.
-// not stale. When the bytes are the expected ones, the expected document stands for the parsed file.
+// not stale. When the bytes are the expected ones, the expected spec stands for the parsed file: its
+// mounts and hook are checked, its device nodes were read to generate it.
 std::vector<Problem> verify_cdi_spec(const Context &ctx, const std::string &path, const std::string &driver_version,
 				     const CdiSpec *expected, const std::string &kind = CDI_KIND);
 

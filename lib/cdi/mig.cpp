@@ -8,6 +8,7 @@
 #include <charconv>
 #include <fcntl.h>
 #include <set>
+#include <unordered_set>
 
 namespace unbounded {
 namespace {
@@ -132,6 +133,9 @@ std::map<std::string, unsigned> parse_mig_minors(std::string_view text, const st
 						 std::vector<std::string> *skipped, const std::set<std::string, std::less<>> *wanted)
 {
 	std::map<std::string, unsigned> minors;
+	std::unordered_set<std::string_view> want;  // hashed: a thousand lookups on 8 GPUs
+	if (wanted)
+		want.insert(wanted->begin(), wanted->end());
 	std::size_t number = 0;
 	while (!text.empty()) {  // a thousand lines on 8 GPUs: no copies on the way
 		const auto nl = text.find('\n');
@@ -151,7 +155,7 @@ std::map<std::string, unsigned> parse_mig_minors(std::string_view text, const st
 		else if (!(minor = to_unsigned(line.substr(space + 1))))
 			why = "minor is not a number";
 		if (!why) {
-			if (!wanted || wanted->count(name))
+			if (!wanted || want.count(name))
 				minors.emplace(std::string(name), *minor);
 		} else if (skipped) {
 			std::string what = why;

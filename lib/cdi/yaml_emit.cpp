@@ -194,6 +194,8 @@ bool fast_path_shape(const ordered_json &v, bool in_sequence)
 
 }  // namespace
 
+void append_yaml_string(std::string &out, const std::string &s) { append_string(out, s); }
+
 std::string emit_block_yaml(const ordered_json &doc)
 {
 	if (!fast_path_shape(doc, false))

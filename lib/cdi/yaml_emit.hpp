@@ -13,6 +13,10 @@ namespace unbounded {
 // Strings made only of digits are double-quoted, so "0" stays a string for every YAML reader.
 std::string emit_block_yaml(const nlohmann::ordered_json &doc);
 
+// One string scalar exactly as emit_block_yaml writes it, for writers that stream a document of a
+// known shape (the CDI spec) instead of building it.
+void append_yaml_string(std::string &out, const std::string &s);
+
 // The same through yaml-cpp's Emitter, for tests and as the definition of the format.
 std::string emit_block_yaml_reference(const nlohmann::ordered_json &doc);
 
