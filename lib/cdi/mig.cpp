@@ -13,18 +13,6 @@
 namespace unbounded {
 namespace {
 
-// "gi12" -> 12; nullopt for anything else ("config", "gi", "gi1x").
-std::optional<unsigned> numbered(std::string_view name, std::string_view prefix)
-{
-	if (!name.starts_with(prefix))
-		return std::nullopt;
-	name.remove_prefix(prefix.size());
-	unsigned v = 0;
-	if (!all_digits(name) || name.size() > 6 || std::from_chars(name.data(), name.data() + name.size(), v).ec != std::errc())
-		return std::nullopt;
-	return v;
-}
-
 std::vector<std::string_view> lines_of(std::string_view text)
 {
 	std::vector<std::string_view> lines;
@@ -51,6 +39,14 @@ std::optional<unsigned> to_unsigned(std::string_view s)
 	if (!all_digits(s) || s.size() > 9 || std::from_chars(s.data(), s.data() + s.size(), v).ec != std::errc())
 		return std::nullopt;
 	return v;
+}
+
+// "gi12" -> 12; nullopt for anything else ("config", "gi", "gi1x").
+std::optional<unsigned> numbered(std::string_view name, std::string_view prefix)
+{
+	if (!name.starts_with(prefix))
+		return std::nullopt;
+	return to_unsigned(name.substr(prefix.size()));
 }
 
 // The next '/'-separated part of `rest`, taken off it.
@@ -167,16 +163,6 @@ std::map<std::string, unsigned> parse_mig_minors(std::string_view text, const st
 		}
 	}
 	return minors;
-}
-
-std::optional<unsigned> parse_capability_minor(std::string_view text)
-{
-	for (auto line : lines_of(text)) {
-		auto colon = line.find(':');
-		if (colon != std::string_view::npos && trim(line.substr(0, colon)) == "DeviceFileMinor")
-			return to_unsigned(trim(line.substr(colon + 1)));
-	}
-	return std::nullopt;
 }
 
 std::string gi_capability(unsigned gpu_minor, unsigned gi)

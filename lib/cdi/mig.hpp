@@ -38,10 +38,6 @@ std::map<std::string, unsigned> parse_mig_minors(std::string_view text, const st
 						 std::vector<std::string> *skipped = nullptr,
 						 const std::set<std::string, std::less<>> *wanted = nullptr);
 
-// A capability's `access` file ("DeviceFileMinor: 12\nDeviceFileMode: 292\n..."): its minor, when
-// it names one.
-std::optional<unsigned> parse_capability_minor(std::string_view text);
-
 // The compute instances one GPU has, from its capabilities tree: (gi, ci) pairs in numeric order,
 // and the GIs that exist (a GI without a CI is no device). Empty when MIG is off or unsupported.
 struct MigTree {

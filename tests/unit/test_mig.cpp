@@ -1,5 +1,5 @@
 // The three MIG parsers (issue 12): /proc/devices, /proc/driver/nvidia-caps/mig-minors and the
-// capabilities tree, plus the access file and the order of device names.
+// capabilities tree, plus the capability names and the order of device names.
 #include "format.hpp"
 #include "mig.hpp"
 #include "temp_dir.hpp"
@@ -45,12 +45,8 @@ TEST_CASE("mig-minors: every line a capability and a minor, the rest reported", 
 	CHECK(parse_mig_minors("", "x").empty());
 }
 
-TEST_CASE("a capability's access file names its minor", "[mig]")
+TEST_CASE("capability names as mig-minors spells them", "[mig]")
 {
-	CHECK(parse_capability_minor("DeviceFileMinor: 12\nDeviceFileMode: 292\nDeviceFileModify: 1\n") == 12u);
-	CHECK(parse_capability_minor("DeviceFileMode: 292\n  DeviceFileMinor:\t7 \n") == 7u);
-	CHECK_FALSE(parse_capability_minor("DeviceFileMode: 292\n"));
-	CHECK_FALSE(parse_capability_minor("DeviceFileMinor: -1\n"));
 	CHECK(gi_capability(3, 7) == "gpu3/gi7/access");
 	CHECK(ci_capability(3, 7, 0) == "gpu3/gi7/ci0/access");
 }
