@@ -485,9 +485,18 @@ CdiSpec generate_cdi(const CdiInputs &in)
 	// Without update-ldcache only images whose loader searches /lib/<multiarch>/ find the libraries.
 	if (!in.hook_path || !in.hook_commands.count("update-ldcache"))
 		add_lib64_mounts(common, m, in.driver_root, files);
-	std::sort(common.mounts.begin(), common.mounts.end(), [](const Mount &a, const Mount &b) {
-		return std::pair(depth(a.container), a.container) < std::pair(depth(b.container), b.container);
+	// By depth, then path: each key computed once, the strings compared in place.
+	std::vector<std::pair<std::size_t, std::size_t>> order;  // (depth, index)
+	for (std::size_t i = 0; i < common.mounts.size(); i++)
+		order.emplace_back(depth(common.mounts[i].container), i);
+	std::sort(order.begin(), order.end(), [&](const auto &a, const auto &b) {
+		return a.first != b.first ? a.first < b.first : common.mounts[a.second].container < common.mounts[b.second].container;
 	});
+	std::vector<Mount> sorted;
+	sorted.reserve(order.size());
+	for (const auto &o : order)
+		sorted.push_back(std::move(common.mounts[o.second]));
+	common.mounts = std::move(sorted);
 	auto parts = std::make_shared<CdiParts>();
 	parts->devices = device_edits(*in.devices);
 	parts->version = lowest_cdi_version(common, parts->devices);

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
-#include <vector>
+#include <optional>
 
 namespace unbounded {
 
@@ -55,31 +55,39 @@ bool all_digits(std::string_view s)
 
 namespace {
 
-// "3" -> {"3"}, "3:1" -> {"3", "1"}; empty for a name that is not digits joined by ':'.
-std::vector<std::string_view> index_parts(std::string_view s)
+// The next part of an index name ("3:1" -> "3", then "1"), taken off `s`; nullopt when that part is
+// not digits, so the name is no index name.
+std::optional<std::string_view> next_index_part(std::string_view &s)
 {
-	std::vector<std::string_view> parts;
-	for (;;) {
-		auto colon = s.find(':');
-		if (!all_digits(s.substr(0, colon)))
-			return {};
-		parts.push_back(s.substr(0, colon));
-		if (colon == std::string_view::npos)
-			return parts;
-		s.remove_prefix(colon + 1);
-	}
+	const auto colon = s.find(':');
+	const std::string_view part = s.substr(0, colon);
+	if (!all_digits(part))
+		return std::nullopt;
+	s.remove_prefix(colon == std::string_view::npos ? s.size() : colon + 1);
+	return part;
+}
+
+bool is_index_name(std::string_view s)
+{
+	while (!s.empty())
+		if (!next_index_part(s))
+			return false;
+	return true;
 }
 
 }  // namespace
 
 bool numeric_name_less(std::string_view a, std::string_view b)
 {
-	const auto pa = index_parts(a), pb = index_parts(b);
-	const bool na = !pa.empty(), nb = !pb.empty();
-	if (na && nb)  // part by part; each by length, then digit by digit: numeric order without overflow
-		return std::lexicographical_compare(pa.begin(), pa.end(), pb.begin(), pb.end(), [](std::string_view x, std::string_view y) {
-			return x.size() != y.size() ? x.size() < y.size() : x < y;
-		});
+	const bool na = !a.empty() && a.back() != ':' && is_index_name(a), nb = !b.empty() && b.back() != ':' && is_index_name(b);
+	if (na && nb) {  // part by part; each by length, then digit by digit: numeric order without overflow
+		while (!a.empty() && !b.empty()) {
+			const std::string_view x = *next_index_part(a), y = *next_index_part(b);
+			if (x != y)
+				return x.size() != y.size() ? x.size() < y.size() : x < y;
+		}
+		return a.empty() && !b.empty();
+	}
 	if (na != nb)
 		return na;
 	return a < b;
