@@ -9,6 +9,22 @@
 #include <charconv>
 
 namespace unbounded {
+namespace {
+
+// "channel12" -> 12: digits without a leading zero, at most MAX_IMEX_CHANNEL.
+std::optional<unsigned> channel_id(std::string_view name)
+{
+	if (!name.starts_with("channel"))
+		return std::nullopt;
+	const std::string_view digits = name.substr(7);
+	unsigned id = 0;
+	if (!all_digits(digits) || digits.size() > 7 || (digits.size() > 1 && digits.front() == '0') ||
+	    std::from_chars(digits.data(), digits.data() + digits.size(), id).ec != std::errc() || id > MAX_IMEX_CHANNEL)
+		return std::nullopt;
+	return id;
+}
+
+}  // namespace
 
 std::vector<ImexChannel> enumerate_imex_channels(const Context &ctx, std::vector<std::string> &warnings)
 {
@@ -32,11 +48,8 @@ std::vector<ImexChannel> enumerate_imex_channels(const Context &ctx, std::vector
 	}
 	for (const auto &name : *names) {
 		const std::string path = std::string(IMEX_CHANNEL_DIR) + "/" + name;
-		std::string_view digits = std::string_view(name).substr(std::min<std::size_t>(name.size(), 7));
-		unsigned id = 0;
-		if (!name.starts_with("channel") || !all_digits(digits) || digits.size() > 7 ||
-		    std::from_chars(digits.data(), digits.data() + digits.size(), id).ec != std::errc() || id > MAX_IMEX_CHANNEL ||
-		    (digits.size() > 1 && digits.front() == '0')) {
+		const auto id = channel_id(name);
+		if (!id) {
 			warnings.push_back("Ignoring " + printable(path) + ": not an IMEX channel name (channel0 .. channel" +
 					   std::to_string(MAX_IMEX_CHANNEL) + ")");
 			continue;
@@ -46,13 +59,13 @@ std::vector<ImexChannel> enumerate_imex_channels(const Context &ctx, std::vector
 			warnings.push_back("Ignoring IMEX channel " + path + ": not a character device");
 			continue;
 		}
-		if ((major && node->major != *major) || node->minor != id) {
+		if ((major && node->major != *major) || node->minor != *id) {
 			warnings.push_back("Ignoring IMEX channel " + path + ": it is " + std::to_string(node->major) + ":" +
 					   std::to_string(node->minor) + ", expected " + (major ? std::to_string(*major) : "the IMEX major") +
-					   ":" + std::to_string(id));
+					   ":" + std::to_string(*id));
 			continue;
 		}
-		channels.push_back(ImexChannel{id, *node});
+		channels.push_back(ImexChannel{*id, *node});
 	}
 	std::sort(channels.begin(), channels.end(), [](const ImexChannel &a, const ImexChannel &b) { return a.id < b.id; });
 	return channels;
