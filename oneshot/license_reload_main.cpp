@@ -37,6 +37,7 @@ public:
 	Result<UnitStatus> status(const std::string &unit) override { return refuse(unit); }
 	Result<void> stop(const std::string &unit, Millis) override { return fail(refuse(unit).error()); }
 	Result<void> start(const std::string &unit, Millis) override { return fail(refuse(unit).error()); }
+	Result<bool> system_stopping() override { return fail(refuse("the manager").error()); }
 
 private:
 	static Result<UnitStatus> refuse(const std::string &unit)

@@ -223,6 +223,16 @@ Result<void> LicenseReloader::install(const LicenseSet &set, const LicenseSet *p
 	return {};
 }
 
+// Whether the system is going down: then a refused start job or a daemon that went down are the
+// shutdown's doing, not the files'. A manager that cannot say is taken as not stopping.
+bool LicenseReloader::shutting_down()
+{
+	auto s = units_.system_stopping();
+	if (!s)
+		log::warning(s.error().message);
+	return s && *s;
+}
+
 // Restarts nvidia-gridd: a stop job (SIGTERM, which returns the license lease; the unit's drop-in
 // forbids SIGKILL), a wait for the old process to be gone, a start job, the settle time, and a
 // liveness check. Never starts a second daemon beside one that still runs. Every wait in here is
@@ -466,10 +476,14 @@ Result<bool> LicenseReloader::apply_set(ReloadReport &report, const LicenseSet &
 			report.messages.push_back(r.error().message);
 			return false;
 		}
-		if (*r == Restart::NotStarted && seams_.stop_requested()) {
-			// Being stopped, and the start job did not run (a shutdown refuses it): whether these
-			// files work is unknown. They stay installed for the next start and stay unverified;
-			// the next run, or the next boot's install, judges them. Nothing is recorded as good or bad.
+		// The start job did not run while we are being stopped or the system goes down (a shutdown
+		// refuses it, sometimes before our SIGTERM arrives), or nvidia-gridd went down with the
+		// rest of a shutdown: whether these files work is unknown. They stay installed for the next
+		// start and stay unverified; the next run, or the next boot's install, judges them. Nothing
+		// is recorded as good or bad. (A daemon that dies while only we are stopped, with the
+		// system up, is judged: that is the files' doing.)
+		if ((*r == Restart::NotStarted && (seams_.stop_requested() || shutting_down())) ||
+		    (*r == Restart::Down && shutting_down())) {
 			report.outcome = ReloadOutcome::Interrupted;
 			note(report, "Stopped while " + lic.gridd_unit + " restarted, before it could be judged; the new files stay "
 				     "installed and are checked by the next run.");

@@ -92,6 +92,7 @@ private:
 	Result<void> install(const LicenseSet &set, const LicenseSet *previous) const;
 	enum class Restart { Up, Down, NotStarted };
 	Result<Restart> restart_gridd(ReloadReport &report);
+	bool shutting_down();
 	Result<bool> check_boot_install(ReloadReport &report);
 	Result<void> roll_back(ReloadReport &report, const LicenseSet &good, const LicenseSet &bad);
 	Result<bool> prepare(ReloadReport &report) const;

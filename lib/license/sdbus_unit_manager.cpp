@@ -109,6 +109,18 @@ public:
 		return s;
 	}
 
+	Result<bool> system_stopping() override
+	{
+		BusError err;
+		char *v = nullptr;
+		int r = sd_bus_get_property_string(bus_.get(), DEST, PATH, MANAGER, "SystemState", err.get(), &v);
+		if (r < 0)
+			return fail(errno_error(-r, "Failed to read the service manager's SystemState: " + err.text(r)));
+		const bool stopping = std::string_view(v) == "stopping";
+		free(v);
+		return stopping;
+	}
+
 	Result<void> stop(const std::string &unit, Millis timeout) override { return job("StopUnit", unit, timeout); }
 	Result<void> start(const std::string &unit, Millis timeout) override { return job("StartUnit", unit, timeout); }
 

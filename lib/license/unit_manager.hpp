@@ -28,6 +28,9 @@ public:
 	virtual Result<void> stop(const std::string &unit, Millis timeout) = 0;
 	// Queues a start job and waits for it to finish, at most `timeout`.
 	virtual Result<void> start(const std::string &unit, Millis timeout) = 0;
+	// Whether the system is shutting down (the manager's SystemState is "stopping"): a unit that
+	// went down or a start job refused then says nothing about the unit.
+	virtual Result<bool> system_stopping() = 0;
 };
 
 // The real one, over the system bus (or $DBUS_SYSTEM_BUS_ADDRESS).

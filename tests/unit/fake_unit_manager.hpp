@@ -23,6 +23,7 @@ public:
 	// decided at start, like stays_up: a daemon that starts, then dies this long after its start
 	std::function<std::optional<Millis>()> crashes_after = [] { return std::optional<Millis>(); };
 	bool refuses_start = false;                 // start jobs fail (as during a shutdown)
+	bool stopping = false;                      // the manager's SystemState is "stopping" (a shutdown)
 	Millis clock{0};                            // advanced by the reloader's waits (the test's seams)
 	std::vector<std::string> calls;
 	std::set<std::uint32_t> alive{100};
@@ -67,6 +68,11 @@ public:
 		alive.insert(pid);
 		active = "active";
 		return {};
+	}
+	Result<bool> system_stopping() override
+	{
+		calls.push_back("system-state");
+		return stopping;
 	}
 	std::size_t count(const std::string &prefix) const
 	{

@@ -221,6 +221,61 @@ TEST_CASE("SIGTERM during a restart: the settle time is waited out, a crashing d
 	CHECK(m.run().outcome == ReloadOutcome::KnownBad);
 }
 
+TEST_CASE("a shutdown that refuses the start before the reloader is told to stop records nothing as failed", "[license]")
+{
+	// The shutdown transaction cancels the start job first; SIGTERM reaches the reloader a moment later.
+	Machine m;
+	m.project("2026_01", "FeatureType=1\n", "token-1");
+	REQUIRE(m.run().outcome == ReloadOutcome::Applied);
+	m.project("2026_02", "FeatureType=1\n", "token-2");
+	m.after_stage = [&](std::string_view stage) {
+		if (stage == "installed") {
+			m.units.refuses_start = true;
+			m.units.stopping = true;
+		}
+	};
+	m.units.calls.clear();
+	auto r = m.run();
+	CHECK(r.outcome == ReloadOutcome::Interrupted);
+	CHECK(m.installed(TOKEN) == "token-2");
+	CHECK(m.dir.exists("var/lib/unbounded-nvidia/license/restarting.state"));
+	CHECK_FALSE(m.dir.exists("var/lib/unbounded-nvidia/license/failed.state"));
+	CHECK(m.units.count("start") == 1);  // no rollback restart into a shutdown
+}
+
+TEST_CASE("nvidia-gridd stopped by a shutdown while the restart settles is not judged", "[license]")
+{
+	Machine m;
+	m.project("2026_01", "FeatureType=1\n", "token-1");
+	REQUIRE(m.run().outcome == ReloadOutcome::Applied);
+	m.project("2026_02", "FeatureType=1\n", "token-2");
+	m.units.crashes_after = [&] {
+		if (m.installed(TOKEN) != "token-2")
+			return std::optional<Millis>();
+		m.units.stopping = true;  // the shutdown stops it during the settle time
+		return std::optional<Millis>(Millis(1000));
+	};
+	m.units.calls.clear();
+	auto r = m.run();
+	CHECK(r.outcome == ReloadOutcome::Interrupted);
+	CHECK(m.installed(TOKEN) == "token-2");
+	CHECK_FALSE(m.dir.exists("var/lib/unbounded-nvidia/license/failed.state"));
+	CHECK(m.units.count("start") == 1);
+
+	SECTION("outside a shutdown the same death is a failure")
+	{
+		Machine n;
+		n.project("2026_01", "FeatureType=1\n", "token-1");
+		REQUIRE(n.run().outcome == ReloadOutcome::Applied);
+		n.project("2026_02", "FeatureType=1\n", "token-2");
+		n.units.crashes_after = [&] {
+			return n.installed(TOKEN) == "token-2" ? std::optional<Millis>(Millis(1000)) : std::nullopt;
+		};
+		CHECK(n.run().outcome == ReloadOutcome::RolledBack);
+		CHECK(n.dir.exists("var/lib/unbounded-nvidia/license/failed.state"));
+	}
+}
+
 TEST_CASE("a shutdown refusing the start leaves the outcome unknown, re-evaluated by the next run", "[license]")
 {
 	Machine m;
