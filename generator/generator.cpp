@@ -151,13 +151,26 @@ Decision decide(const Input &in, Error *config_error)
 	return d;
 }
 
+namespace {
+
+// The directories of the CDI specs we write (temp file and rename), each once.
+std::vector<std::string> spec_dirs(const Config &cfg)
+{
+	std::vector<std::string> dirs{fs::dirname(cfg.cdi_spec)};
+	if (fs::dirname(cfg.imex_cdi_spec) != dirs.front())
+		dirs.push_back(fs::dirname(cfg.imex_cdi_spec));
+	return dirs;
+}
+
+}  // namespace
+
 // What setup and refresh write: the driver root's parent (the new tree is built beside the old one),
-// the spec's directory (temp file and rename) and the run directory.
+// the specs' directories and the run directory.
 std::vector<std::string> setup_writable_dirs(const Config &cfg)
 {
-	std::vector<std::string> dirs{fs::dirname(cfg.driver_root), fs::dirname(cfg.cdi_spec), RUN_DIR};
-	if (fs::dirname(cfg.imex_cdi_spec) != fs::dirname(cfg.cdi_spec))
-		dirs.push_back(fs::dirname(cfg.imex_cdi_spec));
+	const auto specs = spec_dirs(cfg);
+	std::vector<std::string> dirs{fs::dirname(cfg.driver_root), specs.front(), RUN_DIR};
+	dirs.insert(dirs.end(), specs.begin() + 1, specs.end());
 	return dirs;
 }
 
@@ -313,10 +326,7 @@ std::string refresh_timer_text(const Config &cfg)
 std::string cleanup_unit_text(const Decision &d, const Config &cfg)
 {
 	std::string u = oneshot_before_containerd(d, "Remove the NVIDIA CDI specs of a machine without NVIDIA GPUs", "cleanup");
-	std::vector<std::string> spec_dirs{fs::dirname(cfg.cdi_spec)};
-	if (fs::dirname(cfg.imex_cdi_spec) != spec_dirs.front())
-		spec_dirs.push_back(fs::dirname(cfg.imex_cdi_spec));
-	u += sandbox_text(SandboxProfile::Setup, spec_dirs, "0755", {cfg.metrics_dir});
+	u += sandbox_text(SandboxProfile::Setup, spec_dirs(cfg), "0755", {cfg.metrics_dir});
 	return u;
 }
 

@@ -261,6 +261,7 @@ int finish_ready(const Context &ctx, Report &report, const DriverSet &driver, co
 	const Config &cfg = ctx.config;
 	const auto total = std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - total_start);
 	const std::uint64_t root_bytes = stats.bytes_copied + stats.bytes_reused;
+	const std::size_t migs = cdi.devices.mig_devices();
 	report.outcome = "ready";
 	std::string summary = "Driver " + driver.version + " ready in " + cfg.driver_root + ": " +
 			      std::to_string(stats.files) + " files, " +
@@ -269,7 +270,7 @@ int finish_ready(const Context &ctx, Report &report, const DriverSet &driver, co
 							 "), " + std::to_string(stats.files_reused) + " reused") +
 			      (stats.fstype == "tmpfs" ? ", " + format_bytes(root_bytes) + " of RAM (tmpfs)" : std::string()) +
 			      ", " + std::to_string(cdi.devices.gpus.size()) + " GPU(s)" +
-			      (cdi.devices.mig_devices() ? " with " + std::to_string(cdi.devices.mig_devices()) + " MIG device(s)" : std::string()) +
+			      (migs ? " with " + std::to_string(migs) + " MIG device(s)" : std::string()) +
 			      (cdi.imex_channels ? " and " + std::to_string(cdi.imex_channels) + " IMEX channel(s)" : std::string()) + " in " +
 			      cfg.cdi_spec + ", " + format_ms(total) + ".";
 	log::info(summary, {{"MESSAGE_ID", message_id::SETUP_READY},
