@@ -85,7 +85,7 @@ Result<fs::WriteOutcome> write_spec(const Context &ctx, Report &report, const Sp
 	auto w = write_spec_file(ctx, ctx.config.cdi_spec, cdi.spec.yaml);
 	if (!w)
 		return w;
-	report.details["imex_channels"] = cdi.imex_channels;
+	report.details["imex_channels"] = cdi.devices.imex_channels.size();
 	report.details["imex_cdi_spec"] = ctx.config.imex_cdi_spec;
 	if (cdi.imex) {
 		auto i = write_spec_file(ctx, ctx.config.imex_cdi_spec, cdi.imex->yaml);
@@ -271,7 +271,7 @@ int finish_ready(const Context &ctx, Report &report, const DriverSet &driver, co
 			      (stats.fstype == "tmpfs" ? ", " + format_bytes(root_bytes) + " of RAM (tmpfs)" : std::string()) +
 			      ", " + std::to_string(cdi.devices.gpus.size()) + " GPU(s)" +
 			      (migs ? " with " + std::to_string(migs) + " MIG device(s)" : std::string()) +
-			      (cdi.imex_channels ? " and " + std::to_string(cdi.imex_channels) + " IMEX channel(s)" : std::string()) + " in " +
+			      (cdi.devices.imex_channels.empty() ? std::string() : " and " + std::to_string(cdi.devices.imex_channels.size()) + " IMEX channel(s)") + " in " +
 			      cfg.cdi_spec + ", " + format_ms(total) + ".";
 	log::info(summary, {{"MESSAGE_ID", message_id::SETUP_READY},
 			    {"UNBOUNDED_NVIDIA_DRIVER_VERSION", driver.version},

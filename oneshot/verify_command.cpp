@@ -76,7 +76,7 @@ std::vector<Problem> check_live_state(const Context &ctx, Report &report, const 
 			current = &*state;
 			report.details["gpus"] = state->devices.gpus.size();
 			report.details["mig_devices"] = state->devices.mig_devices();
-			report.details["imex_channels"] = state->imex_channels;
+			report.details["imex_channels"] = state->devices.imex_channels.size();
 			report.details["cdi_version"] = state->spec.cdi_version;
 			report.details["cdi_devices"] = state->spec.devices;
 			report.details["cdi_mounts"] = state->spec.mounts;

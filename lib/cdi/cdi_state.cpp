@@ -1,7 +1,6 @@
 #include "cdi_state.hpp"
 
 #include "cdi_hook.hpp"
-#include "imex.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -33,10 +32,8 @@ Result<SpecForState> spec_for_state(const Context &ctx, const Manifest &manifest
 		in.hook_commands = std::move(h.commands);
 	}
 	s.spec = generate_cdi(in);
-	const auto channels = enumerate_imex_channels(ctx, s.devices.warnings);
-	s.imex_channels = channels.size();
-	if (!channels.empty())
-		s.imex = generate_imex_cdi(channels);
+	if (!s.devices.imex_channels.empty())
+		s.imex = generate_imex_cdi(s.devices.imex_channels);
 	return s;
 }
 

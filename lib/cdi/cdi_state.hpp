@@ -19,7 +19,6 @@ struct SpecForState {
 	CdiSpec spec;
 	DeviceInventory devices;
 	std::optional<CdiSpec> imex;  // the IMEX channel spec, when the machine has channels
-	std::size_t imex_channels = 0;
 };
 
 // `learn_hook`: what the hook can do may be learnt by running it and memoised in the run directory

@@ -2,6 +2,7 @@
 
 #include "format.hpp"
 #include "fs.hpp"
+#include "imex.hpp"
 #include "mig.hpp"
 
 #include <algorithm>
@@ -94,6 +95,7 @@ bool is_minor(std::string_view s) { return all_digits(s) && s.size() < 4; }
 Result<DeviceInventory> enumerate_devices(const Context &ctx)
 {
 	DeviceInventory inv;
+	CharMajors majors(ctx);  // /proc/devices, read once if MIG or IMEX needs it
 	for (const char *p : CONTROL_NODES)
 		if (auto n = read_device_node(ctx, p))
 			inv.control.push_back(*n);
@@ -134,7 +136,7 @@ Result<DeviceInventory> enumerate_devices(const Context &ctx)
 			add_drm_nodes(ctx, g);
 			inv.gpus.push_back(std::move(g));
 		}
-		if (auto r = add_mig_devices(ctx, inv); !r)
+		if (auto r = add_mig_devices(ctx, majors, inv); !r)
 			return fail(r.error());
 	} else {
 		// No /proc/driver/nvidia here (a container without it): the GPU nodes are the inventory.
@@ -163,6 +165,7 @@ Result<DeviceInventory> enumerate_devices(const Context &ctx)
 	if (inv.gpus.empty())
 		return fail(make_error(std::string("No GPUs found in ") + (inv.source == "proc" ? gpus_dir : "/dev/nvidia<N>"),
 				       EXIT_NOT_READY, ENODEV));
+	inv.imex_channels = enumerate_imex_channels(ctx, majors, inv.warnings);
 	return inv;
 }
 

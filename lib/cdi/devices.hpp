@@ -26,6 +26,12 @@ struct MigDevice {
 	DeviceNode gi_access, ci_access;  // /dev/nvidia-caps/nvidia-cap<minor>
 };
 
+// One IMEX channel (imex.hpp): /dev/nvidia-caps-imex-channels/channel<id>.
+struct ImexChannel {
+	unsigned id = 0;
+	DeviceNode node;
+};
+
 struct Gpu {
 	std::string pci;                  // "0000:18:00.0", "" when enumerated from /dev only
 	unsigned minor = 0;
@@ -38,6 +44,7 @@ struct Gpu {
 struct DeviceInventory {
 	std::vector<Gpu> gpus;                 // index order
 	std::vector<DeviceNode> control;       // nvidia-modeset, nvidia-uvm, nvidia-uvm-tools, nvidiactl (those that exist)
+	std::vector<ImexChannel> imex_channels;  // by id
 	std::string source;                    // "proc" or "dev"
 	std::vector<std::string> warnings;
 
@@ -53,7 +60,8 @@ struct DeviceInventory {
 inline constexpr const char *CONTROL_NODES[] = {"/dev/nvidia-modeset", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
 						"/dev/nvidiactl"};
 
-// Fails when a listed GPU has no device node, or there are no GPUs at all.
+// Fails when a listed GPU has no device node, or there are no GPUs at all. MIG instances (mig.hpp)
+// and IMEX channels (imex.hpp) are read with the GPUs.
 Result<DeviceInventory> enumerate_devices(const Context &ctx);
 
 // A character device at `path` (machine path) under the root; nullopt when missing or not a char device.

@@ -26,7 +26,7 @@ std::optional<unsigned> channel_id(std::string_view name)
 
 }  // namespace
 
-std::vector<ImexChannel> enumerate_imex_channels(const Context &ctx, std::vector<std::string> &warnings)
+std::vector<ImexChannel> enumerate_imex_channels(const Context &ctx, CharMajors &majors, std::vector<std::string> &warnings)
 {
 	std::vector<ImexChannel> channels;
 	auto dir = fs::open_dir(ctx.real(IMEX_CHANNEL_DIR));
@@ -41,11 +41,9 @@ std::vector<ImexChannel> enumerate_imex_channels(const Context &ctx, std::vector
 		return channels;
 	}
 	std::optional<unsigned> major;
-	if (auto text = fs::read_file(ctx.real(PROC_DEVICES), 64 * 1024)) {
-		auto majors = parse_proc_devices(*text);
-		if (auto it = majors.find("nvidia-caps-imex-channels"); it != majors.end())
+	if (const auto &known = majors.get())
+		if (auto it = known->find("nvidia-caps-imex-channels"); it != known->end())
 			major = it->second;
-	}
 	for (const auto &name : *names) {
 		const std::string path = std::string(IMEX_CHANNEL_DIR) + "/" + name;
 		const auto id = channel_id(name);

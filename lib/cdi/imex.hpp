@@ -5,6 +5,7 @@
 
 #include "context.hpp"
 #include "devices.hpp"
+#include "mig.hpp"
 
 #include <string>
 #include <vector>
@@ -16,14 +17,9 @@ inline constexpr const char *IMEX_CDI_KIND = "nvidia.com/imex-channel";
 // Channel ids fit the 20 bits of a dev_t minor; the channel's minor is its id.
 inline constexpr unsigned MAX_IMEX_CHANNEL = (1u << 20) - 1;
 
-struct ImexChannel {
-	unsigned id = 0;
-	DeviceNode node;
-};
-
 // The channels in the machine, by id. A name that is not channel<id>, or a node that is not a
 // character device of the nvidia-caps-imex-channels major (when /proc/devices names it) with minor
 // <id>, is left out with a warning: no channel is better than a channel that opens something else.
-std::vector<ImexChannel> enumerate_imex_channels(const Context &ctx, std::vector<std::string> &warnings);
+std::vector<ImexChannel> enumerate_imex_channels(const Context &ctx, CharMajors &majors, std::vector<std::string> &warnings);
 
 }  // namespace unbounded

@@ -166,6 +166,16 @@ std::map<std::string, unsigned> parse_mig_minors(std::string_view text, const st
 	return minors;
 }
 
+const Result<std::map<std::string, unsigned>> &CharMajors::get()
+{
+	if (!majors_) {
+		auto text = fs::read_file(ctx_.real(PROC_DEVICES), 64 * 1024);
+		majors_ = text ? Result<std::map<std::string, unsigned>>(parse_proc_devices(*text))
+			       : Result<std::map<std::string, unsigned>>(fail(text.error()));
+	}
+	return *majors_;
+}
+
 std::string gi_capability(unsigned gpu_minor, unsigned gi)
 {
 	return "gpu" + std::to_string(gpu_minor) + "/gi" + std::to_string(gi) + "/access";
@@ -204,17 +214,16 @@ struct CapsSource {
 	unsigned major = 0;
 };
 
-Result<CapsSource> read_caps_source(const Context &ctx, const std::set<std::string, std::less<>> &wanted,
+Result<CapsSource> read_caps_source(const Context &ctx, CharMajors &char_majors, const std::set<std::string, std::less<>> &wanted,
 				    std::vector<std::string> &warnings)
 {
 	CapsSource s;
-	auto devices = fs::read_file(ctx.real(PROC_DEVICES), 64 * 1024);
-	if (!devices)
-		return fail(make_error("MIG instances exist but " + std::string(PROC_DEVICES) + " is unreadable: " + devices.error().message,
-				       EXIT_NOT_READY, devices.error().errnum));
-	auto majors = parse_proc_devices(*devices);
-	auto it = majors.find("nvidia-caps");
-	if (it == majors.end())
+	const auto &majors = char_majors.get();
+	if (!majors)
+		return fail(make_error("MIG instances exist but " + std::string(PROC_DEVICES) + " is unreadable: " + majors.error().message,
+				       EXIT_NOT_READY, majors.error().errnum));
+	auto it = majors->find("nvidia-caps");
+	if (it == majors->end())
 		return fail(make_error("MIG instances exist but " + std::string(PROC_DEVICES) + " names no 'nvidia-caps' major",
 				       EXIT_NOT_READY, ENODEV));
 	s.major = it->second;
@@ -255,36 +264,33 @@ Result<DeviceNode> access_node(const Context &ctx, const CapsSource &caps, const
 
 }  // namespace
 
-Result<void> add_mig_devices(const Context &ctx, DeviceInventory &inv)
+Result<void> add_mig_devices(const Context &ctx, CharMajors &majors, DeviceInventory &inv)
 {
 	// The trees first: mig-minors lists every possible instance (over a thousand lines on 8 GPUs),
 	// and only the minors of those that exist are kept.
 	std::vector<MigTree> trees;
 	std::set<std::string, std::less<>> wanted;
-	for (Gpu &g : inv.gpus) {
+	for (std::size_t i = 0; i < inv.gpus.size(); i++) {
+		Gpu &g = inv.gpus[i];
 		auto tree = read_mig_tree(ctx, g.minor);
 		if (!tree)
 			return fail(tree.error());
 		g.mig_enabled = !tree->gpu_instances.empty();
+		if (g.mig_enabled && tree->compute_instances.empty())
+			inv.warnings.push_back("GPU " + std::to_string(i) + " has MIG enabled but no compute instance: it offers no CDI device");
 		for (auto [gi, ci] : tree->compute_instances) {
 			wanted.insert(gi_capability(g.minor, gi));
 			wanted.insert(ci_capability(g.minor, gi, ci));
 		}
 		trees.push_back(std::move(*tree));
 	}
-	if (wanted.empty()) {
-		for (std::size_t i = 0; i < inv.gpus.size(); i++)
-			if (inv.gpus[i].mig_enabled)
-				inv.warnings.push_back("GPU " + std::to_string(i) + " has MIG enabled but no compute instance: it offers no CDI device");
+	if (wanted.empty())
 		return {};
-	}
-	auto caps = read_caps_source(ctx, wanted, inv.warnings);
+	auto caps = read_caps_source(ctx, majors, wanted, inv.warnings);
 	if (!caps)
 		return fail(caps.error());
 	for (std::size_t i = 0; i < inv.gpus.size(); i++) {
 		Gpu &g = inv.gpus[i];
-		if (g.mig_enabled && trees[i].compute_instances.empty())
-			inv.warnings.push_back("GPU " + std::to_string(i) + " has MIG enabled but no compute instance: it offers no CDI device");
 		std::map<unsigned, DeviceNode> gi_nodes;  // a GI's node serves each of its CIs
 		for (auto [gi, ci] : trees[i].compute_instances) {
 			auto known = gi_nodes.find(gi);

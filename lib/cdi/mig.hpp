@@ -30,6 +30,18 @@ inline constexpr const char *NVIDIA_CAPS_DEV_DIR = "/dev/nvidia-caps";
 // The "Character devices:" section of /proc/devices: name -> major. Block devices are not read.
 std::map<std::string, unsigned> parse_proc_devices(std::string_view text);
 
+// /proc/devices' character majors, read on first use and then kept: MIG instances and IMEX channels
+// both need them, most machines neither.
+class CharMajors {
+public:
+	explicit CharMajors(const Context &ctx) : ctx_(ctx) {}
+	const Result<std::map<std::string, unsigned>> &get();
+
+private:
+	const Context &ctx_;
+	std::optional<Result<std::map<std::string, unsigned>>> majors_;
+};
+
 // mig-minors: capability name -> minor. Lines that are not "NAME MINOR" with a GI/CI access, config
 // or monitor name are left out and described in `skipped` ("<display>:<line>: ..."), as nvidia-ctk
 // skips them: a format the kernel grows must not cost every GPU. With `wanted`, only those names
@@ -53,6 +65,6 @@ std::string ci_capability(unsigned gpu_minor, unsigned gi, unsigned ci);
 // The MIG devices of every GPU of `inv`, attached to it (Gpu::migs). Fails, naming what is missing,
 // when an instance exists but its minor, the nvidia-caps major or its device node in the machine
 // does not (the host did not bind /dev/nvidia-caps), or a node disagrees with the kernel.
-Result<void> add_mig_devices(const Context &ctx, DeviceInventory &inv);
+Result<void> add_mig_devices(const Context &ctx, CharMajors &majors, DeviceInventory &inv);
 
 }  // namespace unbounded
