@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <deque>
 #include <fcntl.h>
+#include <set>
 #include <unistd.h>
 
 namespace unbounded {
@@ -99,9 +100,30 @@ bool Staging::exists_plain(std::size_t tree, const std::vector<std::string> &com
 	return !comps.empty();
 }
 
-Result<std::pair<std::size_t, std::string>> Staging::map_absolute(std::size_t from_tree, const std::string &link_rel,
-								    const std::string &target,
-								    const std::string &link_display) const
+std::string bind_hint(std::string_view target)
+{
+	// nvidia-alternative's postinst (Debian) names its links /etc/alternatives/nvidia--NAME, with
+	// "-<multiarch>" after a library's NAME, and points them into nvidia/current/ (or the flavour's
+	// directory, nvidia/tesla-535/ ...): binding that directory makes the entry unnecessary.
+	constexpr std::string_view alternatives = "/etc/alternatives/nvidia--";
+	if (target.starts_with(alternatives)) {
+		std::string_view name = target.substr(alternatives.size());
+		for (const char *triplet : DEBIAN_TRIPLETS) {
+			const std::string suffix = std::string("-") + triplet;
+			if (name.ends_with(suffix))
+				return "bind the host's /usr/lib/" + std::string(triplet) +
+				       " (Debian keeps the real file in its nvidia/current/ or nvidia/<flavour>/), or /etc/alternatives with it";
+		}
+		return "bind the host's /usr/lib/nvidia/current (or /usr/lib/nvidia/<flavour> such as tesla-535), where Debian keeps " +
+		       std::string(name);
+	}
+	const std::string dir = fs::dirname(std::string(target));
+	return "bind the host's " + (dir.empty() || dir == "." ? std::string("/") : dir);
+}
+
+Result<std::pair<std::size_t, std::string>> Staging::map_absolute(std::size_t from_tree, const std::string &target,
+								    const std::string &link_display, const std::string &start_display,
+								    const std::set<std::pair<std::size_t, std::string>> &visited) const
 {
 	// Exact mapping through the bind mounts' host source paths, the current tree first.
 	std::vector<std::size_t> order{from_tree};
@@ -120,19 +142,32 @@ Result<std::pair<std::size_t, std::string>> Staging::map_absolute(std::size_t fr
 	// Longest suffix that exists in a tree: /usr/lib/x86_64-linux-gnu/nvidia/current/libcuda.so.1 is
 	// nvidia/current/libcuda.so.1 in a tree staged from /usr/lib/x86_64-linux-gnu.
 	const auto comps = fs::split_path(target);
+	bool looped = false;
 	for (std::size_t drop = 1; drop < comps.size(); drop++) {
 		std::vector<std::string> suffix(comps.begin() + static_cast<long>(drop), comps.end());
+		const std::string rel = join_comps(suffix);
 		for (std::size_t t : order) {
-			// A candidate that is the link itself would only loop (a link to /x/y/libcuda.so.1 named
-			// libcuda.so.1): look for the file elsewhere.
-			if (t == from_tree && join_comps(suffix) == link_rel)
+			// A candidate that is a link this walk already passed would only loop (a link to
+			// /x/y/libcuda.so.1 named libcuda.so.1, or /usr/bin/nvidia-smi -> /etc/alternatives/...
+			// -> /usr/lib/nvidia/current/nvidia-smi finding /usr/bin's nvidia-smi again): the file
+			// is elsewhere, or not staged.
+			if (visited.count({t, rel})) {
+				looped = true;
 				continue;
+			}
 			if (exists_plain(t, suffix))
-				return std::pair{t, join_comps(suffix)};
+				return std::pair{t, rel};
 		}
 	}
+	// Which of the two it is cannot be told from the staging trees alone (a host path is only
+	// guessed from its suffix): say both, and what to bind.
+	if (looped)
+		return fail(make_error("Failed to resolve " + start_display + " (" + link_display + " is a symlink to " + target +
+					       ", which leads back to a link already followed: a symlink loop, or its directory is not bound: " +
+					       bind_hint(target) + ")",
+				       EXIT_NOT_READY, ELOOP));
 	return fail(errno_error(ENOENT, "Failed to resolve " + link_display + " (symlink to " + target +
-					       ", outside the staging mounts)"));
+					       ", outside the staging mounts: " + bind_hint(target) + ")"));
 }
 
 Result<ResolvedFile> Staging::resolve(std::size_t tree, std::string_view rel) const
@@ -146,6 +181,7 @@ Result<ResolvedFile> Staging::resolve(std::size_t tree, std::string_view rel) co
 	if (!cur)
 		return fail(last_errno_error("Failed to duplicate fd of " + trees_[tree].display));
 	int hops = 0;
+	std::set<std::pair<std::size_t, std::string>> visited;  // the links passed, (tree, path in it)
 
 	auto reopen = [&]() -> Result<void> {
 		UniqueFd d(::fcntl(trees_[tree].fd.get(), F_DUPFD_CLOEXEC, 3));
@@ -189,8 +225,9 @@ Result<ResolvedFile> Staging::resolve(std::size_t tree, std::string_view rel) co
 				return fail(last_errno_error("Failed to read symlink " + here));
 			std::string target(buf, static_cast<std::size_t>(n));
 			std::vector<std::string> tcomps;
+			visited.emplace(tree, fs::join(join_comps(comps), c));
 			if (!target.empty() && target.front() == '/') {
-				auto mapped = map_absolute(tree, fs::join(join_comps(comps), c), target, here);
+				auto mapped = map_absolute(tree, target, here, start_display, visited);
 				if (!mapped)
 					return fail(mapped.error());
 				tree = mapped->first;

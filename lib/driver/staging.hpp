@@ -10,6 +10,7 @@
 #include "error.hpp"
 #include "unique_fd.hpp"
 
+#include <set>
 #include <string>
 #include <string_view>
 #include <sys/stat.h>
@@ -18,6 +19,13 @@
 namespace unbounded {
 
 class MountTable;
+
+// The multiarch directories Debian's NVIDIA packages install into (nvidia-alternative's TRIPLETS).
+inline constexpr const char *DEBIAN_TRIPLETS[] = {"i386-linux-gnu", "x86_64-linux-gnu", "aarch64-linux-gnu", "powerpc64le-linux-gnu"};
+
+// What to bind so that a symlink to `target` (a host path outside every staging mount) is not
+// needed: the directory that holds it, or for Debian's alternatives the directory they point into.
+std::string bind_hint(std::string_view target);
 
 struct StagingTree {
 	std::string display;      // path as the machine sees it: "/run/host-nvidia/0"
@@ -58,8 +66,9 @@ public:
 
 private:
 	bool exists_plain(std::size_t tree, const std::vector<std::string> &comps) const;
-	Result<std::pair<std::size_t, std::string>> map_absolute(std::size_t from_tree, const std::string &link_rel, const std::string &target,
-								   const std::string &link_display) const;
+	Result<std::pair<std::size_t, std::string>> map_absolute(std::size_t from_tree, const std::string &target,
+								   const std::string &link_display, const std::string &start_display,
+								   const std::set<std::pair<std::size_t, std::string>> &visited) const;
 	std::vector<StagingTree> trees_;
 };
 
