@@ -259,11 +259,13 @@ std::vector<std::string> refresh_watch_paths(const Input &in, const Config &cfg)
 				if (!is_dir(path))
 					return;
 			}
-			paths.push_back(path);
+			if (std::find(paths.begin(), paths.end(), path) == paths.end())  // nvidia/ is a firmware dir too
+				paths.push_back(path);
 		};
-		for (const char *dir : staging_layout::SCAN_DIRS)
-			if (*dir)
-				watch(dir);
+		if (auto tree_fd = fs::open_dir(rooted(in, tree)))
+			for (const auto &dir : staging_layout::watched_dirs(tree_fd->get()))
+				if (!dir.empty())
+					watch(dir.c_str());
 		for (const char *dir : staging_layout::FIRMWARE_DIRS)
 			if (*dir)  // "" is the tree itself, watched already
 				watch(dir);

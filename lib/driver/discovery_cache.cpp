@@ -40,7 +40,7 @@ DiscoveryCache DiscoveryCache::load(int run_dir_fd, const std::string &display, 
 	if (auto r = check_json_bounded(*text, display, ParseLimits{8, 200000}); !r)
 		return reject(r.error().message);
 	auto j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-	if (j.is_discarded() || !j.is_object() || j.value("format", 0) != 1)
+	if (j.is_discarded() || !j.is_object() || j.value("format", 0) != FORMAT)
 		return reject(display + " has an unknown format");
 	try {
 		for (const auto &[key, names] : j.at("listings").items()) {
@@ -56,7 +56,13 @@ DiscoveryCache DiscoveryCache::load(int run_dir_fd, const std::string &display, 
 			info.is_64bit = e.at("is_64bit").get<bool>();
 			if (e.contains("soname"))
 				info.soname = e.at("soname").get<std::string>();
-			if (elf::multiarch_for(info.machine, info.is_64bit).empty() || (info.soname && !elf::valid_soname(*info.soname)))
+			if (!e.contains("needed"))
+				continue;
+			info.needed = e.at("needed").get<std::vector<std::string>>();
+			const bool needed_ok = info.needed.size() <= 256 && std::all_of(info.needed.begin(), info.needed.end(), [](const std::string &n) {
+				return elf::valid_soname(n) && elf::is_driver_library_name(n);
+			});
+			if (elf::multiarch_for(info.machine, info.is_64bit).empty() || (info.soname && !elf::valid_soname(*info.soname)) || !needed_ok)
 				continue;  // not what read_info() could have returned: read the file again
 			c.elfs_[key] = std::move(info);
 		}
@@ -71,7 +77,7 @@ Result<void> DiscoveryCache::save(int run_dir_fd, const std::string &display) co
 	if (!dirty_ && used_.size() == listings_.size() + elfs_.size())
 		return {};
 	nlohmann::json j;
-	j["format"] = 1;
+	j["format"] = FORMAT;
 	j["listings"] = nlohmann::json::object();
 	for (const auto &[key, names] : listings_)
 		if (used_.count(key))
@@ -80,7 +86,7 @@ Result<void> DiscoveryCache::save(int run_dir_fd, const std::string &display) co
 	for (const auto &[key, info] : elfs_) {
 		if (!used_.count(key))
 			continue;
-		nlohmann::json e{{"machine", info.machine}, {"is_64bit", info.is_64bit}};
+		nlohmann::json e{{"machine", info.machine}, {"is_64bit", info.is_64bit}, {"needed", info.needed}};
 		if (info.soname)
 			e["soname"] = *info.soname;
 		j["elf"][key] = std::move(e);

@@ -12,13 +12,14 @@
 #include <cstdlib>
 #include <elf.h>
 #include <map>
+#include <set>
 #include <tuple>
+#include <unistd.h>
 
 namespace unbounded {
 namespace {
 
 using staging_layout::FIRMWARE_DIRS;
-using staging_layout::SCAN_DIRS;
 // Versioned independently of the driver: take the highest version found of each.
 constexpr const char *COMPANION_PREFIXES[] = {
 	"libnvidia-egl-gbm.so.", "libnvidia-egl-wayland.so.", "libnvidia-egl-wayland2.so.",
@@ -32,6 +33,18 @@ struct Entry {
 	std::string name;
 	bool vdpau;
 	std::string display;
+	std::size_t scan_index = 0;  // of its directory in the tree's scan_dirs(): earlier is preferred
+};
+
+// Libraries NVIDIA's libraries load by name at run time (dlopen), not through DT_NEEDED, without
+// which they fail: libEGL_nvidia opens libnvidia-eglcore.so.<its version> (the string is in the
+// library; EGL then finds no NVIDIA device). Checked like DT_NEEDED by the closure check.
+struct RuntimeLoad {
+	const char *library_prefix;   // "libEGL_nvidia.so." + version
+	const char *loads_prefix;     // "libnvidia-eglcore.so." + version
+};
+constexpr RuntimeLoad RUNTIME_LOADS[] = {
+	{"libEGL_nvidia.so.", "libnvidia-eglcore.so."},
 };
 
 }  // namespace
@@ -151,7 +164,7 @@ public:
 			return fail(make_error("No staging mounts found"));
 		for (auto step : {&Discovery::list_scan_dirs, &Discovery::choose_version, &Discovery::select_entries,
 				  &Discovery::add_libraries, &Discovery::add_helpers, &Discovery::add_firmware,
-				  &Discovery::check_firmware, &Discovery::check_native})
+				  &Discovery::check_firmware, &Discovery::check_native, &Discovery::check_closure})
 			if (auto r = (this->*step)(); !r)
 				return fail(r.error());
 		for (auto &[dest, f] : by_dest_)
@@ -162,11 +175,12 @@ public:
 private:
 	struct Listing {
 		std::size_t tree;
-		const char *dir;
+		std::string dir;
+		std::size_t scan_index;
 		std::vector<std::string> names;
 	};
 
-	std::string display_of(std::size_t tree, const char *dir, const std::string &name) const
+	std::string display_of(std::size_t tree, const std::string &dir, const std::string &name) const
 	{
 		return fs::join(st_.trees()[tree].display, fs::join(dir, name));
 	}
@@ -185,7 +199,9 @@ private:
 	Result<void> list_scan_dirs()
 	{
 		for (std::size_t t = 0; t < st_.trees().size(); t++) {
-			for (const char *dir : SCAN_DIRS) {
+			const auto dirs = staging_layout::scan_dirs(st_.trees()[t].fd.get());
+			for (std::size_t i = 0; i < dirs.size(); i++) {
+				const std::string &dir = dirs[i];
 				auto dfd = st_.open_dir(t, dir);
 				if (!dfd)
 					return fail(dfd.error());
@@ -210,7 +226,7 @@ private:
 						in_.cache->put_listing(key, names);
 				}
 				if (!names.empty())
-					listings_.push_back(Listing{t, dir, std::move(names)});
+					listings_.push_back(Listing{t, dir, i, std::move(names)});
 			}
 		}
 		return {};
@@ -267,7 +283,7 @@ private:
 	{
 		const std::string lib_suffix = ".so." + out_.version;
 		for (const auto &l : listings_) {
-			const bool vdpau = std::string_view(l.dir).ends_with("vdpau");
+			const bool vdpau = l.dir.ends_with("vdpau");
 			for (const auto &n : l.names) {
 				const bool keep = (n.starts_with("lib") && n.ends_with(lib_suffix)) || is_companion(n) || is_helper(n);
 				if (keep && !is_plain_file_name(n)) {
@@ -276,18 +292,11 @@ private:
 					continue;
 				}
 				if (keep)
-					entries_.push_back(Entry{l.tree, fs::join(l.dir, n), n, vdpau, display_of(l.tree, l.dir, n)});
+					entries_.push_back(Entry{l.tree, fs::join(l.dir, n), n, vdpau, display_of(l.tree, l.dir, n), l.scan_index});
 			}
 		}
-		auto scan_index = [](const std::string &rel) {
-			const std::string dir = fs::dirname(rel) == "." ? "" : fs::dirname(rel);
-			for (std::size_t i = 0; i < std::size(SCAN_DIRS); i++)
-				if (dir == SCAN_DIRS[i])
-					return i;
-			return std::size(SCAN_DIRS);
-		};
 		std::sort(entries_.begin(), entries_.end(), [&](const Entry &a, const Entry &b) {
-			return std::tuple(a.tree, scan_index(a.rel), a.name) < std::tuple(b.tree, scan_index(b.rel), b.name);
+			return std::tuple(a.tree, a.scan_index, a.name) < std::tuple(b.tree, b.scan_index, b.name);
 		});
 		return {};
 	}
@@ -340,6 +349,7 @@ private:
 	{
 		const std::string lib_suffix = ".so." + out_.version;
 		std::map<std::string, std::pair<std::string, const Entry *>> companions;  // prefix -> (version, entry)
+		std::vector<std::pair<const Entry *, Error>> unresolved;
 		for (const auto &e : entries_) {
 			const bool driver_lib = e.name.starts_with("lib") && e.name.ends_with(lib_suffix) &&
 						e.name.find(".so.") == e.name.size() - lib_suffix.size();
@@ -357,15 +367,30 @@ private:
 				continue;
 			}
 			auto src = resolve_regular(e);
-			if (!src)
-				return fail(src.error());
+			if (!src) {
+				unresolved.emplace_back(&e, src.error());  // fatal unless the library is found elsewhere
+				continue;
+			}
 			auto info = elf_info(*src);
 			if (!info)
 				return fail(info.error());
 			std::string arch = elf::multiarch_for(info->machine, info->is_64bit);
 			if (arch.empty())
 				return fail(make_error("Unsupported ELF machine " + std::to_string(info->machine) + " in " + src->display));
-			add(DriverFile{FileKind::Library, "lib/" + arch + (e.vdpau ? "/vdpau/" : "/") + e.name, std::move(*src), info->soname});
+			add(DriverFile{FileKind::Library, "lib/" + arch + (e.vdpau ? "/vdpau/" : "/") + e.name, std::move(*src), info->soname,
+				       std::move(info->needed)});
+		}
+		// An entry that cannot be resolved is not needed when the library it names is in the root
+		// from another entry: Debian's lib dir has libnvidia-nvvm.so.<v> -> /etc/alternatives/
+		// nvidia--libnvidia-nvvm.so.<v>-<multiarch>, a host directory no recipe binds, while the
+		// real file is in nvidia/current/. Said (which entry, and why), not warned about: nothing
+		// is missing.
+		for (const auto &[e, error] : unresolved) {
+			const DriverFile *taken = taken_elsewhere(*e);
+			if (!taken)
+				return fail(error);
+			out_.notes.push_back("Skipping " + e->display + ": " + error.message + "; " + e->name + " is taken from " +
+					     taken->source.display);
 		}
 		for (const auto &[prefix, ve] : companions) {
 			const Entry &e = *ve.second;
@@ -380,28 +405,64 @@ private:
 			std::string arch = elf::multiarch_for(info->machine, info->is_64bit);
 			if (arch.empty())
 				continue;
-			add(DriverFile{FileKind::Library, "lib/" + arch + "/" + e.name, std::move(*src), info->soname});
+			add(DriverFile{FileKind::Library, "lib/" + arch + "/" + e.name, std::move(*src), info->soname, std::move(info->needed)});
 		}
 		return {};
+	}
+
+	// The file in the root that makes entry `e` unnecessary: one of the same name (in vdpau/ when
+	// `e` is), of the multiarch the entry's Debian alternatives link names when it names one.
+	const DriverFile *taken_elsewhere(const Entry &e) const
+	{
+		std::string arch;
+		if (auto dir = st_.open_dir(e.tree, fs::dirname(e.rel) == "." ? "" : fs::dirname(e.rel)); dir && *dir) {
+			char buf[4096];
+			const ssize_t n = ::readlinkat(dir->get(), e.name.c_str(), buf, sizeof(buf) - 1);
+			const std::string target = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+			for (const char *triplet : DEBIAN_TRIPLETS)
+				if (target.starts_with("/etc/alternatives/") && target.ends_with(std::string("-") + triplet))
+					arch = triplet;
+		}
+		for (const auto &[dest, f] : by_dest_) {
+			if (fs::basename(dest) != e.name || (f.kind == FileKind::Binary) != is_helper(e.name))
+				continue;
+			const bool in_vdpau = fs::basename(fs::dirname(dest)) == "vdpau";
+			if (in_vdpau != e.vdpau)
+				continue;
+			if (!arch.empty() && f.kind == FileKind::Library && dest.compare(0, 4 + arch.size() + 1, "lib/" + arch + "/") != 0)
+				continue;
+			return &f;
+		}
+		return nullptr;
 	}
 
 	// 5. The helper binaries. Useful, not essential (nvidia-ctk treats them the same): a broken one
 	// is skipped with a warning.
 	Result<void> add_helpers()
 	{
+		std::vector<std::pair<const Entry *, std::string>> skipped;  // said once all entries were tried
 		for (const auto &e : entries_) {
 			if (!is_helper(e.name))
 				continue;
 			auto src = resolve_regular(e);
 			if (!src) {
-				out_.warnings.push_back(src.error().message + ", skipping this helper binary");
+				skipped.emplace_back(&e, src.error().message);
 				continue;
 			}
 			if (!(src->st.st_mode & 0111)) {
-				out_.warnings.push_back("Skipping " + src->display + ", not executable");
+				skipped.emplace_back(&e, "Skipping " + src->display + ", not executable");
 				continue;
 			}
-			add(DriverFile{FileKind::Binary, "bin/" + e.name, std::move(*src), std::nullopt});
+			add(DriverFile{FileKind::Binary, "bin/" + e.name, std::move(*src), std::nullopt, {}});
+		}
+		// /usr/bin/nvidia-smi is a Debian alternatives link; when the real file is staged too (the
+		// host bound /usr/lib/nvidia/current) the link is not needed. Otherwise the root has no
+		// nvidia-smi, which pods notice: a warning that names what to bind (resolve() says).
+		for (const auto &[e, why] : skipped) {
+			if (const DriverFile *taken = taken_elsewhere(*e))
+				out_.notes.push_back("Skipping " + e->display + ": " + why + "; " + e->name + " is taken from " + taken->source.display);
+			else
+				out_.warnings.push_back(why + ", skipping this helper binary");
 		}
 		return {};
 	}
@@ -426,7 +487,7 @@ private:
 					auto src = resolve_regular(Entry{t, fs::join(dir, n), n, false, display});
 					if (!src)
 						return fail(src.error());
-					add(DriverFile{FileKind::Firmware, "lib/firmware/nvidia/" + out_.version + "/" + n, std::move(*src), std::nullopt});
+					add(DriverFile{FileKind::Firmware, "lib/firmware/nvidia/" + out_.version + "/" + n, std::move(*src), std::nullopt, {}});
 				}
 			}
 		}
@@ -464,6 +525,45 @@ private:
 					       (found.empty() ? std::string() : ", only " + found) + ": this machine needs its own architecture's driver"));
 		}
 		out_.multiarch = native;
+		return {};
+	}
+
+	// 8. Every NVIDIA library one of ours needs (DT_NEEDED, or loaded by name: RUNTIME_LOADS) is in
+	// the root, for its architecture. Binding only nvidia/current/ on Debian leaves out the private
+	// GL libraries (libnvidia-glcore, -eglcore, -glsi, -tls sit in the lib dir itself): EGL and GLX
+	// then fail in every pod while CUDA works. A warning, not a failure: CUDA pods are fine.
+	// The image's libraries (libc, libm, libX11, ...) are not ours to check.
+	Result<void> check_closure()
+	{
+		std::set<std::string> present;  // "<arch>/<name>": file names and the SONAME links made of them
+		auto arch_of = [](const std::string &dest) {
+			auto comps = fs::split_path(dest);  // lib/<arch>[/vdpau]/<name>
+			return comps.size() >= 3 ? comps[1] : std::string();
+		};
+		for (const auto &[dest, f] : by_dest_) {
+			if (f.kind != FileKind::Library)
+				continue;
+			present.insert(arch_of(dest) + "/" + fs::basename(dest));
+			if (f.soname)
+				present.insert(arch_of(dest) + "/" + *f.soname);
+		}
+		std::set<std::string> said;
+		for (const auto &[dest, f] : by_dest_) {
+			if (f.kind != FileKind::Library)
+				continue;
+			const std::string arch = arch_of(dest), name = fs::basename(dest);
+			std::vector<std::string> wanted = f.needed;
+			for (const auto &rl : RUNTIME_LOADS)
+				if (name == rl.library_prefix + out_.version)
+					wanted.push_back(rl.loads_prefix + out_.version);
+			for (const auto &n : wanted) {
+				if (present.count(arch + "/" + n) || !said.insert(arch + "/" + n + "<" + name).second)
+					continue;
+				out_.warnings.push_back(f.source.display + " needs " + n + ", which is not in the staging mounts (" + where() +
+							"): bind the host directory that holds it (on Debian /usr/lib/" + arch +
+							" itself, beside nvidia/current/)");
+			}
+		}
 		return {};
 	}
 

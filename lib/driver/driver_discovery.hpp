@@ -24,6 +24,7 @@ struct DriverFile {
 	std::string dest;                     // relative to the driver root: "lib/x86_64-linux-gnu/libcuda.so.535.1"
 	ResolvedFile source;
 	std::optional<std::string> soname;    // DT_SONAME for libraries
+	std::vector<std::string> needed;      // its DT_NEEDED entries that name NVIDIA libraries
 };
 
 struct DriverSet {
@@ -31,7 +32,8 @@ struct DriverSet {
 	std::string multiarch;                // of libcuda: "x86_64-linux-gnu"
 	std::string libcuda_display;          // where libcuda.so.<version> was found, for messages
 	std::vector<DriverFile> files;        // sorted by dest
-	std::vector<std::string> warnings;
+	std::vector<std::string> warnings;    // something a pod may need is missing: carried by verify
+	std::vector<std::string> notes;       // entries skipped that nothing depends on (logged, reported)
 };
 
 inline constexpr const char *HELPER_BINARIES[] = {

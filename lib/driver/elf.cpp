@@ -57,6 +57,9 @@ private:
 	std::vector<char> head_;
 };
 
+// More DT_NEEDED entries than any real library has (NVIDIA's have under 12) are not read.
+constexpr std::size_t MAX_NEEDED = 256;
+
 Error bad(const std::string &display, const char *why)
 {
 	return make_error("Failed to parse " + display + ": " + why, EXIT_NOT_READY, ENOEXEC);
@@ -96,6 +99,7 @@ Result<Info> parse(const Reader &rd, const std::string &display, std::uint64_t f
 
 	std::uint64_t strtab_vaddr = 0, strsz = 0, soname_off = 0;
 	bool have_soname = false, have_strtab = false;
+	std::vector<std::uint64_t> needed_offs;
 	for (const auto &d : dyns) {
 		if (d.d_tag == DT_NULL)
 			break;
@@ -107,11 +111,13 @@ Result<Info> parse(const Reader &rd, const std::string &display, std::uint64_t f
 		} else if (d.d_tag == DT_SONAME) {
 			soname_off = d.d_un.d_val;
 			have_soname = true;
+		} else if (d.d_tag == DT_NEEDED && needed_offs.size() < MAX_NEEDED) {
+			needed_offs.push_back(d.d_un.d_val);
 		}
 	}
-	if (!have_soname)
+	if (!have_soname && needed_offs.empty())
 		return info;
-	if (!have_strtab || soname_off >= strsz)
+	if (!have_strtab || (have_soname && soname_off >= strsz))
 		return fail(bad(display, "DT_SONAME outside the string table"));
 
 	// DT_STRTAB is a virtual address: map it to a file offset through the PT_LOAD covering it.
@@ -127,26 +133,45 @@ Result<Info> parse(const Reader &rd, const std::string &display, std::uint64_t f
 	if (!mapped)
 		return fail(bad(display, "DT_STRTAB not in a loadable segment"));
 
-	std::uint64_t pos = strtab_off + soname_off;
-	std::string name;
-	char buf[256];
-	while (name.size() < 4096) {
-		if (pos >= file_size)
-			return fail(bad(display, "truncated ELF file (string table)"));
-		std::size_t chunk = static_cast<std::size_t>(std::min<std::uint64_t>(sizeof(buf), file_size - pos));
-		if (auto r = rd.read(buf, chunk, pos); !r)
-			return fail(r.error());
-		const void *nul = std::memchr(buf, '\0', chunk);
-		if (nul) {
-			name.append(buf, static_cast<const char *>(nul) - buf);
-			break;
+	auto read_string = [&](std::uint64_t off) -> Result<std::string> {
+		std::uint64_t pos = strtab_off + off;
+		std::string name;
+		char buf[256];
+		while (name.size() < 4096) {
+			if (pos >= file_size)
+				return fail(bad(display, "truncated ELF file (string table)"));
+			std::size_t chunk = static_cast<std::size_t>(std::min<std::uint64_t>(sizeof(buf), file_size - pos));
+			if (auto r = rd.read(buf, chunk, pos); !r)
+				return fail(r.error());
+			const void *nul = std::memchr(buf, '\0', chunk);
+			if (nul) {
+				name.append(buf, static_cast<const char *>(nul) - buf);
+				break;
+			}
+			name.append(buf, chunk);
+			pos += chunk;
 		}
-		name.append(buf, chunk);
-		pos += chunk;
+		return name;
+	};
+	if (have_soname) {
+		auto name = read_string(soname_off);
+		if (!name)
+			return fail(name.error());
+		if (!valid_soname(*name))
+			return fail(bad(display, "invalid DT_SONAME"));
+		info.soname = std::move(*name);
 	}
-	if (!valid_soname(name))
-		return fail(bad(display, "invalid DT_SONAME"));
-	info.soname = std::move(name);
+	// Only the driver's own dependencies are kept: the closure check asks about nothing else, and
+	// a needed entry that is not a plain name is no library anyone can provide.
+	for (std::uint64_t off : needed_offs) {
+		if (off >= strsz)
+			return fail(bad(display, "DT_NEEDED outside the string table"));
+		auto name = read_string(off);
+		if (!name)
+			return fail(name.error());
+		if (valid_soname(*name) && is_driver_library_name(*name))
+			info.needed.push_back(std::move(*name));
+	}
 	return info;
 }
 
@@ -184,6 +209,15 @@ Result<Info> read_info(int fd, const std::string &display)
 		return parse<Elf32_Ehdr, Elf32_Phdr, Elf32_Dyn>(rd, display, size);
 	}
 	return fail(bad(display, "unknown ELF class"));
+}
+
+bool is_driver_library_name(std::string_view name)
+{
+	if (name.starts_with("libnvidia-") || name.starts_with("libcuda"))
+		return true;
+	// libEGL_nvidia, libGLX_nvidia, libGLESv2_nvidia, libvdpau_nvidia: lib<api>_nvidia.so.*
+	const auto so = name.find(".so");
+	return name.starts_with("lib") && so != std::string_view::npos && name.substr(0, so).ends_with("_nvidia");
 }
 
 bool valid_soname(std::string_view name)

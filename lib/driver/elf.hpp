@@ -1,4 +1,4 @@
-// Minimal ELF reader: machine and DT_SONAME, read with pread() so it works on any fd without mmap.
+// Minimal ELF reader: machine, DT_SONAME and the driver's own DT_NEEDED entries, read with pread() so it works on any fd without mmap.
 #pragma once
 
 #include "error.hpp"
@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace unbounded::elf {
 
@@ -14,6 +15,7 @@ struct Info {
 	std::uint16_t machine = 0;   // e_machine (EM_X86_64, EM_AARCH64, ...)
 	bool is_64bit = false;
 	std::optional<std::string> soname;
+	std::vector<std::string> needed;  // DT_NEEDED entries that name NVIDIA libraries (is_driver_library_name)
 };
 
 // Fails with a message naming `display` when the file is not a well-formed ELF object.
@@ -22,6 +24,10 @@ Result<Info> read_info(int fd, const std::string &display);
 // A DT_SONAME we may turn into a link name: one plain file name of [A-Za-z0-9._+-], not "." or "..",
 // at most 255 bytes. Applied to fresh reads and to memoised ones alike.
 bool valid_soname(std::string_view name);
+
+// A name of NVIDIA's driver libraries: libnvidia-*, libcuda*, lib*_nvidia.so* (libEGL_nvidia, ...).
+// Everything else a driver library needs (libc, libm, libX11, ...) is the image's.
+bool is_driver_library_name(std::string_view name);
 
 // The multiarch tuple of the machine this program runs on ("x86_64-linux-gnu").
 std::string native_multiarch();

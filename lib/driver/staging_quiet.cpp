@@ -56,8 +56,8 @@ StagingWatch StagingWatch::open(const Context &ctx)
 				parent_fd = it->second;
 			}
 		};
-		for (const char *dir : staging_layout::SCAN_DIRS)
-			watch(dir);
+		for (const auto &dir : staging_layout::watched_dirs(root))
+			watch(dir.c_str());
 		for (const char *dir : staging_layout::FIRMWARE_DIRS)
 			watch(dir);
 	}
