@@ -45,6 +45,12 @@ std::string setup_metrics_text(const Report &report, double now_seconds, double 
 		m.gauge("unbounded_nvidia_driver_root_ram_bytes", "Memory the driver root takes on tmpfs", number_of(d, "driver_root_ram_bytes"));
 	m.gauge("unbounded_nvidia_gpus", "GPUs in the CDI spec", number_of(d, "gpus"));
 	m.gauge("unbounded_nvidia_cdi_devices", "Devices in the CDI spec", number_of(d, "cdi_devices"));
+	m.gauge("unbounded_nvidia_warnings", "Warnings of the last run (verify --json lists them)", static_cast<double>(report.warnings.size()));
+	if (d.contains("expected_gpus")) {
+		const double expected = number_of(d, "expected_gpus"), offered = number_of(d, "gpus");
+		m.gauge("unbounded_nvidia_expected_gpus", "GPUs this machine should see (expected_gpus)", expected);
+		m.gauge("unbounded_nvidia_gpus_missing", "GPUs short of expected_gpus", expected > offered ? expected - offered : 0);
+	}
 	return m.text();
 }
 

@@ -20,6 +20,7 @@ std::string Report::to_json() const
 		t[k] = std::round(v.get<double>() * 1000.0) / 1000.0;
 	j["timings_ms"] = t;
 	j["warnings"] = warnings;
+	j["notes"] = notes;
 	nlohmann::ordered_json p = nlohmann::ordered_json::array();
 	for (const auto &pr : problems)
 		p.push_back({{"path", pr.path}, {"message", pr.message}});

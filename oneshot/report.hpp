@@ -16,7 +16,8 @@ struct Report {
 	std::string outcome;  // "ready", "no-gpu", "pending-host-reboot", "staging-inconsistent", "staging-gone", "not-ready", "failed"
 	nlohmann::ordered_json details = nlohmann::ordered_json::object();
 	nlohmann::ordered_json timings_ms = nlohmann::ordered_json::object();
-	std::vector<std::string> warnings;
+	std::vector<std::string> warnings;  // something a pod may need is missing or odd; verify carries the last run's
+	std::vector<std::string> notes;     // what was skipped that nothing needs (Debian's alternatives links, ...)
 	std::vector<Problem> problems;
 	std::string error;
 

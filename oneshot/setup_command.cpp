@@ -115,6 +115,29 @@ void warn_about_device_plugin(const Context &ctx, Report &report, const std::str
 	report.warnings.push_back(p->message);
 }
 
+void warn(Report &report, const std::vector<std::string> &warnings)
+{
+	for (const auto &w : warnings) {
+		log::warning(w);
+		report.warnings.push_back(w);
+	}
+}
+
+// What the devices say, and the GPUs the machine offers beside expected_gpus: fewer are served
+// (exit 0: one missing GPU must not take the others down), said here and made a problem by verify.
+void warn_about_devices(const Context &ctx, Report &report, const DeviceInventory &devices)
+{
+	warn(report, devices.warnings);
+	report.details["gpus"] = devices.gpus.size();
+	report.details["mig_devices"] = devices.mig_devices();
+	if (ctx.config.expected_gpus)
+		report.details["expected_gpus"] = *ctx.config.expected_gpus;
+	if (auto shortfall = gpu_shortfall(ctx.config.expected_gpus, devices)) {
+		log::warning(*shortfall + ": serving the GPU(s) there are.", {{"MESSAGE_ID", message_id::GPUS_MISSING}});
+		report.warnings.push_back(*shortfall + ": serving the GPU(s) there are");
+	}
+}
+
 int finish_not_ready(Report &report)
 {
 	report.outcome = "not-ready";
@@ -140,8 +163,7 @@ int keep_live_root(const Context &ctx, Report &report, const DriverDecision &dec
 		if (!s)
 			return finish_failed(ctx, report, s.error());
 		cdi = std::move(*s);
-		report.details["gpus"] = cdi.devices.gpus.size();
-		report.details["mig_devices"] = cdi.devices.mig_devices();
+		warn_about_devices(ctx, report, cdi.devices);
 	}
 	{
 		PhaseTimer t(report, "write_cdi");
@@ -194,14 +216,6 @@ int keep_live_root(const Context &ctx, Report &report, const DriverDecision &dec
 namespace {
 
 enum class Mode { Setup, Refresh };
-
-void warn(Report &report, const std::vector<std::string> &warnings)
-{
-	for (const auto &w : warnings) {
-		log::warning(w);
-		report.warnings.push_back(w);
-	}
-}
 
 // The spec goes in after the root it describes; if it cannot be written, the old root goes back, so
 // root and spec never disagree because of a failed run.
@@ -309,9 +323,7 @@ int build_root(const Context &ctx, Report &report, const DriverSet &driver, std:
 		if (!s)
 			return finish_failed(ctx, report, s.error());
 		cdi = std::move(*s);
-		warn(report, cdi.devices.warnings);
-		report.details["gpus"] = cdi.devices.gpus.size();
-		report.details["mig_devices"] = cdi.devices.mig_devices();
+		warn_about_devices(ctx, report, cdi.devices);
 		report.details["gpu_source"] = cdi.devices.source;
 		report.details["cdi_version"] = cdi.spec.cdi_version;
 		report.details["cdi_devices"] = cdi.spec.devices;
@@ -387,6 +399,10 @@ StagedDriver discover_step(const Context &ctx, Report &report, const StagingStat
 		report.details["staged_driver_version"] = staged.driver->version;
 		report.details["multiarch"] = staged.driver->multiarch;
 		warn(report, staged.driver->warnings);
+		for (const auto &n : staged.driver->notes) {
+			log::notice(n + ".");
+			report.notes.push_back(n);
+		}
 	}
 	return staged;
 }

@@ -39,7 +39,8 @@ void print_help()
 		    "  --output FILE   generate-cdi: write the spec to FILE ('-' for stdout, the default)\n"
 		    "  --npd[=COND]    verify: node-problem-detector plugin protocol (exit 0 OK, 1 problem,\n"
 		    "                  2 unknown; one line): COND ready (default: the problem is not ready) or\n"
-		    "                  an outcome (not-ready, staging-gone, staging-inconsistent, pending-host-reboot)\n"
+		    "                  an outcome (not-ready, staging-gone, staging-inconsistent, pending-host-reboot,\n"
+		    "                  gpus-missing)\n"
 		    "  -h --help       show this help\n"
 		    "  --version       show the version\n\n"
 		    "Exit status: 0 ready (or nothing to do), 1 not ready, 2 usage or configuration error.\n",
@@ -97,10 +98,10 @@ int parse_args(int argc, char **argv, Args &a)
 	if (!a.command.empty() && a.command.back() == '\x01')
 		a.command.pop_back();
 	const bool npd_known = a.npd == "ready" || a.npd == "not-ready" || a.npd == "staging-gone" ||
-			       a.npd == "staging-inconsistent" || a.npd == "pending-host-reboot";
+			       a.npd == "staging-inconsistent" || a.npd == "pending-host-reboot" || a.npd == "gpus-missing";
 	if (!a.npd.empty() && (a.command != "verify" || a.json || !npd_known)) {
 		std::fprintf(stderr, "unbounded-nvidia-setup: --npd[=ready|not-ready|staging-gone|staging-inconsistent|"
-				     "pending-host-reboot] applies to verify, without --json\n");
+				     "pending-host-reboot|gpus-missing] applies to verify, without --json\n");
 		return EXIT_USAGE;
 	}
 	if (a.json && a.command == "generate-cdi" && a.output == "-") {

@@ -2,6 +2,7 @@
 // in progress (shared lock) so it never judges a half-finished run.
 #include "commands.hpp"
 
+#include "bounded_parse.hpp"
 #include "cdi_check.hpp"
 #include "cdi_state.hpp"
 #include "driver_discovery.hpp"
@@ -13,6 +14,7 @@
 #include "spec_marker.hpp"
 #include "staging_wait.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <sys/stat.h>
@@ -32,6 +34,47 @@ std::vector<Problem> check_imex_spec(const Context &ctx, const SpecForState *cur
 	if (current)
 		return {Problem{path, path + " is stale: it offers IMEX channels but the machine has none (a setup or refresh removes it)"}};
 	return verify_cdi_spec(ctx, path, "", nullptr, IMEX_CDI_KIND);
+}
+
+// What the last setup or refresh warned about, from its status.json (ours, in our run directory): a
+// host's reconcile loop reads verify, not setup's stderr, and "ready" must not hide that nvidia-smi
+// or the GSP firmware is missing. Only a file nobody else could have written is believed.
+void carry_last_run(const Context &ctx, Report &report)
+{
+	const std::string display = std::string(RUN_DIR) + "/status.json";
+	auto dir = fs::open_dir(ctx.real(RUN_DIR));
+	if (!dir || !fs::check_trusted(dir->get(), RUN_DIR, /*directory=*/true))
+		return;
+	auto fd = fs::open_regular_at(dir->get(), "status.json", display);
+	if (!fd)
+		return;  // no setup has run yet
+	if (auto r = fs::check_trusted(fd->get(), display, /*directory=*/false); !r) {
+		report.warnings.push_back(r.error().message + ", not reading the last run's warnings");
+		return;
+	}
+	auto text = fs::read_fd(fd->get(), display, 4u << 20);
+	if (!text || !check_json_bounded(*text, display, ParseLimits{8, 100000}))
+		return;
+	auto j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+	if (j.is_discarded() || !j.is_object())
+		return;
+	auto str = [&](const char *key) { return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string(); };
+	std::size_t carried = 0;
+	constexpr std::size_t MAX_CARRIED = 100;
+	if (j.contains("warnings") && j["warnings"].is_array())
+		for (const auto &w : j["warnings"]) {
+			if (!w.is_string() || carried == MAX_CARRIED)
+				continue;
+			carried++;
+			const std::string msg = printable(w.get<std::string>());
+			if (std::find(report.warnings.begin(), report.warnings.end(), msg) == report.warnings.end())
+				report.warnings.push_back(msg);
+		}
+	struct stat st{};
+	nlohmann::ordered_json last{{"command", str("command")}, {"outcome", str("outcome")}, {"warnings", carried}};
+	if (::fstat(fd->get(), &st) == 0)
+		last["finished_unix"] = st.st_mtim.tv_sec;
+	report.details["last_run"] = std::move(last);
 }
 
 }  // namespace
@@ -74,6 +117,8 @@ std::vector<Problem> check_live_state(const Context &ctx, Report &report, const 
 		} else {
 			expected = &state->spec;
 			current = &*state;
+			if (auto shortfall = gpu_shortfall(cfg.expected_gpus, state->devices))
+				report.details["gpu_shortfall"] = *shortfall;
 			report.details["gpus"] = state->devices.gpus.size();
 			report.details["mig_devices"] = state->devices.mig_devices();
 			report.details["imex_channels"] = state->devices.imex_channels.size();
@@ -125,6 +170,15 @@ int run_verify(const Context &ctx, Report &report)
 		return EXIT_READY;
 	}
 	report.problems = check_live_state(ctx, report);
+	// Fewer GPUs than expected_gpus: setup served those there are; verify says so, so that a GPU
+	// that fell off the bus after a host reboot does not go unnoticed.
+	bool gpus_missing = false;
+	if (auto it = report.details.find("gpu_shortfall"); it != report.details.end()) {
+		gpus_missing = report.problems.empty();
+		report.problems.push_back(Problem{"/proc/driver/nvidia/gpus", it->get<std::string>()});
+		report.details.erase("gpu_shortfall");
+	}
+	carry_last_run(ctx, report);
 	const std::string version = report.details["driver_version"].get<std::string>();
 	report.details["device_plugin_spec"] = ctx.config.device_plugin_spec;
 	if (!version.empty())
@@ -164,8 +218,8 @@ int run_verify(const Context &ctx, Report &report)
 			  " current, every hostPath present" + staged_note + ".");
 		return EXIT_READY;
 	}
-	if (report.outcome.empty())
-		report.outcome = "not-ready";
+	if (report.outcome.empty() || (gpus_missing && report.problems.size() == 1))
+		report.outcome = gpus_missing && report.problems.size() == 1 ? "gpus-missing" : "not-ready";
 	for (const auto &p : report.problems)
 		if (p.path != ctx.config.device_plugin_spec)
 			log::error("Not ready: " + p.message, {{"MESSAGE_ID", message_id::VERIFY_FAILED}, {"UNBOUNDED_NVIDIA_PATH", p.path}});

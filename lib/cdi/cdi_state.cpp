@@ -37,4 +37,20 @@ Result<SpecForState> spec_for_state(const Context &ctx, const Manifest &manifest
 	return s;
 }
 
+std::optional<std::string> gpu_shortfall(std::optional<unsigned> expected, const DeviceInventory &devices)
+{
+	if (!expected || devices.gpus.size() >= *expected)
+		return std::nullopt;
+	std::string s = "expected_gpus is " + std::to_string(*expected) + " but the machine offers " +
+			std::to_string(devices.gpus.size()) + " GPU(s)";
+	if (!devices.unbound_gpus.empty()) {
+		s += "; listed without their /dev/nvidia<minor>:";
+		for (const auto &u : devices.unbound_gpus)
+			s += " " + u;
+	}
+	if (devices.source == "proc" && devices.listed_gpus < *expected)
+		s += "; " + std::to_string(devices.listed_gpus) + " listed in /proc/driver/nvidia/gpus (a GPU that fell off the bus is not listed: see the host's kernel log)";
+	return s;
+}
+
 }  // namespace unbounded

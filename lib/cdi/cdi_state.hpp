@@ -25,4 +25,9 @@ struct SpecForState {
 // (setup and refresh); verify and generate-cdi only read the memo, or ask the hook without saving.
 Result<SpecForState> spec_for_state(const Context &ctx, const Manifest &manifest, bool learn_hook = false);
 
+// What `expected_gpus` asks for beside what the machine offers: nullopt when it is unset or met,
+// else one sentence naming the shortfall (and the listed GPUs without a node) for setup's warning
+// and verify's problem.
+std::optional<std::string> gpu_shortfall(std::optional<unsigned> expected, const DeviceInventory &devices);
+
 }  // namespace unbounded

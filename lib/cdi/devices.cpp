@@ -92,6 +92,22 @@ bool is_minor(std::string_view s) { return all_digits(s) && s.size() < 4; }
 
 }  // namespace
 
+GpuPartition partition_gpus(std::vector<Gpu> listed, const std::function<std::optional<DeviceNode>(unsigned minor)> &node_of)
+{
+	GpuPartition p;
+	std::sort(listed.begin(), listed.end(), [](const Gpu &a, const Gpu &b) { return a.pci < b.pci; });
+	for (auto &g : listed) {
+		auto node = node_of(g.minor);
+		if (!node) {
+			p.unbound.push_back(g.pci);
+			continue;
+		}
+		g.nodes.insert(g.nodes.begin(), *node);
+		p.bound.push_back(std::move(g));
+	}
+	return p;
+}
+
 Result<DeviceInventory> enumerate_devices(const Context &ctx)
 {
 	DeviceInventory inv;
@@ -106,6 +122,7 @@ Result<DeviceInventory> enumerate_devices(const Context &ctx)
 	auto dir = fs::open_dir(ctx.real(gpus_dir));
 	if (dir) {
 		inv.source = "proc";
+		std::vector<Gpu> listed;
 		auto names = fs::list_dir(dir->get(), gpus_dir);  // sorted: fixed-width hex bus ids sort in bus order
 		if (!names)
 			return fail(names.error());
@@ -127,14 +144,27 @@ Result<DeviceInventory> enumerate_devices(const Context &ctx)
 			g.minor = static_cast<unsigned>(std::stoul(minor_it->second));
 			if (auto u = kv.find("GPU UUID"); u != kv.end() && is_complete_gpu_uuid(u->second))
 				g.uuid = u->second;
-			const std::string node_path = "/dev/nvidia" + std::to_string(g.minor);
-			auto node = read_device_node(ctx, node_path);
-			if (!node)
-				return fail(make_error("GPU " + pci + " (Device Minor " + std::to_string(g.minor) + ") has no character device " +
-						       node_path, EXIT_NOT_READY, ENOENT));
-			g.nodes.push_back(*node);
+			listed.push_back(std::move(g));
+		}
+		const std::size_t listed_count = listed.size();
+		auto parts = partition_gpus(std::move(listed), [&](unsigned minor) { return read_device_node(ctx, "/dev/nvidia" + std::to_string(minor)); });
+		inv.gpus = std::move(parts.bound);
+		for (auto &g : inv.gpus)
 			add_drm_nodes(ctx, g);
-			inv.gpus.push_back(std::move(g));
+		inv.listed_gpus = listed_count;
+		if (!parts.unbound.empty()) {
+			std::string which;
+			for (const auto &u : parts.unbound)
+				which += (which.empty() ? "" : ", ") + u;
+			if (inv.gpus.empty())
+				return fail(make_error("None of the " + std::to_string(listed_count) + " GPU(s) in " + gpus_dir +
+						       " has its /dev/nvidia<minor> in this machine (" + which +
+						       "): bind the host's /dev/nvidia<N> of the GPUs this machine is given",
+						       EXIT_NOT_READY, ENOENT));
+			inv.unbound_gpus = std::move(parts.unbound);
+			inv.warnings.push_back(std::to_string(inv.unbound_gpus.size()) + " of the " + std::to_string(listed_count) + " GPU(s) in " +
+					       gpus_dir + " have no /dev/nvidia<minor> in this machine and are not offered (" + which +
+					       "): the host gave them to another machine, or did not bind them");
 		}
 		if (auto r = add_mig_devices(ctx, majors, inv); !r)
 			return fail(r.error());

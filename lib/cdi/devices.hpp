@@ -7,6 +7,7 @@
 #include "context.hpp"
 #include "error.hpp"
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,6 +47,8 @@ struct DeviceInventory {
 	std::vector<DeviceNode> control;       // nvidia-modeset, nvidia-uvm, nvidia-uvm-tools, nvidiactl (those that exist)
 	std::vector<ImexChannel> imex_channels;  // by id
 	std::string source;                    // "proc" or "dev"
+	std::size_t listed_gpus = 0;           // in /proc/driver/nvidia/gpus (the host's, not namespaced)
+	std::vector<std::string> unbound_gpus; // PCI addresses of the listed GPUs this machine has no node of
 	std::vector<std::string> warnings;
 
 	std::size_t mig_devices() const
@@ -60,8 +63,18 @@ struct DeviceInventory {
 inline constexpr const char *CONTROL_NODES[] = {"/dev/nvidia-modeset", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
 						"/dev/nvidiactl"};
 
-// Fails when a listed GPU has no device node, or there are no GPUs at all. MIG instances (mig.hpp)
-// and IMEX channels (imex.hpp) are read with the GPUs.
+// /proc/driver/nvidia/gpus is not namespaced: a machine sees every GPU of its host there, whatever
+// /dev/nvidia<N> nodes it was given (a host may split its GPUs between machines). It offers exactly
+// the listed GPUs whose node (node_of(minor)) it has, in PCI order, so indices run 0..N-1 over
+// those, as NVML numbers the GPUs a process can open; the others are named by PCI address.
+struct GpuPartition {
+	std::vector<Gpu> bound;            // PCI order, each with its /dev/nvidia<minor> first in nodes
+	std::vector<std::string> unbound;  // PCI addresses
+};
+GpuPartition partition_gpus(std::vector<Gpu> listed, const std::function<std::optional<DeviceNode>(unsigned minor)> &node_of);
+
+// Listed GPUs without a node are one warning; no GPU offered at all is a failure. MIG instances
+// (mig.hpp) and IMEX channels (imex.hpp) are read with the GPUs, for the GPUs offered.
 Result<DeviceInventory> enumerate_devices(const Context &ctx);
 
 // A character device at `path` (machine path) under the root; nullopt when missing or not a char device.

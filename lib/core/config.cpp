@@ -1,6 +1,7 @@
 #include "config.hpp"
 
 #include "bounded_parse.hpp"
+#include "format.hpp"
 #include "fs.hpp"
 
 #include <cctype>
@@ -291,6 +292,17 @@ Result<Config> parse_config(std::string_view yaml_text, const std::string &displ
 		{"cdi_hook", path_handler(c, cfg.cdi_hook)},
 		{"staging_timeout", duration_handler(c, cfg.staging_timeout)},
 		{"metrics_dir", path_handler(c, cfg.metrics_dir)},
+		{"expected_gpus",
+		 [&](const YAML::Node &v, const std::string &key) -> Result<void> {
+			 auto s = scalar(c, v, key);
+			 if (!s)
+				 return fail(s.error());
+			 // A node has at most a few dozen GPUs; the bound keeps the number an honest count.
+			 if (s->empty() || !all_digits(*s) || s->size() > 4 || std::stoul(*s) < 1 || std::stoul(*s) > MAX_EXPECTED_GPUS)
+				 return fail(c.at(v, key, "expected a number of GPUs from 1 to " + std::to_string(MAX_EXPECTED_GPUS) + " for key"));
+			 cfg.expected_gpus = static_cast<unsigned>(std::stoul(*s));
+			 return {};
+		 }},
 		{"licensing",
 		 [&](const YAML::Node &v, const std::string &key) -> Result<void> {
 			 lic.section_present = true;

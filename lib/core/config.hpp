@@ -60,7 +60,12 @@ struct Config {
 	RefreshConfig refresh;
 	// node_exporter's textfile collector directory (Debian's prometheus-node-exporter reads this one).
 	std::string metrics_dir = "/var/lib/prometheus/node-exporter";
+	// How many GPUs this machine should see; unset: whatever it was given. Fewer leave setup serving
+	// those there are (one missing GPU must not take the others down), and verify not ready.
+	std::optional<unsigned> expected_gpus;
 };
+
+inline constexpr unsigned MAX_EXPECTED_GPUS = 1024;
 
 // Parses "30s", "500ms", "2m", "1h", "1m30s" or a bare number of seconds.
 Result<Millis> parse_duration(std::string_view text);

@@ -12,6 +12,7 @@ inline constexpr const char *DRIVER_PENDING_HOST_REBOOT = "c59eebb3050a4e278dde2
 inline constexpr const char *STAGING_INCONSISTENT = "ac460b93220244bcb78dd8ef0f16255a";
 inline constexpr const char *STAGING_GONE = "6817338ae88a4d81809ca2be1684c8ed";
 inline constexpr const char *DEVICE_PLUGIN_SPEC_STALE = "4252506b9900449893298fe44cb51b97";
+inline constexpr const char *GPUS_MISSING = "fc3bdc73fbca4526b7eabc9a8803ef4b";
 inline constexpr const char *CDI_SPEC_REMOVED = "d35cfe781ba94c2293fcd820d99139ae";
 inline constexpr const char *LICENSE_APPLIED = "bcafdef73f1d4c3aba44e70fd75ca0d6";
 inline constexpr const char *LICENSE_ROLLED_BACK = "60946feb744847e99a94e6d6a04d7df9";

@@ -12,7 +12,7 @@ import time
 import unittest
 import urllib.request
 
-from harness import SETUP, V1, V2, MachineRoot, main, plugin_spec, PLUGIN_SPEC, write
+from harness import SETUP, V1, V2, MachineRoot, main, make_chardev, plugin_spec, PLUGIN_SPEC, write
 
 FLEET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fleet")
 LICENSE_BIN = os.environ.get("LICENSE_BIN", "")
@@ -183,6 +183,36 @@ class TestNodeProblemDetector(FleetCase):
         self.assertEqual(self.npd(m, "not-ready")[0], 0)
         self.assertEqual(self.npd(m, "pending-host-reboot")[0], 0)
 
+    def test_gpus_missing(self):
+        """Issue 24 item 3: expected_gpus 8 on a machine that sees 7 serves the 7 (setup exit 0), and verify,
+        the node condition and the metrics say what is short."""
+        m = MachineRoot(self).standard(V1, gpus=8)
+        os.makedirs(m.p(METRICS), exist_ok=True)
+        os.unlink(m.p("/dev/nvidia5"))
+        m.config("expected_gpus: 8\n")
+        r = m.setup()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.result["gpus"], 7)
+        self.assertTrue(any("expected_gpus is 8 but the machine offers 7 GPU(s)" in w and "0000:1d:00.0" in w
+                            for w in r.result["warnings"]), r.result["warnings"])
+        v = self.metrics(m)
+        self.assertEqual(v["unbounded_nvidia_ready"], 1)
+        self.assertEqual((v["unbounded_nvidia_expected_gpus"], v["unbounded_nvidia_gpus_missing"]), (8, 1))
+        self.assertEqual(v["unbounded_nvidia_warnings"], len(r.result["warnings"]))
+        rc, line = self.npd(m, "gpus-missing")
+        self.assertEqual(rc, 1)
+        self.assertTrue(line.startswith("gpus-missing: expected_gpus is 8 but the machine offers 7"), line)
+        self.assertEqual(self.npd(m)[0], 1)
+        self.assertEqual(self.npd(m, "staging-gone")[0], 0)
+        j = json.loads(m.run("--json", "verify").stdout)
+        self.assertEqual((j["ready"], j["outcome"]), (False, "gpus-missing"))
+        self.assertIn("0000:1d:00.0", j["problems"][0]["message"])
+        # the GPU comes back (a host reboot): ready again, nothing missing
+        make_chardev(m.p("/dev/nvidia5"), 195, 5)
+        self.assertEqual(m.setup().returncode, 0)
+        self.assertEqual(self.npd(m, "gpus-missing")[0], 0)
+        self.assertEqual(self.metrics(m)["unbounded_nvidia_gpus_missing"], 0)
+
     def test_usage_errors_are_unknown(self):
         m = self.machine()
         r = m.run("verify", "--npd=sometimes")
@@ -214,7 +244,7 @@ class TestAlertRules(unittest.TestCase):
         r = subprocess.run([promtool, "check", "rules", os.path.join(FLEET, "unbounded-nvidia.rules.yml")],
                            capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        self.assertIn("SUCCESS: 4 rules found", r.stdout)
+        self.assertIn("SUCCESS: 6 rules found", r.stdout)
 
 
 if __name__ == "__main__":
