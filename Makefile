@@ -39,6 +39,7 @@ demo: build
 
 check: EXTRA_DEPS = $(SYSTEM_DEPS) $(PACKAGE_DEPS) $(FLEET_DEPS)
 check: build
+	tests/debian/fetch-nvidia-debs.sh $(BUILD)/nvidia-debs
 	meson test -C $(BUILD) --print-errorlogs
 
 # arm64 (GB300 hosts): Debian's cross g++ and :arm64 libraries, qemu-user-static as the exe wrapper

@@ -171,19 +171,34 @@ class MachineRoot:
         for i in range(extra):
             os.link(os.path.join(d, "libz.so.1.2.13"), os.path.join(d, f"libunrelated{i}.so.{i % 7}.{i}"))
 
+    # Debian keeps these directly in the lib dir, not in nvidia/current/ (libnvidia-eglcore, -glcore).
+    DEBIAN_LIBDIR_LIBS = ("libnvidia-eglcore", "libnvidia-glcore")
+
     def stage_debian(self, version, n=0, extra_unrelated=0):
-        """Debian: real files in nvidia/current/, absolute symlinks into it from the lib dir."""
+        """Debian as its packages install it: real files in nvidia/current/ with relative SONAME links, and in
+        the lib dir the links nvidia-alternative's postinst makes, LINK -> /etc/alternatives/nvidia--NAME-<arch>
+        (which the host does not bind), libnvidia-nvvm's version-named one among them."""
         d = self.p(f"/run/host-nvidia/{n}")
         cur = os.path.join(d, "nvidia", "current")
         os.makedirs(cur, exist_ok=True)
-        host = f"/usr/lib/{ARCH}"
+
+        def alternative(name):
+            os.symlink(f"/etc/alternatives/nvidia--{name}-{ARCH}", os.path.join(d, name))
+
         for lib, soname in DRIVER_LIBS.items():
             name = f"{lib}.so.{version}"
+            if lib in self.DEBIAN_LIBDIR_LIBS:
+                shutil.copy(fixture(name), os.path.join(d, name))
+                continue
             shutil.copy(fixture(name), os.path.join(cur, name))
             if soname:
                 os.symlink(name, os.path.join(cur, soname))
-                # absolute link, as update-alternatives makes them, naming the host's path
-                os.symlink(f"{host}/nvidia/current/{soname}", os.path.join(d, soname))
+                alternative(soname)
+        nvvm = f"libnvidia-nvvm.so.{version}"
+        shutil.copy(fixture(nvvm), os.path.join(cur, nvvm))
+        os.symlink(nvvm, os.path.join(cur, "libnvidia-nvvm.so.4"))
+        alternative("libnvidia-nvvm.so.4")
+        alternative(nvvm)
         self.add_unrelated(d, extra_unrelated)
         return d
 

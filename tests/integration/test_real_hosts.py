@@ -1,0 +1,285 @@
+#!/usr/bin/env python3
+"""Issue 24: hosts as they really are, built from Debian's real NVIDIA packages (bookworm 535 with OpenCL and
+NVVM, its i386 libraries and GSP firmware, the tesla-535 flavour, trixie's 550), laid out as each host family
+installs them (debian_hosts.py), and bound into the machine the way the README's host recipes say. One case
+per recipe row, and one per way a real host failed before."""
+
+import json
+import os
+import shutil
+import tempfile
+import unittest
+
+import yaml
+
+import cdi_schema
+import debian_hosts as dh
+from harness import ARCH, MachineRoot, main
+
+LIB = "/usr/lib/x86_64-linux-gnu"
+LIB32 = "/usr/lib/i386-linux-gnu"
+UUIDS = [f"GPU-{i:08x}-8e4b-4d0e-9c1a-2b7e6d5f4a10" for i in range(8)]
+
+
+def version_in(host, flavour="current"):
+    names = os.listdir(host.p(f"{LIB}/nvidia/{flavour}"))
+    return [n for n in names if n.startswith("libcuda.so.") and n.count(".") == 4][0][len("libcuda.so."):]
+
+
+def elf_class(path):
+    with open(path, "rb") as f:
+        return f.read(5)[4]  # 1: 32-bit, 2: 64-bit
+
+
+class RealHostCase(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if ARCH != "x86_64-linux-gnu":
+            raise RuntimeError(f"these hosts are amd64 ones; this build is for {ARCH}")
+        cls.tmp = tempfile.mkdtemp(prefix="unbounded-hosts-")
+        cls.bookworm = dh.HostTree(os.path.join(cls.tmp, "bookworm"))
+        for s in ("bookworm-535", "bookworm-535-i386", "bookworm-535-firmware"):
+            dh.install_debian(cls.bookworm, s)
+        cls.tesla = dh.HostTree(os.path.join(cls.tmp, "tesla"))
+        dh.install_debian(cls.tesla, "bookworm-tesla-535")
+        cls.trixie = dh.HostTree(os.path.join(cls.tmp, "trixie"))
+        dh.install_debian(cls.trixie, "trixie-550")
+        cls.v535 = version_in(cls.bookworm)
+        cls.vtesla = version_in(cls.tesla, "tesla-535")
+        cls.v550 = version_in(cls.trixie)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def machine(self, host, binds, version, gpus=1):
+        m = MachineRoot(self)
+        for n, path in enumerate(binds):
+            dh.bind(m, host, path, n)
+        m.set_proc_version(version)
+        m.add_control_nodes()
+        for i in range(gpus):
+            m.add_gpu(i, f"0000:{0x18 + i:02x}:00.0", UUIDS[i])
+        return m
+
+    def setup_ready(self, m, version):
+        r = m.setup()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.result["driver_version"], version)
+        with open(m.p("/etc/cdi/nvidia.yaml")) as f:
+            self.assertEqual(cdi_schema.errors(f.read()), [])
+        return r
+
+    @staticmethod
+    def warnings(result):
+        # The test roots live on the test machine's disk, not on tmpfs as /run is in a machine.
+        return [w for w in result["warnings"] if "expected tmpfs" not in w]
+
+    def verify(self, m):
+        r = m.run("--json", "verify")
+        return r.returncode, json.loads(r.stdout)
+
+    def assertRegularCopy(self, m, name, source, arch=ARCH):
+        path = os.path.join(m.driver_root(), "lib", arch, name)
+        self.assertTrue(os.path.isfile(path) and not os.path.islink(path), f"{name} is not in the root")
+        with open(path, "rb") as a, open(source, "rb") as b:
+            self.assertEqual(a.read(), b.read(), name)
+
+
+class TestDebian(RealHostCase):
+    def test_readme_binds_with_nvvm_installed_are_not_fatal(self):
+        """Item 1: libnvidia-nvvm.so.<v> -> /etc/alternatives/... in the lib dir; the real file is found in
+        nvidia/current/, the entry is skipped with a note naming it and why; verify carries the nvidia-smi
+        warning (item 4)."""
+        v = self.v535
+        m = self.machine(self.bookworm, [LIB, "/usr/bin", "/lib/firmware/nvidia"], v)
+        link = m.p(f"/run/host-nvidia/0/libnvidia-nvvm.so.{v}")
+        self.assertEqual(os.readlink(link), f"/etc/alternatives/nvidia--libnvidia-nvvm.so.{v}-x86_64-linux-gnu")
+        r = self.setup_ready(m, v)
+        self.assertRegularCopy(m, f"libnvidia-nvvm.so.{v}", self.bookworm.p(f"{LIB}/nvidia/current/libnvidia-nvvm.so.{v}"))
+        self.assertRegularCopy(m, f"libnvidia-opencl.so.{v}", self.bookworm.p(f"{LIB}/nvidia/current/libnvidia-opencl.so.{v}"))
+        self.assertEqual(os.readlink(os.path.join(m.libdir(), "libnvidia-nvvm.so.4")), f"libnvidia-nvvm.so.{v}")
+        notes = [n for n in r.result["notes"] if f"/run/host-nvidia/0/libnvidia-nvvm.so.{v}" in n]
+        self.assertEqual(len(notes), 1, r.result["notes"])
+        self.assertIn("/etc/alternatives/nvidia--libnvidia-nvvm", notes[0])
+        self.assertIn(f"taken from /run/host-nvidia/0/nvidia/current/libnvidia-nvvm.so.{v}", notes[0])
+        # /usr/bin/nvidia-smi is an alternatives link too, and its real file is not bound: said, with what to bind
+        smi = [w for w in self.warnings(r.result) if "nvidia-smi" in w]
+        self.assertEqual(len(smi), 1, r.result["warnings"])
+        self.assertIn("bind the host's /usr/lib/nvidia/current", smi[0])
+        self.assertFalse(os.path.exists(os.path.join(m.driver_root(), "bin", "nvidia-smi")))
+        rc, j = self.verify(m)
+        self.assertEqual(rc, 0, j)
+        self.assertTrue(j["ready"])
+        self.assertIn(smi[0], j["warnings"])
+        self.assertEqual(j["last_run"]["command"], "setup")
+
+    def test_trixie_550_with_the_readme_binds(self):
+        v = self.v550
+        m = self.machine(self.trixie, [LIB, "/usr/bin"], v)
+        r = self.setup_ready(m, v)
+        self.assertRegularCopy(m, f"libnvidia-nvvm.so.{v}", self.trixie.p(f"{LIB}/nvidia/current/libnvidia-nvvm.so.{v}"))
+        self.assertTrue(any(f"libnvidia-nvvm.so.{v}" in n for n in r.result["notes"]), r.result["notes"])
+
+    def test_recipe_lib_dir_and_the_nvidia_smi_dir(self):
+        """The README's Debian recipe: the lib dir, /usr/lib/nvidia/current and the firmware. Nothing missing,
+        nothing warned about."""
+        v = self.v535
+        m = self.machine(self.bookworm, [LIB, "/usr/lib/nvidia/current", "/lib/firmware/nvidia"], v)
+        r = self.setup_ready(m, v)
+        self.assertEqual(self.warnings(r.result), [])
+        self.assertTrue(os.path.isfile(os.path.join(m.driver_root(), "bin", "nvidia-smi")))
+        self.assertTrue(os.path.isfile(os.path.join(m.driver_root(), f"lib/firmware/nvidia/{v}/gsp_ga10x.bin")))
+        for name in (f"libnvidia-glcore.so.{v}", f"libnvidia-eglcore.so.{v}", f"libnvidia-glsi.so.{v}", f"libnvidia-tls.so.{v}",
+                     f"libEGL_nvidia.so.{v}", f"libGLX_nvidia.so.{v}", f"libcuda.so.{v}", f"libnvidia-ml.so.{v}"):
+            self.assertTrue(os.path.isfile(os.path.join(m.libdir(), name)), name)
+        rc, j = self.verify(m)
+        self.assertEqual((rc, [w for w in j["warnings"] if "expected tmpfs" not in w]), (0, []))
+
+    def test_nvidia_current_bound_beside_the_lib_dir(self):
+        """'even when nvidia/current, which holds the real file, is bound too'."""
+        v = self.v535
+        m = self.machine(self.bookworm, [LIB, f"{LIB}/nvidia/current", "/usr/lib/nvidia/current"], v)
+        self.setup_ready(m, v)
+        self.assertRegularCopy(m, f"libnvidia-nvvm.so.{v}", self.bookworm.p(f"{LIB}/nvidia/current/libnvidia-nvvm.so.{v}"))
+
+    def test_recipe_with_the_alternatives_directory(self):
+        """/etc/alternatives bound: the lib dir's links resolve through it, /usr/bin/nvidia-smi too."""
+        v = self.v535
+        m = self.machine(self.bookworm, [LIB, "/etc/alternatives", "/usr/bin", "/usr/lib/nvidia/current", "/lib/firmware/nvidia"], v)
+        r = self.setup_ready(m, v)
+        self.assertEqual(self.warnings(r.result), [])
+        self.assertEqual(r.result["notes"], [])
+        self.assertTrue(os.path.isfile(os.path.join(m.driver_root(), "bin", "nvidia-smi")))
+        self.assertRegularCopy(m, f"libnvidia-nvvm.so.{v}", self.bookworm.p(f"{LIB}/nvidia/current/libnvidia-nvvm.so.{v}"))
+
+    def test_nvidia_smi_through_alternatives_names_the_unbound_directory(self):
+        """/usr/bin and /etc/alternatives bound, /usr/lib/nvidia/current not: the warning says what to bind, not
+        'Too many levels of symbolic links' (the walk found /usr/bin/nvidia-smi itself again)."""
+        v = self.v535
+        m = self.machine(self.bookworm, [LIB, "/usr/bin", "/etc/alternatives"], v)
+        r = self.setup_ready(m, v)
+        smi = [w for w in self.warnings(r.result) if "nvidia-smi" in w]
+        self.assertEqual(len(smi), 1, r.result["warnings"])
+        self.assertNotIn("Too many levels", smi[0])
+        self.assertIn("bind the host's /usr/lib/nvidia/current", smi[0])
+
+    def test_i386_libraries(self):
+        v = self.v535
+        m = self.machine(self.bookworm, [LIB, LIB32, "/usr/lib/nvidia/current", "/lib/firmware/nvidia"], v)
+        r = self.setup_ready(m, v)
+        self.assertEqual(self.warnings(r.result), [])
+        self.assertRegularCopy(m, f"libcuda.so.{v}", self.bookworm.p(f"{LIB32}/nvidia/current/libcuda.so.{v}"), arch="i386-linux-gnu")
+        self.assertEqual(elf_class(os.path.join(m.driver_root(), f"lib/i386-linux-gnu/libcuda.so.{v}")), 1)
+        self.assertEqual(os.readlink(os.path.join(m.driver_root(), "lib/i386-linux-gnu/libcuda.so.1")), f"libcuda.so.{v}")
+        with open(m.p("/etc/cdi/nvidia.yaml")) as f:
+            self.assertIn(f"/lib/i386-linux-gnu/libcuda.so.{v}", f.read())
+
+    def test_only_nvidia_current_bound_warns_about_what_egl_and_glx_need(self):
+        """Item 5: libGLX_nvidia needs libnvidia-glcore, -tls, -glsi (DT_NEEDED), libEGL_nvidia -glsi and, by
+        name at run time, -eglcore; they sit in the lib dir itself, which is not bound."""
+        v = self.v535
+        m = self.machine(self.bookworm, [f"{LIB}/nvidia/current", "/usr/lib/nvidia/current", "/lib/firmware/nvidia"], v)
+        r = self.setup_ready(m, v)
+        closure = [w for w in self.warnings(r.result) if " needs " in w]
+        wanted = {("libGLX_nvidia", "libnvidia-glcore"), ("libGLX_nvidia", "libnvidia-tls"), ("libGLX_nvidia", "libnvidia-glsi"),
+                  ("libEGL_nvidia", "libnvidia-glsi"), ("libEGL_nvidia", "libnvidia-eglcore")}
+        found = set()
+        for w in closure:
+            for lib, need in wanted:
+                if f"/{lib}.so.{v} needs {need}.so.{v}" in w:
+                    found.add((lib, need))
+            self.assertIn("bind the host directory that holds it (on Debian /usr/lib/x86_64-linux-gnu", w)
+        self.assertEqual(found, wanted, closure)
+        self.assertEqual(len(closure), len(wanted), closure)
+        self.assertFalse(any("libc.so" in w or "libX11" in w for w in closure))
+        rc, j = self.verify(m)
+        self.assertEqual(rc, 0)
+        for w in closure:
+            self.assertIn(w, j["warnings"])
+
+
+class TestFlavours(RealHostCase):
+    def test_tesla_flavour(self):
+        """Item 2: <multiarch>/nvidia/tesla-535/ and /usr/lib/nvidia/tesla-535/."""
+        v = self.vtesla
+        m = self.machine(self.tesla, [LIB, "/usr/lib/nvidia/tesla-535"], v)
+        r = self.setup_ready(m, v)
+        self.assertRegularCopy(m, f"libcuda.so.{v}", self.tesla.p(f"{LIB}/nvidia/tesla-535/libcuda.so.{v}"))
+        self.assertRegularCopy(m, f"libnvidia-nvvm.so.{v}", self.tesla.p(f"{LIB}/nvidia/tesla-535/libnvidia-nvvm.so.{v}"))
+        self.assertTrue(os.path.isfile(os.path.join(m.driver_root(), "bin", "nvidia-smi")))
+        self.assertEqual([w for w in self.warnings(r.result) if "nvidia-smi" in w], [])
+
+    def test_the_kernel_module_chooses_between_flavours(self):
+        host = dh.HostTree(os.path.join(self.tmp, "two-flavours"))
+        dh.install_debian(host, "bookworm-535")
+        dh.install_debian(host, "bookworm-tesla-535")
+        for v, smi_dir in ((self.vtesla, "/usr/lib/nvidia/tesla-535"), (self.v535, "/usr/lib/nvidia/current")):
+            m = self.machine(host, [LIB, smi_dir], v)
+            self.setup_ready(m, v)
+            flavour = "tesla-535" if v == self.vtesla else "current"
+            self.assertRegularCopy(m, f"libcuda.so.{v}", host.p(f"{LIB}/nvidia/{flavour}/libcuda.so.{v}"))
+            self.assertFalse(any(n.startswith("libcuda.so.5") and not n.endswith(v) for n in os.listdir(m.libdir())))
+
+
+class TestOtherFamilies(RealHostCase):
+    """The same real files laid out as Ubuntu (lib dir) and Red Hat / Azure Linux (/usr/lib64) install them:
+    what worked before keeps working, and takes only driver files from a lib dir full of others."""
+
+    def flat_host(self, name, libdir):
+        host = dh.HostTree(os.path.join(self.tmp, name))
+        dh.install_flat(host, self.bookworm, "x86_64-linux-gnu", libdir)
+        for lib in ("libz.so.1", "libstdc++.so.6", "libmount.so.1"):  # the host's other libraries
+            real = os.path.realpath(os.path.join(LIB, lib))
+            shutil.copy(real, host.p(os.path.join(libdir, os.path.basename(real))))
+        return host
+
+    def check_flat(self, host, libdir):
+        v = self.v535
+        m = self.machine(host, [libdir, "/usr/bin"], v)
+        r = self.setup_ready(m, v)
+        self.assertEqual([w for w in self.warnings(r.result) if "GSP firmware" not in w], [])
+        names = os.listdir(m.libdir())
+        self.assertFalse(any(n.startswith(("libz", "libstdc++", "libmount")) for n in names), names)
+        self.assertIn(f"libnvidia-nvvm.so.{v}", names)
+        self.assertEqual(os.readlink(os.path.join(m.libdir(), "libcuda.so.1")), f"libcuda.so.{v}")
+        self.assertTrue(os.path.isfile(os.path.join(m.driver_root(), "bin", "nvidia-smi")))
+
+    def test_ubuntu_layout(self):
+        self.check_flat(self.flat_host("ubuntu", LIB), LIB)
+
+    def test_red_hat_layout(self):
+        self.check_flat(self.flat_host("redhat", "/usr/lib64"), "/usr/lib64")
+
+
+class TestGpuSubset(RealHostCase):
+    def test_a_machine_given_gpus_2_and_3_of_8(self):
+        """Item 3 on the real files: the spec offers the two bound GPUs as 0 and 1, by UUID and in all."""
+        v = self.v535
+        m = self.machine(self.bookworm, [LIB, "/usr/lib/nvidia/current", "/lib/firmware/nvidia"], v, gpus=8)
+        for minor in (0, 1, 4, 5, 6, 7):
+            os.unlink(m.p(f"/dev/nvidia{minor}"))
+        m.config("expected_gpus: 2\n")
+        r = self.setup_ready(m, v)
+        self.assertEqual(r.result["gpus"], 2)
+        with open(m.p("/etc/cdi/nvidia.yaml")) as f:
+            spec = f.read()
+        doc = yaml.safe_load(spec)
+        devices = {d["name"]: [n["path"] for n in d["containerEdits"].get("deviceNodes", [])] for d in doc["devices"]}
+        self.assertEqual(devices["0"], ["/dev/nvidia2"])
+        self.assertEqual(devices["1"], ["/dev/nvidia3"])
+        self.assertEqual(devices[UUIDS[2]], ["/dev/nvidia2"])
+        self.assertEqual(sorted(devices["all"]), ["/dev/nvidia2", "/dev/nvidia3"])
+        self.assertEqual(set(devices), {"0", "1", UUIDS[2], UUIDS[3], "all"})
+        for u in UUIDS[:2] + UUIDS[4:]:
+            self.assertNotIn(u, spec)
+        listed = [w for w in r.result["warnings"] if "have no /dev/nvidia<minor>" in w]
+        self.assertEqual(len(listed), 1, r.result["warnings"])
+        for bus in ("0000:18:00.0", "0000:19:00.0", "0000:1c:00.0", "0000:1f:00.0"):
+            self.assertIn(bus, listed[0])
+        rc, j = self.verify(m)
+        self.assertEqual(rc, 0, j)
+
+
+if __name__ == "__main__":
+    main()
