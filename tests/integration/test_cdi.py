@@ -103,6 +103,41 @@ class TestGolden(CdiCase):
         self.assertNotIn("?", spec)
         self.assertIn("GPU-00000001-1111-2222-3333-444455556666", spec)
 
+    def test_a_machine_given_gpus_2_and_3_of_8(self):
+        """Issue 24, item 3: /proc/driver/nvidia/gpus lists the host's eight; the machine has /dev/nvidia2 and
+        /dev/nvidia3. The spec offers those two as 0 and 1 (PCI order, as NVML numbers them), by UUID and in
+        all, and names none of the others; they are one warning."""
+        m = MachineRoot(self).standard(gpus=8)
+        for minor in (0, 1, 4, 5, 6, 7):
+            os.unlink(m.p(f"/dev/nvidia{minor}"))
+        r = m.setup()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        spec = self.check(m, "gpus-2-and-3-of-8.yaml")
+        self.assertIn("GPU-00000002-1111-2222-3333-444455556666", spec)
+        for i in (0, 1, 4, 5, 6, 7):
+            self.assertNotIn(f"/dev/nvidia{i}\n", spec)
+            self.assertNotIn(f"GPU-{i:08x}-", spec)
+        unbound = [w for w in r.result["warnings"] if "have no /dev/nvidia<minor>" in w]
+        self.assertEqual(len(unbound), 1, r.result["warnings"])
+        self.assertIn("6 of the 8 GPU(s)", unbound[0])
+        self.assertIn("0000:18:00.0, 0000:19:00.0, 0000:1c:00.0, 0000:1d:00.0, 0000:1e:00.0, 0000:1f:00.0", unbound[0])
+        self.assertEqual(m.run("verify").returncode, 0)
+
+    def test_no_listed_gpu_bound_is_a_failure(self):
+        m = self.ready_machine(gpus=2)
+        before = snapshot(m.driver_root())
+        with open(m.p(SPEC)) as f:
+            spec_before = f.read()
+        for minor in (0, 1):
+            os.unlink(m.p(f"/dev/nvidia{minor}"))
+        r = m.setup()
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("None of the 2 GPU(s) in /proc/driver/nvidia/gpus has its /dev/nvidia<minor> in this machine", r.stderr)
+        self.assertIn("0000:18:00.0, 0000:19:00.0", r.stderr)
+        self.assertEqual(snapshot(m.driver_root()), before)
+        with open(m.p(SPEC)) as f:
+            self.assertEqual(f.read(), spec_before)
+
     def test_with_hook_binary(self):
         m = MachineRoot(self).standard(gpus=1)
         write(m.p("/usr/bin/nvidia-cdi-hook"), fake_hook(HOOK_1_18), 0o755)

@@ -95,6 +95,20 @@ class TestMigGolden(MigCase):
         self.assertIn(f"nvidia-cap{MachineRoot.cap_minor(1, 7, 0)}", spec)
 
 
+    def test_a_machine_given_some_gpus_numbers_its_mig_devices_among_those(self):
+        """Issue 24, item 3: GPUs 2 and 3 of 4 bound, MIG on the host's GPU 3 (this machine's GPU 1): its
+        instances are 1:N, the instances of the host's other MIG GPU (0, not bound) are named nowhere."""
+        m = self.machine(gpus=4, mig={3: {7: [0]}, 0: {7: [0]}})
+        for minor in (0, 1):
+            os.unlink(m.p(f"/dev/nvidia{minor}"))
+        r = self.setup_ok(m)
+        spec = self.generate(m)
+        self.assertSchemaValid(spec)
+        self.assertEqual(names(spec), ["0", "1:0", "GPU-00000002-1111-2222-3333-444455556666", "all"])
+        self.assertNotIn(f"nvidia-cap{MachineRoot.cap_minor(0, 7, 0)}\n", spec)
+        self.assertIn(f"nvidia-cap{MachineRoot.cap_minor(3, 7, 0)}\n", spec)
+        self.assertEqual(r.result["mig_devices"], 1)
+
 class TestMigErrors(MigCase):
     def assertFailsKeepingTheOldSpec(self, m, needle):
         before = self.read(m, SPEC)
