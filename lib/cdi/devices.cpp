@@ -116,7 +116,8 @@ Result<DeviceInventory> enumerate_devices(const Context &ctx)
 		if (auto n = read_device_node(ctx, p))
 			inv.control.push_back(*n);
 		else if (std::string_view(p) == "/dev/nvidiactl" || std::string_view(p) == "/dev/nvidia-uvm")
-			inv.warnings.push_back(std::string(p) + " is missing or not a character device; CUDA needs it");
+			inv.warnings.push_back(std::string(p) + " is missing or not a character device; CUDA needs it: bind the host's " + p +
+					       " into the machine (Bind= and DeviceAllow=, see the host recipes)");
 
 	const std::string gpus_dir = "/proc/driver/nvidia/gpus";
 	auto dir = fs::open_dir(ctx.real(gpus_dir));

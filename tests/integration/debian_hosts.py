@@ -129,9 +129,10 @@ def soname_of(path):
     return m.group(1) if m else None
 
 
-def install_flat(host, debian_host, arch, libdir, bindir="/usr/bin"):
+def install_flat(host, debian_host, arch, libdir, bindir="/usr/bin", dev_links=False):
     """Ubuntu's (libdir /usr/lib/<arch>) and Red Hat's (/usr/lib64) layout of the same files: regular
-    files directly in the lib dir with relative SONAME links beside them, nvidia-smi in bindir."""
+    files directly in the lib dir with relative SONAME links beside them, nvidia-smi in bindir. The .run
+    installer's (dev_links): also NAME.so -> SONAME, the .so -> .so.1 -> .so.<v> chains it makes."""
     d = host.p(libdir)
     os.makedirs(d, exist_ok=True)
     for name, path in driver_files(debian_host, arch):
@@ -139,8 +140,20 @@ def install_flat(host, debian_host, arch, libdir, bindir="/usr/bin"):
         so = soname_of(path)
         if so and so != name:
             host.symlink(name, os.path.join(libdir, so))
-    os.makedirs(host.p(bindir), exist_ok=True)
-    shutil.copy2(debian_host.p("/usr/lib/nvidia/current/nvidia-smi"), host.p(os.path.join(bindir, "nvidia-smi")))
+            if dev_links:
+                host.symlink(so, os.path.join(libdir, name[:name.index(".so.") + 3]))
+    if bindir:
+        os.makedirs(host.p(bindir), exist_ok=True)
+        shutil.copy2(debian_host.p("/usr/lib/nvidia/current/nvidia-smi"), host.p(os.path.join(bindir, "nvidia-smi")))
+
+
+def install_run(host, debian_host):
+    """What NVIDIA's .run installer leaves on a Debian-family host: the 64-bit libraries flat in the
+    multiarch dir, the 32-bit ones in /usr/lib32, .so -> .so.1 -> .so.<v> chains, nvidia-smi in /usr/bin,
+    the GSP firmware in /lib/firmware/nvidia/<v>/."""
+    install_flat(host, debian_host, "x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", dev_links=True)
+    install_flat(host, debian_host, "i386-linux-gnu", "/usr/lib32", bindir=None, dev_links=True)
+    shutil.copytree(debian_host.p("/lib/firmware/nvidia"), host.p("/lib/firmware/nvidia"), dirs_exist_ok=True)
 
 
 def bind(machine, host, host_path, n):

@@ -252,6 +252,18 @@ class TestOtherFamilies(RealHostCase):
         self.check_flat(self.flat_host("redhat", "/usr/lib64"), "/usr/lib64")
 
 
+    def test_run_installer_layout(self):
+        v = self.v535
+        host = dh.HostTree(os.path.join(self.tmp, "run-installer"))
+        dh.install_run(host, self.bookworm)
+        self.assertEqual(os.readlink(host.p(f"{LIB}/libcuda.so")), "libcuda.so.1")
+        m = self.machine(host, [LIB, "/usr/lib32", "/usr/bin", "/lib/firmware/nvidia"], v)
+        r = self.setup_ready(m, v)
+        self.assertEqual(self.warnings(r.result), [])
+        self.assertRegularCopy(m, f"libcuda.so.{v}", host.p(f"/usr/lib32/libcuda.so.{v}"), arch="i386-linux-gnu")
+        self.assertRegularCopy(m, f"libnvidia-ml.so.{v}", host.p(f"{LIB}/libnvidia-ml.so.{v}"))
+        self.assertTrue(os.path.isfile(os.path.join(m.driver_root(), f"lib/firmware/nvidia/{v}/gsp_ga10x.bin")))
+
 class TestGpuSubset(RealHostCase):
     def test_a_machine_given_gpus_2_and_3_of_8(self):
         """Item 3 on the real files: the spec offers the two bound GPUs as 0 and 1, by UUID and in all."""
