@@ -2,7 +2,14 @@
 #   make demo    build, assemble a demo machine root, run setup on it, show the result
 #   make check   build and run every test tier (unit, integration, system)
 #   make check-arm64   cross-build for arm64 and run the unit and integration tiers under qemu-user
+#   make check-builds  a packager's builds: --buildtype=release, and plain with dpkg-buildflags; unit tier
+#   make check-sanitizers  ASan+UBSan build, unit and integration tiers, every report fatal
+#   make gpu-check     on a machine with an NVIDIA GPU and driver only (never CI): the real thing
 BUILD ?= build
+# Warnings are errors in CI's builds (CI=true), never in a user's: a newer compiler's new warning must
+# not break theirs.
+WERROR ?= $(if $(CI),true,false)
+export WERROR
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # Build and test dependencies, all from Debian bookworm main.
@@ -14,8 +21,11 @@ SYSTEM_DEPS := systemd-container mkosi debootstrap
 PACKAGE_DEPS := debhelper dpkg-dev fakeroot lintian man-db groff-base git
 # The fleet tests check the metrics files with promtool and scrape them with node_exporter.
 FLEET_DEPS := prometheus prometheus-node-exporter
+# The consumer tier runs containers from the spec with Debian's podman (and runc: crun 1.8 refuses
+# this machine's cgroup v1 hierarchy).
+CONSUMER_DEPS := podman runc
 
-.PHONY: all deps demo check check-arm64 build clean
+.PHONY: all deps demo check check-arm64 check-builds check-sanitizers gpu-check build clean
 
 all: build
 
@@ -25,11 +35,11 @@ deps:
 	done; \
 	if [ -n "$$missing" ]; then \
 		echo "Installing missing Debian packages:$$missing"; \
-		$(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends $$missing; \
+		tests/apt-install.sh $$missing || exit 1; \
 	fi
 
 $(BUILD)/build.ninja:
-	meson setup $(BUILD)
+	meson setup $(BUILD) -Dwerror=$(WERROR)
 
 build: deps $(BUILD)/build.ninja
 	meson compile -C $(BUILD)
@@ -37,7 +47,7 @@ build: deps $(BUILD)/build.ninja
 demo: build
 	tests/demo.sh $(BUILD)
 
-check: EXTRA_DEPS = $(SYSTEM_DEPS) $(PACKAGE_DEPS) $(FLEET_DEPS)
+check: EXTRA_DEPS = $(SYSTEM_DEPS) $(PACKAGE_DEPS) $(FLEET_DEPS) $(CONSUMER_DEPS)
 check: build
 	tests/debian/fetch-nvidia-debs.sh $(BUILD)/nvidia-debs
 	meson test -C $(BUILD) --print-errorlogs
@@ -50,5 +60,18 @@ check-arm64: deps
 	meson compile -C $(BUILD_ARM64)
 	meson test -C $(BUILD_ARM64) --suite unit --suite integration --print-errorlogs
 
+check-builds: deps
+	tests/build-variant.sh release
+	tests/build-variant.sh plain
+
+check-sanitizers: EXTRA_DEPS = $(FLEET_DEPS)
+check-sanitizers: deps
+	tests/build-variant.sh sanitizers
+
+# A real GPU: lay out a machine root from this host's own driver, build the driver root from it and
+# prove it works (tests/gpu/gpu_check.py). Exit 2 without a GPU.
+gpu-check: build
+	python3 tests/gpu/gpu_check.py $(BUILD)
+
 clean:
-	rm -rf $(BUILD) $(BUILD_ARM64)
+	rm -rf $(BUILD) $(BUILD_ARM64) build-release build-plain build-sanitizers

@@ -12,7 +12,6 @@ SRC=$(cd "$(dirname "$0")/../.." && pwd)
 if ! dpkg --print-foreign-architectures | grep -qx arm64; then
 	echo "Adding the arm64 architecture to dpkg"
 	$SUDO dpkg --add-architecture arm64
-	$SUDO apt-get update -q
 fi
 missing=""
 for p in g++-aarch64-linux-gnu qemu-user-static libsystemd-dev:arm64 libmount-dev:arm64 libc6:arm64 libstdc++6:arm64; do
@@ -20,8 +19,7 @@ for p in g++-aarch64-linux-gnu qemu-user-static libsystemd-dev:arm64 libmount-de
 done
 if [ -n "$missing" ]; then
 	echo "Installing missing Debian packages:$missing"
-	$SUDO apt-get update -q
-	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing
+	"$SRC/tests/apt-install.sh" $missing
 fi
 
 mkdir -p "$BUILD_DIR"
@@ -51,7 +49,13 @@ if [ ! -f "$DEBS/.complete" ]; then
 	done > "$APTDIR/sources.list"
 	APTOPTS="-o Dir::Etc::SourceList=$APTDIR/sources.list -o Dir::Etc::SourceParts=/dev/null \
 		-o Dir::State::Lists=$APTDIR/lists -o Dir::Cache=$APTDIR/cache -o APT::Architectures::=arm64"
-	apt-get $APTOPTS update -q
+	# Only the indexes these downloads need; one that fails to download (a mirror mid-sync) is
+	# tried again, and the downloads below say whether what was fetched is enough.
+	for try in 1 2 3; do
+		apt-get $APTOPTS update -q && break
+		echo "apt-get update failed (try $try of 3)" >&2
+		sleep 5
+	done
 	(cd "$DEBS" && apt-get $APTOPTS download libcuda1:arm64 libnvidia-ml1:arm64 libnvidia-ptxjitcompiler1:arm64 \
 		libegl-nvidia0:arm64 libglx-nvidia0:arm64 libnvidia-eglcore:arm64 libnvidia-glcore:arm64 \
 		libnvidia-allocator1:arm64 nvidia-smi:arm64 2>&1 | grep -v '^W: Download is performed unsandboxed' || true)
@@ -64,6 +68,6 @@ cat > "$BUILD_DIR/cross-constants.ini" <<EOC
 yaml_cpp_pc = '$ASIDE/usr/lib/aarch64-linux-gnu/pkgconfig'
 EOC
 if [ ! -f "$BUILD_DIR/build.ninja" ]; then
-	meson setup "$BUILD_DIR" "$SRC" -Dsystem_tests=false \
+	meson setup "$BUILD_DIR" "$SRC" -Dsystem_tests=false -Dwerror="${WERROR:-false}" \
 		--cross-file "$BUILD_DIR/cross-constants.ini" --cross-file "$SRC/tests/cross/aarch64-linux-gnu.ini"
 fi
