@@ -114,11 +114,13 @@ Result<UniqueFd> open_confined(int root, std::string_view path, const ConfinedOp
 		open_how oh{};
 		oh.flags = static_cast<std::uint64_t>(how.flags | O_CLOEXEC | (how.follow_last ? 0 : O_NOFOLLOW));
 		oh.resolve = (how.confinement == Confinement::InRoot ? RESOLVE_IN_ROOT : RESOLVE_BENEATH) | RESOLVE_NO_MAGICLINKS;
-		std::string rel(path);
-		while (!rel.empty() && rel.front() == '/')
-			rel.erase(0, 1);
-		if (rel.empty())
-			rel = ".";
+		// openat2 takes the path relative to root: leading slashes go, and nothing left is ".".
+		// The string is made once from the trimmed view (trimming a std::string in place and
+		// assigning "." to it made g++ 12 -O3 report a -Wrestrict false positive, GCC PR 105329).
+		std::string_view trimmed = path;
+		while (!trimmed.empty() && trimmed.front() == '/')
+			trimmed.remove_prefix(1);
+		const std::string rel = trimmed.empty() ? std::string(".") : std::string(trimmed);
 		long fd = ::syscall(SYS_openat2, root, rel.c_str(), &oh, sizeof(oh));
 		if (fd >= 0)
 			return UniqueFd(static_cast<int>(fd));

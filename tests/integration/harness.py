@@ -67,6 +67,21 @@ HELPERS = ["nvidia-smi", "nvidia-debugdump", "nvidia-persistenced",
 ARCH = os.environ.get("TEST_MULTIARCH") or {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu"}[os.uname().machine]
 
 IS_ROOT = os.geteuid() == 0
+# make check-sanitizers (tests/build-variant.sh): the binaries carry AddressSanitizer and UBSan. Their
+# peak RSS is the sanitizer's (shadow memory, quarantine), and an LD_PRELOAD shim must come after
+# the ASan runtime, which insists on being first.
+SANITIZED = os.environ.get("UNBOUNDED_SANITIZED") == "1"
+
+
+def preload(*shims):
+    """An LD_PRELOAD value for shims, the ASan runtime first when the binaries carry it."""
+    if SANITIZED:
+        out = subprocess.run(["ldd", SETUP], capture_output=True, text=True, check=True).stdout
+        runtime = [line.split("=>")[1].split()[0] for line in out.splitlines() if "libasan.so" in line]
+        if not runtime:
+            raise RuntimeError(f"UNBOUNDED_SANITIZED=1 but {SETUP} does not link libasan")
+        shims = (runtime[0],) + shims
+    return ":".join(shims)
 # Directories the tests make (the run directory among them) must not come out group-writable under
 # a lax umask: setup refuses a run directory that others could write, as it should.
 os.umask(0o022)

@@ -1,0 +1,52 @@
+#!/bin/sh
+# The builds a packager or CI makes besides `make check`'s (issue 27), each in its own directory:
+#   release     meson's --buildtype=release (-O3), the unit tier
+#   plain       --buildtype=plain with Debian's own flags (dpkg-buildflags, DEB_BUILD_MAINT_OPTIONS
+#               hardening=+all as debian/rules sets it: what dh's meson build system does), the unit tier
+#   sanitizers  -Db_sanitize=address,undefined, the unit and integration tiers with leak detection on
+#               and every report fatal (halt_on_error); the tests know (UNBOUNDED_SANITIZED=1) that
+#               peak RSS is the sanitizer's and that an LD_PRELOAD shim must come after its runtime
+# Usage: tests/build-variant.sh VARIANT [BUILD_DIR]. WERROR=true|false (default true: CI's builds
+# fail on any warning; the project's own default is false, so a user's newer compiler never breaks).
+set -eu
+VARIANT=$1
+DIR=${2:-build-$VARIANT}
+WERROR=${WERROR:-true}
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+COMMON="-Dwerror=$WERROR -Dsystem_tests=false"
+
+case "$VARIANT" in
+release)
+	[ -f "$DIR/build.ninja" ] || meson setup "$DIR" "$SRC" --buildtype=release $COMMON
+	meson compile -C "$DIR"
+	meson test -C "$DIR" --suite unit --print-errorlogs
+	;;
+plain)
+	if [ ! -f "$DIR/build.ninja" ]; then
+		eval "$(DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --export=sh)"
+		echo "dpkg-buildflags: CXXFLAGS=$CXXFLAGS LDFLAGS=$LDFLAGS CPPFLAGS=$CPPFLAGS"
+		meson setup "$DIR" "$SRC" --buildtype=plain $COMMON
+	fi
+	meson compile -C "$DIR"
+	meson test -C "$DIR" --suite unit --print-errorlogs
+	;;
+sanitizers)
+	# b_lundef=false: the sanitizer runtimes resolve symbols at load time.
+	[ -f "$DIR/build.ninja" ] || meson setup "$DIR" "$SRC" -Db_sanitize=address,undefined -Db_lundef=false $COMMON
+	meson compile -C "$DIR"
+	# The real-host tests' packages: make check's download when there is one (hard links), else fetched.
+	if [ ! -f "$DIR/nvidia-debs/.complete" ] && [ -f "$SRC/build/nvidia-debs/.complete" ]; then
+		rm -rf "$DIR/nvidia-debs"
+		cp -al "$SRC/build/nvidia-debs" "$DIR/nvidia-debs"
+	fi
+	"$SRC/tests/debian/fetch-nvidia-debs.sh" "$DIR/nvidia-debs"
+	UNBOUNDED_SANITIZED=1 \
+	ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1 \
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+		meson test -C "$DIR" --suite unit --suite integration --print-errorlogs --timeout-multiplier 3
+	;;
+*)
+	echo "usage: $0 release|plain|sanitizers [BUILD_DIR]" >&2
+	exit 2
+	;;
+esac
