@@ -5,6 +5,7 @@
 #include "bounded_parse.hpp"
 #include "format.hpp"
 #include "fs.hpp"
+#include "graphics_config.hpp"
 #include "staging_layout.hpp"
 
 #include <algorithm>
@@ -163,7 +164,7 @@ public:
 		if (st_.trees().empty())
 			return fail(make_error("No staging mounts found"));
 		for (auto step : {&Discovery::list_scan_dirs, &Discovery::choose_version, &Discovery::select_entries,
-				  &Discovery::add_libraries, &Discovery::add_helpers, &Discovery::add_firmware,
+				  &Discovery::add_libraries, &Discovery::add_helpers, &Discovery::add_firmware, &Discovery::add_graphics_configs,
 				  &Discovery::check_firmware, &Discovery::check_native, &Discovery::check_closure})
 			if (auto r = (this->*step)(); !r)
 				return fail(r.error());
@@ -463,6 +464,53 @@ private:
 				out_.notes.push_back("Skipping " + e->display + ": " + why + "; " + e->name + " is taken from " + taken->source.display);
 			else
 				out_.warnings.push_back(why + ", skipping this helper binary");
+		}
+		return {};
+	}
+
+	// 5b. The graphics configuration files (graphics_config.hpp), where the host bound their directory.
+	// Only NVIDIA's: by name, then by the library they name. Another vendor's file of the same name,
+	// or one that is not what it claims, is skipped with a warning; a missing one is not an error
+	// (most compute hosts bind none of these directories).
+	Result<void> add_graphics_configs()
+	{
+		for (std::size_t t = 0; t < st_.trees().size(); t++) {
+			for (const auto &kind : graphics_config::KINDS) {
+				const std::string dest = std::string(kind.root_dir) + "/" + kind.name;
+				if (by_dest_.count(dest))
+					continue;
+				for (const auto &dir : graphics_config::candidate_dirs(kind)) {
+					const std::string rel = fs::join(dir, kind.name);
+					const std::string display = fs::join(st_.trees()[t].display, rel);
+					auto src = st_.resolve(t, rel);
+					if (!src) {
+						if (src.error().errnum != ENOENT && src.error().errnum != ENOTDIR)
+							out_.warnings.push_back(src.error().message + ", skipping this graphics configuration file");
+						continue;
+					}
+					if (!S_ISREG(src->st.st_mode)) {
+						out_.warnings.push_back("Skipping " + display + ", not a regular file");
+						break;
+					}
+					auto fd = st_.open_regular(*src);
+					if (!fd) {
+						out_.warnings.push_back(fd.error().message + ", skipping this graphics configuration file");
+						break;
+					}
+					auto text = fs::read_fd(fd->get(), src->display, graphics_config::MAX_BYTES);
+					std::string why;
+					if (!text)
+						why = text.error().message;
+					else if (graphics_config::nvidia_library_of(kind, *text, src->display, why).empty() && why.empty())
+						why = src->display + " names no library";
+					if (!why.empty()) {
+						out_.warnings.push_back("Skipping " + display + ": " + why);
+						break;
+					}
+					add(DriverFile{FileKind::Config, dest, std::move(*src), std::nullopt, {}});
+					break;
+				}
+			}
 		}
 		return {};
 	}

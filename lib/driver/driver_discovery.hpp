@@ -17,7 +17,7 @@ namespace unbounded {
 
 class DiscoveryCache;
 
-enum class FileKind { Library, Binary, Firmware };
+enum class FileKind { Library, Binary, Firmware, Config };
 
 struct DriverFile {
 	FileKind kind = FileKind::Library;

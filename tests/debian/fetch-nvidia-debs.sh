@@ -3,7 +3,7 @@
 # one directory per host the integration tests build from them (tests/integration/test_real_hosts.py):
 #   bookworm-535        the 535 driver with OpenCL and NVVM (what nvidia-driver-full and the CUDA
 #                       toolkit pull in), nvidia-smi and nvidia-alternative, whose postinst the tests
-#                       replay to make the alternatives links
+#                       replay to make the alternatives links, and the EGL, Vulkan and OpenCL ICD files
 #   bookworm-535-i386   the 32-bit libraries a multiarch host adds
 #   bookworm-535-firmware  its GSP firmware (non-free-firmware)
 #   bookworm-tesla-535  the datacenter flavour (nvidia/tesla-535/)
@@ -16,9 +16,11 @@ set -eu
 DEST=${1:-build/nvidia-debs}
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
+# What this script fetches; a download made for another list is fetched again.
+WANT=$(sed -n '/^fetch [a-z]/,$p' "$0" | cksum | cut -d' ' -f1)
 mkdir -p "$DEST"
 DEST=$(cd "$DEST" && pwd)
-[ -f "$DEST/.complete" ] && exit 0
+[ "$(cat "$DEST/.complete" 2>/dev/null)" = "$WANT" ] && exit 0
 
 APTDIR="$DEST/.apt"
 rm -rf "$APTDIR"
@@ -61,7 +63,8 @@ fetch bookworm-535 \
 	libcuda1/bookworm libnvidia-ml1/bookworm libnvidia-ptxjitcompiler1/bookworm libnvidia-pkcs11-openssl3/bookworm \
 	libnvidia-nvvm4/bookworm nvidia-opencl-icd/bookworm libegl-nvidia0/bookworm libglx-nvidia0/bookworm \
 	libnvidia-eglcore/bookworm libnvidia-glcore/bookworm libnvidia-allocator1/bookworm \
-	nvidia-smi/bookworm nvidia-alternative/bookworm
+	nvidia-smi/bookworm nvidia-alternative/bookworm \
+	nvidia-egl-common/bookworm nvidia-vulkan-common/bookworm nvidia-opencl-common/bookworm
 fetch bookworm-535-i386 \
 	libcuda1:i386/bookworm libnvidia-ml1:i386/bookworm libnvidia-ptxjitcompiler1:i386/bookworm
 fetch bookworm-535-firmware firmware-nvidia-gsp/bookworm
@@ -72,4 +75,4 @@ fetch trixie-550 \
 	libcuda1/trixie libnvidia-ml1/trixie libnvidia-ptxjitcompiler1/trixie libnvidia-nvvm4/trixie \
 	nvidia-smi/trixie nvidia-alternative/trixie
 rm -rf "$APTDIR"
-touch "$DEST/.complete"
+echo "$WANT" > "$DEST/.complete"

@@ -199,6 +199,83 @@ class TestDebian(RealHostCase):
             self.assertIn(w, j["warnings"])
 
 
+class TestGraphicsConfigs(RealHostCase):
+    """Issue 25, item 1: the EGL vendor, Vulkan ICD and layer, and OpenCL ICD files of Debian's
+    nvidia-{egl,vulkan,opencl}-common, taken when the host binds their directories, NVIDIA's only."""
+
+    BINDS = [LIB, "/usr/lib/nvidia/current", "/lib/firmware/nvidia", "/usr/share/glvnd/egl_vendor.d", "/usr/share/vulkan",
+             "/etc/OpenCL/vendors"]
+    FILES = {"usr/share/glvnd/egl_vendor.d/10_nvidia.json": "/usr/share/glvnd/egl_vendor.d/10_nvidia.json",
+             "usr/share/vulkan/icd.d/nvidia_icd.json": "/usr/share/vulkan/icd.d/nvidia_icd.json",
+             "usr/share/vulkan/implicit_layer.d/nvidia_layers.json": "/usr/share/vulkan/implicit_layer.d/nvidia_layers.json",
+             "etc/OpenCL/vendors/nvidia.icd": "/etc/OpenCL/vendors/nvidia.icd"}
+
+    def host_with_mesa(self):
+        """The bookworm host, and beside NVIDIA's the files another vendor's packages put in the same
+        directories (Mesa's libegl-mesa0 and mesa-vulkan-drivers)."""
+        host = dh.HostTree(tempfile.mkdtemp(prefix="graphics-", dir=self.tmp))
+        shutil.copytree(self.bookworm.root, host.root, symlinks=True, dirs_exist_ok=True, copy_function=os.link)
+        self.replace(host, "/usr/share/glvnd/egl_vendor.d/50_mesa.json",
+                     '{\n    "file_format_version" : "1.0.0",\n    "ICD" : {\n        "library_path" : "libEGL_mesa.so.0"\n    }\n}\n')
+        self.replace(host, "/usr/share/vulkan/icd.d/intel_icd.x86_64.json",
+                     '{"ICD": {"api_version": "1.3.238", "library_path": "/usr/lib/x86_64-linux-gnu/libvulkan_intel.so"}, '
+                     '"file_format_version": "1.0.0"}\n')
+        return host
+
+    @staticmethod
+    def replace(host, path, text):
+        """A file of this host's own: the copy shares the others' inodes (hard links)."""
+        if os.path.lexists(host.p(path)):
+            os.unlink(host.p(path))
+        with open(host.p(path), "w") as f:
+            f.write(text)
+
+    def test_nvidia_s_files_are_copied_and_mounted_where_loaders_look(self):
+        v = self.v535
+        host = self.host_with_mesa()
+        m = self.machine(host, self.BINDS, v)
+        r = self.setup_ready(m, v)
+        self.assertEqual(self.warnings(r.result), [])
+        with open(m.p("/etc/cdi/nvidia.yaml")) as f:
+            spec = yaml.safe_load(f)
+        mounts = {mt["containerPath"]: mt["hostPath"] for mt in spec["containerEdits"]["mounts"]}
+        for rel, container in self.FILES.items():
+            copy = os.path.join(m.driver_root(), rel)
+            self.assertTrue(os.path.isfile(copy) and not os.path.islink(copy), rel)
+            with open(copy, "rb") as a, open(host.p("/" + rel), "rb") as b:
+                self.assertEqual(a.read(), b.read(), rel)
+            self.assertEqual(mounts.get(container), f"/run/nvidia/driver/{rel}")
+        text = json.dumps(spec)
+        self.assertNotIn("mesa", text)
+        self.assertNotIn("intel_icd", text)
+        rc, j = self.verify(m)
+        self.assertEqual(rc, 0, j)
+
+    def test_a_file_of_nvidia_s_name_that_is_not_nvidia_s_is_skipped(self):
+        v = self.v535
+        host = self.host_with_mesa()
+        self.replace(host, "/usr/share/glvnd/egl_vendor.d/10_nvidia.json",
+                     '{"file_format_version": "1.0.0", "ICD": {"library_path": "libEGL_mesa.so.0"}}\n')
+        self.replace(host, "/usr/share/vulkan/icd.d/nvidia_icd.json", "[" * 100 + "]" * 100)
+        self.replace(host, "/etc/OpenCL/vendors/nvidia.icd", "x" * (1 << 20))
+        m = self.machine(host, self.BINDS, v)
+        r = self.setup_ready(m, v)
+        w = self.warnings(r.result)
+        self.assertTrue(any("10_nvidia.json" in x and "libEGL_mesa.so.0, not an NVIDIA library" in x for x in w), w)
+        self.assertTrue(any("nvidia_icd.json" in x and "nested deeper than 8 levels" in x for x in w), w)
+        self.assertTrue(any("nvidia.icd" in x and "larger than 65536 bytes" in x for x in w), w)
+        for rel in ("usr/share/glvnd/egl_vendor.d/10_nvidia.json", "usr/share/vulkan/icd.d/nvidia_icd.json",
+                    "etc/OpenCL/vendors/nvidia.icd"):
+            self.assertFalse(os.path.exists(os.path.join(m.driver_root(), rel)), rel)
+        self.assertTrue(os.path.isfile(os.path.join(m.driver_root(), "usr/share/vulkan/implicit_layer.d/nvidia_layers.json")))
+
+    def test_without_the_binds_there_are_none(self):
+        v = self.v535
+        m = self.machine(self.bookworm, [LIB, "/usr/lib/nvidia/current"], v)
+        self.setup_ready(m, v)
+        self.assertFalse(os.path.exists(os.path.join(m.driver_root(), "usr")))
+
+
 class TestFlavours(RealHostCase):
     def test_tesla_flavour(self):
         """Item 2: <multiarch>/nvidia/tesla-535/ and /usr/lib/nvidia/tesla-535/."""
