@@ -220,6 +220,10 @@ class TestNodeProblemDetector(FleetCase):
         m.config("stagin: /x\n")
         r = m.run("verify", "--npd")
         self.assertEqual(r.returncode, 2)
+        # issue 26, item 9: the protocol wants one line in every case, a config error included
+        self.assertEqual(len(r.stdout.splitlines()), 1, r.stdout)
+        self.assertTrue(r.stdout.startswith("unknown: "), r.stdout)
+        self.assertIn("nvidia.yaml:1: unknown ke", r.stdout)
 
     def test_the_shipped_monitor_config_runs_verify_with_the_protocol(self):
         config = json.load(open(os.path.join(FLEET, "unbounded-nvidia-monitor.json")))
