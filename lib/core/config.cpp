@@ -16,6 +16,8 @@
 
 namespace unbounded {
 
+static constexpr long long MAX_DURATION_MS = 1LL << 40;
+
 Result<Millis> parse_duration(std::string_view text)
 {
 	auto bad = [&] { return fail(usage_error("invalid duration '" + std::string(text) + "'")); };
@@ -53,7 +55,9 @@ Result<Millis> parse_duration(std::string_view text)
 		} else {
 			return bad();
 		}
-		if (value > (1LL << 40) / factor)
+		// Each term and the sum are bounded (2^40 ms, about 35 years): the longest duration a unit
+		// may carry, timeouts derived from it included, stays far inside what systemd accepts.
+		if (value > MAX_DURATION_MS / factor || total > MAX_DURATION_MS - value * factor)
 			return bad();
 		total += value * factor;
 	}

@@ -14,6 +14,14 @@ TEST_CASE("durations parse like systemd time spans", "[config]")
 	CHECK(parse_duration("2m").value() == 120s);
 	CHECK(parse_duration("1m30s").value() == 90s);
 	CHECK(parse_duration("1h").value() == 3600s);
+	// issue 26, item 10: the sum is bounded like each term, so no timeout derived from it overflows
+	// what PID 1 accepts (20,000 terms gave TimeoutStartSec=65970697666920s)
+	CHECK(parse_duration("1099511627776ms").value().count() == 1099511627776LL);
+	CHECK_FALSE(parse_duration("1099511627776ms1ms"));
+	std::string many;
+	for (int i = 0; i < 20000; i++)
+		many += "300000h";
+	CHECK_FALSE(parse_duration(many));
 	CHECK(parse_duration("45").value() == 45s);
 	CHECK(parse_duration("0").value() == 0ms);
 	for (const char *bad : {"", "s", "soon", "-5s", "5 parsecs", "1.5s", "10x", "3s5"})
