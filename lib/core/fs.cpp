@@ -515,13 +515,14 @@ Result<WriteOutcome> write_file_atomic_at(int dirfd, const std::string &base, co
 	return WriteOutcome::Written;
 }
 
-Result<std::uint64_t> copy_fd(int src, int dst, std::uint64_t size_hint, const std::string &display)
+Result<std::uint64_t> copy_fd(int src, int dst, std::uint64_t size_hint, const std::string &display, std::uint64_t limit)
 {
 	std::uint64_t total = 0;
 	enum { CFR, SENDFILE, RW } method = CFR;
-	for (;;) {
+	while (total < limit) {
 		std::size_t want = size_hint > total ? static_cast<std::size_t>(std::min<std::uint64_t>(size_hint - total, 1u << 30))
 						     : (1u << 20);
+		want = static_cast<std::size_t>(std::min<std::uint64_t>(want, limit - total));
 		ssize_t n = -1;
 		if (method == CFR) {
 			n = ::copy_file_range(src, nullptr, dst, nullptr, want, 0);
@@ -538,7 +539,7 @@ Result<std::uint64_t> copy_fd(int src, int dst, std::uint64_t size_hint, const s
 			}
 		} else {
 			char buf[1 << 16];
-			n = ::read(src, buf, sizeof(buf));
+			n = ::read(src, buf, std::min(sizeof(buf), want));
 			if (n > 0) {
 				if (auto r = write_all(dst, std::string_view(buf, static_cast<std::size_t>(n)), display); !r)
 					return fail(r.error());

@@ -86,7 +86,10 @@ Result<WriteOutcome> write_file_atomic_at(int dirfd, const std::string &base, co
 
 // Copies src to dst (both regular-file fds) with copy_file_range, falling back to sendfile and then
 // read/write where the kernel refuses; returns bytes copied. No per-byte loop in user space.
-Result<std::uint64_t> copy_fd(int src, int dst, std::uint64_t size_hint, const std::string &display);
+// At most `limit` bytes are copied: a caller that knows the size passes size + 1, so a source that
+// grows while it is copied is seen to have changed instead of filling the destination.
+Result<std::uint64_t> copy_fd(int src, int dst, std::uint64_t size_hint, const std::string &display,
+			      std::uint64_t limit = UINT64_MAX);
 
 // Random suffix for temp names ("XXXXXX" style, [A-Za-z0-9]).
 std::string random_suffix(std::size_t len = 6);

@@ -141,7 +141,8 @@ Result<std::uint64_t> copy_source(const DriverFile &src, const ManifestEntry &e,
 		UniqueFd out(::openat(dirfd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
 		if (!out)
 			return fail(last_errno_error("Failed to create " + dest_display));
-		auto n = fs::copy_fd(in.get(), out.get(), e.size, src.source.display + " to " + dest_display);
+		// Planned size plus one byte at most: more is "modified while being copied", never a full /run.
+		auto n = fs::copy_fd(in.get(), out.get(), e.size, src.source.display + " to " + dest_display, e.size + 1);
 		if (!n)
 			return fail(n.error());
 		struct stat after{};

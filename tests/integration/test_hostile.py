@@ -385,6 +385,29 @@ class TestClass8TornCopies(HostileCase):
                "TEAR_COUNT": str(count), "TEAR_LOG": log}
         return env, log
 
+    def test_a_library_that_grows_while_copied_is_not_copied_past_its_size(self):
+        """Issue 26, item 5: a source appended to during the copy was copied to its end (filling a tmpfs,
+        then a misleading ENOSPC); now at most its planned size and one byte are copied, and the run
+        says the file changed, the old root untouched."""
+        m = self.machine()
+        self.assertSetupOk(m.setup())
+        before = snapshot(m.driver_root())
+        lib = m.p(f"/run/host-nvidia/0/libcuda.so.{V1}")
+        with open(lib, "ab") as f:
+            f.write(os.urandom(4 << 20))  # a new, 4 MiB library: it must be copied
+        size = os.path.getsize(lib)
+        env, log = self.tear(0, V1)
+        env.update(TEAR_GROW=str(1 << 20), TEAR_GROW_TOTAL=str(32 << 20))
+        r = m.setup(env=env)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertRegex(r.stderr, "modified while being copied|it changed during setup")
+        self.assertNotIn("No space left", r.stderr)
+        with open(log) as f:
+            copied = sum(int(line.split()[-1]) for line in f if line.startswith("copied"))
+        self.assertGreater(copied, 0, "the shim did not fire: the test proves nothing")
+        self.assertLessEqual(copied, 2 * (size + 1), "copied past the planned size")
+        self.assertEqual(snapshot(m.driver_root()), before)
+
     def test_a_library_rewritten_during_the_copy_is_copied_again(self):
         m = self.machine()
         env, log = self.tear(1, V1)
