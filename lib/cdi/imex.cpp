@@ -44,6 +44,14 @@ std::vector<ImexChannel> enumerate_imex_channels(const Context &ctx, CharMajors 
 	if (const auto &known = majors.get())
 		if (auto it = known->find("nvidia-caps-imex-channels"); it != known->end())
 			major = it->second;
+	// Without the major no node can be told from any other character device (channel1 made as 1:1 is
+	// /dev/mem): every channel is left out, once, rather than published with rwm unchecked.
+	if (!major) {
+		if (!names->empty())
+			warnings.push_back("IMEX channels are not offered: /proc/devices has no nvidia-caps-imex-channels major, so the nodes in " +
+					   std::string(IMEX_CHANNEL_DIR) + " cannot be checked");
+		return channels;
+	}
 	for (const auto &name : *names) {
 		const std::string path = std::string(IMEX_CHANNEL_DIR) + "/" + name;
 		const auto id = channel_id(name);
@@ -57,10 +65,9 @@ std::vector<ImexChannel> enumerate_imex_channels(const Context &ctx, CharMajors 
 			warnings.push_back("Ignoring IMEX channel " + path + ": not a character device");
 			continue;
 		}
-		if ((major && node->major != *major) || node->minor != *id) {
+		if (node->major != *major || node->minor != *id) {
 			warnings.push_back("Ignoring IMEX channel " + path + ": it is " + std::to_string(node->major) + ":" +
-					   std::to_string(node->minor) + ", expected " + (major ? std::to_string(*major) : "the IMEX major") +
-					   ":" + std::to_string(*id));
+					   std::to_string(node->minor) + ", expected " + std::to_string(*major) + ":" + std::to_string(*id));
 			continue;
 		}
 		channels.push_back(ImexChannel{*id, *node});

@@ -177,6 +177,20 @@ class TestImex(MigCase):
         self.assertFalse(os.path.exists(m.p(IMEX_SPEC)))
         self.assertEqual(r.result["imex_channels"], 0)
 
+    def test_channels_of_an_unknown_major_are_left_out(self):
+        """Issue 26, item 6: without an nvidia-caps-imex-channels line in /proc/devices no channel node can be
+        checked: channel1 made as 1:1 (/dev/mem) must not be published with rwm. All are left out, once."""
+        m = self.machine(gpus=1)
+        m.add_imex_channels([0])
+        write(m.p("/proc/devices"), "Character devices:\n  1 mem\n195 nvidia-frontend\n509 nvidia-uvm\n\nBlock devices:\n  7 loop\n")
+        make_chardev(m.p("/dev/nvidia-caps-imex-channels/channel1"), 1, 1)
+        r = self.setup_ok(m)
+        self.assertFalse(os.path.exists(m.p(IMEX_SPEC)))
+        self.assertEqual(r.result["imex_channels"], 0)
+        said = [w for w in r.result["warnings"] if "IMEX channels are not offered" in w]
+        self.assertEqual(len(said), 1, r.result["warnings"])
+        self.assertIn("no nvidia-caps-imex-channels major", said[0])
+
     def test_an_imex_spec_someone_else_wrote_is_left_alone(self):
         m = self.machine(gpus=1)
         foreign = "---\ncdiVersion: 0.5.0\nkind: nvidia.com/imex-channel\ndevices: []\n"
