@@ -262,10 +262,17 @@ private:
 		} else if (in_.kernel_version && cuda_versions.count(*in_.kernel_version)) {
 			version = *in_.kernel_version;
 		} else {
+			// A few named and the count: one line an operator reads, whatever a broken host staged.
+			constexpr std::size_t NAMED = 3;
 			std::string list;
+			std::size_t named = 0;
 			for (const auto &[v, p] : cuda_versions)
-				list += (list.empty() ? "" : ", ") + p;
-			return fail(make_error("Found several driver versions in the staging mounts and no kernel module version to choose: " + list));
+				if (named++ < NAMED)
+					list += (list.empty() ? "" : ", ") + p;
+			if (cuda_versions.size() > NAMED)
+				list += " and " + std::to_string(cuda_versions.size() - NAMED) + " more";
+			return fail(make_error("Found " + std::to_string(cuda_versions.size()) +
+					       " driver versions in the staging mounts and no kernel module version to choose: " + list));
 		}
 		if (!nvml_versions.count(version)) {
 			if (nvml_versions.empty())

@@ -386,6 +386,17 @@ class TestBadInput(SetupTestCase):
         self.assertEqual(sorted(os.listdir(m.p("/run/nvidia"))), ["driver"], "temp tree left behind")
         return lines[0]
 
+    def test_ten_thousand_staged_versions_give_one_short_line(self):
+        """Issue 26, item 12: with no readable module to choose, every staged version was listed in the
+        error (409 KB for 10,000); a few are named, with the count."""
+        m, before = self.prepared()
+        os.unlink(m.p("/proc/driver/nvidia/version"))
+        lib = m.p("/run/host-nvidia/0")
+        for i in range(10000):
+            open(os.path.join(lib, f"libcuda.so.{600 + i // 100}.{i % 100}.01"), "w").close()
+        line = self.assertFailsCleanly(m, before, 1, "Found 10001 driver versions in the staging mounts", "and 9998 more")
+        self.assertLess(len(line), 600)
+
     def test_malformed_config(self):
         m, before = self.prepared()
         m.config("staging: /run/host-nvidia\ndriver_root: [unclosed\n")
