@@ -157,6 +157,23 @@ private:
 };
 
 // The same limits for JSON, without building anything.
+// nlohmann's messages start with its own catalogue entry ("[json.exception.parse_error.101] parse
+// error at line 1, column 2: ..."): an operator gets where and what, in our words.
+std::string in_our_words(const char *what)
+{
+	std::string_view w = what;
+	if (w.starts_with("[json.exception.")) {
+		const auto end = w.find("] ");
+		if (end != std::string_view::npos)
+			w.remove_prefix(end + 2);
+	}
+	if (w.starts_with("parse error at "))
+		w.remove_prefix(std::string_view("parse error at ").size());
+	else if (w.starts_with("parse error: "))
+		w.remove_prefix(std::string_view("parse error: ").size());
+	return printable(w);
+}
+
 class JsonLimits : public nlohmann::json_sax<nlohmann::json> {
 public:
 	explicit JsonLimits(const ParseLimits &limits) : limits_(limits) {}
@@ -176,7 +193,7 @@ public:
 	bool end_array() override { return close(); }
 	bool parse_error(std::size_t position, const std::string &, const nlohmann::detail::exception &ex) override
 	{
-		error = "is not valid JSON (byte " + std::to_string(position) + ": " + ex.what() + ")";
+		error = "is not valid JSON (byte " + std::to_string(position) + ", " + in_our_words(ex.what()) + ")";
 		return false;
 	}
 
@@ -241,7 +258,7 @@ Result<void> check_json_bounded(std::string_view text, const std::string &displa
 	try {
 		ok = nlohmann::json::sax_parse(text, &sax);
 	} catch (const std::exception &e) {
-		sax.error = e.what();
+		sax.error = "is not valid JSON (" + in_our_words(e.what()) + ")";
 	}
 	if (!ok)
 		return fail(make_error(display + " " + (sax.error.empty() ? "is not valid JSON" : sax.error)));

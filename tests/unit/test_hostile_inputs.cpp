@@ -197,3 +197,15 @@ TEST_CASE("reads refuse FIFOs and oversized files with a sentence", "[hostile][f
 	REQUIRE_FALSE(b);
 	CHECK_THAT(b.error().message, Catch::Contains("larger than 4096 bytes"));
 }
+
+TEST_CASE("a JSON parse error is said in our words, with where", "[hostile][parse]")
+{
+	// Issue 26, item 12: the JSON library's catalogue text ("[json.exception.parse_error.101]") is no
+	// message for an operator.
+	auto r = check_json_bounded("{\"devices\": x}", "/var/run/cdi/plugin.json");
+	REQUIRE_FALSE(r);
+	CHECK_THAT(r.error().message, Catch::StartsWith("/var/run/cdi/plugin.json is not valid JSON (byte "));
+	CHECK_THAT(r.error().message, Catch::Contains("line 1, column 13"));
+	CHECK_THAT(r.error().message, !Catch::Contains("json.exception"));
+	CHECK_THAT(r.error().message, !Catch::Contains("parse error"));
+}
