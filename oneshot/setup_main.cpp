@@ -208,10 +208,11 @@ int run(int argc, char **argv)
 	else if (args.command == "generate-cdi")
 		rc = run_generate_cdi(ctx, report, args.output);
 	report.timings_ms["total"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-	report.details["peak_rss_kib"] = peak_rss_kib();
 
 	if (args.command == "setup" || args.command == "refresh" || args.command == "cleanup")
 		write_setup_metrics(ctx, report, report.timings_ms["total"].get<double>() / 1000.0);
+	// The whole run's peak, the metrics write included (a full textfile directory once set it).
+	report.details["peak_rss_kib"] = peak_rss_kib();
 	if (args.command == "setup" || args.command == "refresh") {
 		const std::string status = std::string(RUN_DIR) + "/status.json";
 		if (auto dir = fs::open_private_dir(ctx.real(RUN_DIR), RUN_DIR); !dir)

@@ -45,6 +45,10 @@ Result<void> remove_tree_at(int dirfd, const std::string &name, const std::strin
 // The mount an open file lives on (statx STATX_MNT_ID, else name_to_handle_at), or -1 if unknown.
 long long mount_id_of(int fd);
 
+// Removes the entries of dirfd whose names start with `prefix` (never directories), in constant
+// memory whatever the directory holds. Failures are ignored: what is left is tried again next time.
+void remove_matching(int dirfd, std::string_view prefix);
+
 // Reads a whole small file (at most max_bytes) relative to dirfd, refusing symlinks in the last component.
 Result<std::string> read_file_at(int dirfd, const std::string &name, const std::string &display,
 				 std::size_t max_bytes = 16u << 20);

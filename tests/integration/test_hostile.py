@@ -315,6 +315,22 @@ class TestClass6ParserLimits(HostileCase):
             self.assertLessEqual(r.result["peak_rss_kib"], RSS_LIMIT_KIB, "peak RSS over the README's bound")
         self.assertLess(r.result["timings_ms"]["total"], 5000)
 
+    def test_a_full_textfile_directory_does_not_set_our_memory(self):
+        """Issue 26, item 4: 300,000 entries in metrics_dir made setup peak at 79 MiB (every name kept by
+        the stale-temp sweep); the sweep now reads and removes as it goes."""
+        m, _ = self.prepared()
+        metrics = m.p("/var/lib/prometheus/node-exporter")
+        os.makedirs(metrics, exist_ok=True)
+        for i in range(150000):
+            os.close(os.open(os.path.join(metrics, f"other-exporter-{i:06d}-with-a-rather-long-name.prom"), os.O_CREAT | os.O_WRONLY))
+        stale = os.path.join(metrics, ".unbounded-nvidia-setup.prom.tmp-dead01")
+        open(stale, "w").close()
+        r = m.setup()  # its peak_rss_kib is the whole run's, the metrics write included
+        self.assertSetupOk(r)
+        self.assertFalse(os.path.exists(stale), "a dead writer's temp file was not swept")
+        self.assertTrue(os.path.isfile(os.path.join(metrics, "unbounded-nvidia-setup.prom")))
+        self.assertBounded(r)
+
     def test_huge_device_plugin_spec(self):
         m, _ = self.prepared()
         write(m.p(PLUGIN_SPEC), "[" * (32 << 20) + "]" * (32 << 20))
