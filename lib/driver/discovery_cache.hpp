@@ -26,8 +26,9 @@ std::string identity_key(const struct stat &st);
 class DiscoveryCache {
 public:
 	static constexpr const char *FILE_NAME = "discovery-cache.json";
-	// 2: ELF entries carry the driver's DT_NEEDED names. A memo of another format is read afresh.
-	static constexpr int FORMAT = 2;
+	// 2: ELF entries carry the driver's DT_NEEDED names; 3: listings keep the graphics configuration
+	// files' names. A memo of another format is read afresh.
+	static constexpr int FORMAT = 3;
 	// From the trusted run directory; `rejected` (optional) tells why a cache was not believed.
 	static DiscoveryCache load(int run_dir_fd, const std::string &display, std::string *rejected = nullptr);
 	// Writes the cache back when something was added.

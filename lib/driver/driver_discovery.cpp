@@ -88,6 +88,10 @@ bool could_be_driver_file(std::string_view name)
 	for (const char *b : HELPER_BINARIES)
 		if (name == b)
 			return true;
+	// A staging tree that is the bound egl_vendor.d (icd.d, vendors, ...) lists them in its root.
+	for (const auto &kind : graphics_config::KINDS)
+		if (name == kind.name)
+			return true;
 	for (const char *p : COMPANION_PREFIXES)
 		if (name.starts_with(p) && is_library_version(name.substr(std::string_view(p).size())))
 			return true;
@@ -479,14 +483,42 @@ private:
 	// Only NVIDIA's: by name, then by the library they name. Another vendor's file of the same name,
 	// or one that is not what it claims, is skipped with a warning; a missing one is not an error
 	// (most compute hosts bind none of these directories).
+	// Cheap on the boot path: a tree's own root is already listed (the names pass
+	// could_be_driver_file), and a parent directory is looked into only when its first component
+	// is a directory of the tree (one fstatat each, remembered per tree).
 	Result<void> add_graphics_configs()
 	{
 		for (std::size_t t = 0; t < st_.trees().size(); t++) {
+			const std::vector<std::string> *in_root = nullptr;
+			for (const auto &l : listings_)
+				if (l.tree == t && l.dir.empty())
+					in_root = &l.names;
+			std::vector<std::pair<std::string_view, bool>> is_dir;  // first component -> a directory of the tree
+			auto present = [&](std::string_view dir, std::string_view name) {
+				if (dir.empty())
+					return in_root && std::find(in_root->begin(), in_root->end(), name) != in_root->end();
+				const std::string_view first = dir.substr(0, dir.find('/'));
+				for (const auto &[n, d] : is_dir)
+					if (n == first)
+						return d;
+				struct stat st{};
+				const bool d = ::fstatat(st_.trees()[t].fd.get(), std::string(first).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+					       S_ISDIR(st.st_mode);
+				is_dir.emplace_back(first, d);
+				return d;
+			};
 			for (const auto &kind : graphics_config::KINDS) {
+				const std::string_view parent = kind.parent;
+				const std::string_view candidates[] = {"", parent.substr(parent.rfind('/') + 1), parent};
+				if (std::none_of(std::begin(candidates), std::end(candidates), [&](std::string_view d) { return present(d, kind.name); }))
+					continue;
 				const std::string dest = std::string(kind.root_dir) + "/" + kind.name;
 				if (by_dest_.count(dest))
 					continue;
-				for (const auto &dir : graphics_config::candidate_dirs(kind)) {
+				for (const std::string_view dir_view : candidates) {
+					if (!present(dir_view, kind.name))
+						continue;
+					const std::string dir(dir_view);
 					const std::string rel = fs::join(dir, kind.name);
 					const std::string display = fs::join(st_.trees()[t].display, rel);
 					auto src = st_.resolve(t, rel);
@@ -590,34 +622,49 @@ private:
 	// The image's libraries (libc, libm, libX11, ...) are not ours to check.
 	Result<void> check_closure()
 	{
-		std::set<std::string> present;  // "<arch>/<name>": file names and the SONAME links made of them
-		auto arch_of = [](const std::string &dest) {
-			auto comps = fs::split_path(dest);  // lib/<arch>[/vdpau]/<name>
-			return comps.size() >= 3 ? comps[1] : std::string();
+		// Most roots have nothing to check (only the GL and EGL libraries need others of ours).
+		const bool any = std::any_of(by_dest_.begin(), by_dest_.end(), [&](const auto &d) {
+			const auto &f = d.second;
+			return f.kind == FileKind::Library && (!f.needed.empty() || fs::basename(d.first).starts_with("libEGL_nvidia.so."));
+		});
+		if (!any)
+			return {};
+		std::set<std::string, std::less<>> present;  // "<arch>/<name>": file names and the SONAME links made of them
+		auto arch_of = [](std::string_view dest) {  // lib/<arch>[/vdpau]/<name>
+			dest.remove_prefix(4);
+			return dest.substr(0, dest.find('/'));
+		};
+		auto key = [](std::string_view arch, std::string_view name) {
+			std::string k;
+			k.reserve(arch.size() + 1 + name.size());
+			k.append(arch).append(1, '/').append(name);
+			return k;
 		};
 		for (const auto &[dest, f] : by_dest_) {
 			if (f.kind != FileKind::Library)
 				continue;
-			present.insert(arch_of(dest) + "/" + fs::basename(dest));
+			const std::string_view arch = arch_of(dest);
+			present.insert(key(arch, fs::basename(dest)));
 			if (f.soname)
-				present.insert(arch_of(dest) + "/" + *f.soname);
+				present.insert(key(arch, *f.soname));
 		}
-		std::set<std::string> said;
 		for (const auto &[dest, f] : by_dest_) {
 			if (f.kind != FileKind::Library)
 				continue;
-			const std::string arch = arch_of(dest), name = fs::basename(dest);
-			std::vector<std::string> wanted = f.needed;
+			const std::string_view arch = arch_of(dest);
+			const std::string name = fs::basename(dest);
+			auto check = [&](const std::string &n) {
+				if (present.count(key(arch, n)))
+					return;
+				out_.warnings.push_back(f.source.display + " needs " + n + ", which is not in the staging mounts (" + where() +
+							"): bind the host directory that holds it (on Debian /usr/lib/" + std::string(arch) +
+							" itself, beside nvidia/current/)");
+			};
+			for (const auto &n : f.needed)
+				check(n);
 			for (const auto &rl : RUNTIME_LOADS)
 				if (name == rl.library_prefix + out_.version)
-					wanted.push_back(rl.loads_prefix + out_.version);
-			for (const auto &n : wanted) {
-				if (present.count(arch + "/" + n) || !said.insert(arch + "/" + n + "<" + name).second)
-					continue;
-				out_.warnings.push_back(f.source.display + " needs " + n + ", which is not in the staging mounts (" + where() +
-							"): bind the host directory that holds it (on Debian /usr/lib/" + arch +
-							" itself, beside nvidia/current/)");
-			}
+					check(rl.loads_prefix + out_.version);
 		}
 		return {};
 	}
