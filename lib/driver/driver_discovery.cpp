@@ -625,7 +625,10 @@ private:
 		// Most roots have nothing to check (only the GL and EGL libraries need others of ours).
 		const bool any = std::any_of(by_dest_.begin(), by_dest_.end(), [&](const auto &d) {
 			const auto &f = d.second;
-			return f.kind == FileKind::Library && (!f.needed.empty() || fs::basename(d.first).starts_with("libEGL_nvidia.so."));
+			return f.kind == FileKind::Library &&
+			       (!f.needed.empty() || std::any_of(std::begin(RUNTIME_LOADS), std::end(RUNTIME_LOADS), [&](const RuntimeLoad &rl) {
+					return fs::basename(d.first).starts_with(rl.library_prefix);
+				}));
 		});
 		if (!any)
 			return {};

@@ -8,12 +8,6 @@
 
 namespace unbounded::graphics_config {
 
-std::vector<std::string> candidate_dirs(const Kind &kind)
-{
-	const std::string parent = kind.parent;  // "glvnd/egl_vendor.d"
-	return {"", fs::basename(parent), parent};
-}
-
 std::string nvidia_library_of(const Kind &kind, std::string_view text, const std::string &display, std::string &why)
 {
 	std::string library;

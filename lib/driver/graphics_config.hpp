@@ -23,8 +23,9 @@ enum class Content {
 struct Kind {
 	const char *name;       // the file's name
 	const char *root_dir;   // its directory in the driver root = its path in the container, without '/'
-	const char *parent;     // the directory's own name, and its parent's ("glvnd/egl_vendor.d"): where a
-				// staging tree may hold it besides its root (a host that bound the parent)
+	const char *parent;     // the directory's own name, and its parent's ("glvnd/egl_vendor.d"): a staging
+				// tree may hold the file in its root (the host bound egl_vendor.d), under the
+				// last component (it bound glvnd/) or under both (it bound share/)
 	Content content;
 };
 
@@ -44,10 +45,6 @@ inline constexpr Kind KINDS[] = {
 
 // A configuration file is small; anything larger is not one (and is not read whole).
 inline constexpr std::size_t MAX_BYTES = 64 * 1024;
-
-// The directories of a staging tree, relative to it, where a file of `kind` may be: the tree itself (the
-// host bound egl_vendor.d), the directory by name (it bound glvnd/), and by both names (it bound share/).
-std::vector<std::string> candidate_dirs(const Kind &kind);
 
 // The library a configuration file names, when its text is one of NVIDIA's: "" and `why` set when it is
 // not (another vendor's, malformed, too deep or too large).
