@@ -69,29 +69,49 @@ Result<void> check_spec_replaceable(const Context &ctx)
 	return check_replaceable(ctx, ctx.config.imex_cdi_spec, "imex_cdi_spec", IMEX_CDI_KIND);
 }
 
-// Writes a spec next to where it goes and renames it into place; unchanged bytes are not rewritten.
-Result<fs::WriteOutcome> write_spec_file(const Context &ctx, const std::string &path, const std::string &yaml)
+void warn(Report &report, const std::vector<std::string> &warnings)
+{
+	for (const auto &w : warnings) {
+		log::warning(w);
+		report.warnings.push_back(w);
+	}
+}
+
+// Writes a spec next to where it goes, up to its rename; unchanged bytes are not rewritten.
+Result<fs::PreparedWrite> prepare_spec_file(const Context &ctx, const std::string &path, const std::string &yaml)
 {
 	const std::string real = ctx.real(path);
 	if (auto d = fs::mkdir_p(fs::dirname(real), 0755); !d)
 		return fail(d.error());
-	return fs::write_file_atomic(real, yaml, {.mode = 0644, .fsync = true, .skip_if_unchanged = true});
+	return fs::prepare_file_atomic(real, yaml, {.mode = 0644, .fsync = true, .skip_if_unchanged = true});
 }
 
-// Both specs: ours, then the IMEX channel spec, which exists exactly while there are channels (a
+// Both specs: ours, and the IMEX channel spec, which exists exactly while there are channels (a
 // spec of ours whose channels are gone is removed; one anyone else wrote is left alone).
+// They change together or not at all, as far as a failure can decide it: every temp file is written
+// before anything is renamed (a full /etc/cdi fails here, with both specs as they were), the IMEX
+// spec changes first, and nvidia.yaml, the one that names the new driver root, is renamed last. A
+// failure before that last rename leaves nvidia.yaml naming the previous root, which the caller
+// then puts back; the IMEX spec names only device nodes, never the root.
 Result<fs::WriteOutcome> write_spec(const Context &ctx, Report &report, const SpecForState &cdi)
 {
-	auto w = write_spec_file(ctx, ctx.config.cdi_spec, cdi.spec.yaml);
-	if (!w)
-		return w;
-	report.details["imex_channels"] = cdi.devices.imex_channels.size();
-	report.details["imex_cdi_spec"] = ctx.config.imex_cdi_spec;
+	auto main_spec = prepare_spec_file(ctx, ctx.config.cdi_spec, cdi.spec.yaml);
+	if (!main_spec)
+		return fail(main_spec.error());
+	std::optional<fs::PreparedWrite> imex_spec;
 	if (cdi.imex) {
-		auto i = write_spec_file(ctx, ctx.config.imex_cdi_spec, cdi.imex->yaml);
+		auto i = prepare_spec_file(ctx, ctx.config.imex_cdi_spec, cdi.imex->yaml);
 		if (!i)
 			return fail(i.error());
-		report.details["imex_cdi_spec_written"] = *i == fs::WriteOutcome::Written;
+		imex_spec = std::move(*i);
+	}
+
+	report.details["imex_channels"] = cdi.devices.imex_channels.size();
+	report.details["imex_cdi_spec"] = ctx.config.imex_cdi_spec;
+	if (imex_spec) {
+		report.details["imex_cdi_spec_written"] = imex_spec->outcome() == fs::WriteOutcome::Written;
+		if (auto r = imex_spec->commit(); !r)
+			return fail(r.error());
 	} else {
 		auto removed = remove_our_spec(ctx.real(ctx.config.imex_cdi_spec), ctx.config.imex_cdi_spec);
 		if (!removed)
@@ -100,7 +120,16 @@ Result<fs::WriteOutcome> write_spec(const Context &ctx, Report &report, const Sp
 			log::notice("Removed " + ctx.config.imex_cdi_spec + ": the machine has no IMEX channels any more.",
 				    {{"MESSAGE_ID", message_id::CDI_SPEC_REMOVED}, {"UNBOUNDED_NVIDIA_PATH", ctx.config.imex_cdi_spec}});
 	}
-	return w;
+
+	// Once renamed, nvidia.yaml names the new root: a directory that then fails to sync must not
+	// make the caller put the old root back under it (the next boot's run writes the spec again).
+	const fs::WriteOutcome outcome = main_spec->outcome();
+	Error sync_error;
+	if (auto r = main_spec->commit(&sync_error); !r)
+		return fail(r.error());
+	if (!sync_error.message.empty())
+		warn(report, {sync_error.message});
+	return outcome;
 }
 
 // The device plugin's spec is reported, never fatal: see check_device_plugin().
@@ -115,13 +144,6 @@ void warn_about_device_plugin(const Context &ctx, Report &report, const std::str
 	report.warnings.push_back(p->message);
 }
 
-void warn(Report &report, const std::vector<std::string> &warnings)
-{
-	for (const auto &w : warnings) {
-		log::warning(w);
-		report.warnings.push_back(w);
-	}
-}
 
 // What the devices say, and the GPUs the machine offers beside expected_gpus: fewer are served
 // (exit 0: one missing GPU must not take the others down), said here and made a problem by verify.

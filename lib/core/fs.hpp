@@ -88,6 +88,40 @@ Result<WriteOutcome> write_file_atomic(const std::string &path, std::string_view
 Result<WriteOutcome> write_file_atomic_at(int dirfd, const std::string &base, const std::string &display,
 					  std::string_view content, const AtomicWriteOptions &opts = {});
 
+// A write_file_atomic() stopped before its rename: the temp file holds the new bytes (synced when
+// asked) and nothing a reader sees has changed yet. Files that must change together are all prepared
+// before any is committed, so a full disk fails the run before anything changed. Dropped without
+// commit(), the temp file is removed.
+class PreparedWrite {
+public:
+	PreparedWrite() = default;
+	PreparedWrite(PreparedWrite &&other) noexcept;
+	PreparedWrite &operator=(PreparedWrite &&other) noexcept;
+	PreparedWrite(const PreparedWrite &) = delete;
+	PreparedWrite &operator=(const PreparedWrite &) = delete;
+	~PreparedWrite();
+
+	WriteOutcome outcome() const { return tmp_.empty() ? WriteOutcome::Unchanged : WriteOutcome::Written; }
+	// Renames the temp file into place (nothing to do when unchanged). A failure to sync the directory
+	// afterwards is not the rename's: it goes to *sync_error when given (the new bytes are already what
+	// readers see), else it fails the commit.
+	Result<void> commit(Error *sync_error = nullptr);
+
+private:
+	friend Result<PreparedWrite> prepare_file_atomic_at(int, const std::string &, const std::string &, std::string_view,
+							    const AtomicWriteOptions &);
+	void abandon() noexcept;
+
+	UniqueFd dir_;
+	std::string tmp_;   // empty: unchanged, or already committed
+	std::string base_;
+	std::string display_;
+	bool fsync_ = false;
+};
+Result<PreparedWrite> prepare_file_atomic(const std::string &path, std::string_view content, const AtomicWriteOptions &opts = {});
+Result<PreparedWrite> prepare_file_atomic_at(int dirfd, const std::string &base, const std::string &display,
+					     std::string_view content, const AtomicWriteOptions &opts = {});
+
 // Copies src to dst (both regular-file fds) with copy_file_range, falling back to sendfile and then
 // read/write where the kernel refuses; returns bytes copied. No per-byte loop in user space.
 // At most `limit` bytes are copied: a caller that knows the size passes size + 1, so a source that

@@ -4,9 +4,11 @@
 import json
 import os
 import shutil
+import subprocess
+import tempfile
 import unittest
 
-from harness import MachineRoot, V1, main, make_chardev, write
+from harness import IS_ROOT, SETUP, MachineRoot, V1, V2, main, make_chardev, snapshot, write
 from test_cdi import CdiCase, SPEC
 
 IMEX_SPEC = "/etc/cdi/nvidia-imex-channel.yaml"
@@ -275,6 +277,87 @@ class TestVerifyMigImex(MigCase):
         m = self.ready()
         shutil.rmtree(m.p("/dev/nvidia-caps-imex-channels"))
         self.assertNotReady(m, f"{IMEX_SPEC} is stale: it offers IMEX channels but the machine has none")
+
+
+@unittest.skipUnless(IS_ROOT and shutil.which("unshare"), "needs root and unshare for a private mount")
+class TestSpecsChangeTogether(MigCase):
+    """Issue 26, item 1: a refresh from V1 to V2 whose IMEX spec cannot be written (or removed) must not
+    leave /etc/cdi/nvidia.yaml naming V2 while the driver root went back to V1. Invariant: after any
+    failed run, every hostPath of every spec we wrote exists."""
+
+    def stage_v2(self, m):
+        b = MachineRoot(self)
+        b.stage_all(V2)
+        shutil.move(b.p("/run/host-nvidia"), m.p("/run/host-nvidia-b"))
+        write(m.p("/etc/unbounded/b.yaml"), "staging: /run/host-nvidia-b\n")
+        m.set_proc_version(V2)
+
+    def run_private(self, m, prepare):
+        """Runs a setup of V2 in a private mount namespace after `prepare` (shell) changed /etc/cdi there;
+        returns (exit status, stderr, {spec name: text after the run})."""
+        out = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, out, True)
+        spec_dir = m.p("/etc/cdi")
+        script = f"""
+            set -u
+            mkdir "{out}/saved" && cp -a "{spec_dir}/." "{out}/saved/"
+            {prepare.format(spec_dir=spec_dir, saved=out + "/saved")}
+            "{SETUP}" --root "{m.path}" --config "{m.p('/etc/unbounded/b.yaml')}" setup 2>"{out}/err"
+            echo $? > "{out}/rc"
+            mkdir "{out}/after" && cp -a "{spec_dir}/." "{out}/after/"
+        """
+        p = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        after = {n: open(os.path.join(out, "after", n)).read() for n in os.listdir(os.path.join(out, "after"))
+                 if n.endswith(".yaml")}
+        return int(open(f"{out}/rc").read()), open(f"{out}/err").read(), after
+
+    def assertHostPathsExist(self, m, specs):
+        import yaml
+        for name, text in specs.items():
+            doc = yaml.safe_load(text)
+            edits = [doc.get("containerEdits") or {}] + [d.get("containerEdits") or {} for d in doc.get("devices") or []]
+            for e in edits:
+                for mount in e.get("mounts") or []:
+                    self.assertTrue(os.path.lexists(m.p(mount["hostPath"])), f"{name}: {mount['hostPath']} is gone")
+
+    def test_an_imex_spec_that_does_not_fit_leaves_both_specs_and_the_root_as_they_were(self):
+        m = self.machine(gpus=1, imex=[0, 1])
+        self.setup_ok(m)
+        before_specs = {n: self.read(m, "/etc/cdi/" + n) for n in ("nvidia.yaml", "nvidia-imex-channel.yaml")}
+        self.stage_v2(m)
+        m.add_imex_channels(range(2048))
+        before = snapshot(m.driver_root())
+        # Room for the new nvidia.yaml beside the old files, not for a 2,048-channel IMEX spec.
+        room = sum(len(t) for t in before_specs.values()) + 2 * len(before_specs["nvidia.yaml"]) + 32768
+        rc, err, after = self.run_private(m, f"""
+            mount -t tmpfs -o size={room} tmpfs "{{spec_dir}}" || exit 90
+            cp -a "{{saved}}/." "{{spec_dir}}/"
+        """)
+        self.assertEqual(rc, 1, err)
+        self.assertIn("No space left on device", err)
+        self.assertIn("previous driver root was put back", err)
+        self.assertEqual(after, before_specs)
+        self.assertEqual(snapshot(m.driver_root()), before)
+        self.assertHostPathsExist(m, after)
+
+    def test_an_imex_spec_that_cannot_be_removed_leaves_both_specs_and_the_root_as_they_were(self):
+        m = self.machine(gpus=1, imex=[0])
+        self.setup_ok(m)
+        before_specs = {n: self.read(m, "/etc/cdi/" + n) for n in ("nvidia.yaml", "nvidia-imex-channel.yaml")}
+        self.stage_v2(m)
+        shutil.rmtree(m.p("/dev/nvidia-caps-imex-channels"))
+        before = snapshot(m.driver_root())
+        # A file that is a mount point cannot be unlinked (EBUSY).
+        rc, err, after = self.run_private(m, """
+            mount --bind "{spec_dir}/nvidia-imex-channel.yaml" "{spec_dir}/nvidia-imex-channel.yaml" || exit 90
+        """)
+        self.assertEqual(rc, 1, err)
+        self.assertIn("Device or resource busy", err)
+        self.assertIn("previous driver root was put back", err)
+        self.assertEqual(after, before_specs)
+        self.assertEqual(snapshot(m.driver_root()), before)
+        self.assertHostPathsExist(m, after)
 
 
 if __name__ == "__main__":

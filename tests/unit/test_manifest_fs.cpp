@@ -93,6 +93,45 @@ TEST_CASE("atomic writes replace whole files and skip identical content", "[fs]"
 	CHECK_THAT(missing_dir.error().message, Catch::Contains(t / "nope"));
 }
 
+TEST_CASE("prepared writes change nothing until committed, and leave nothing when dropped", "[fs]")
+{
+	test::TempDir t;
+	const std::string a = t / "a.yaml", b = t / "b.yaml";
+	REQUIRE(fs::write_file_atomic(a, "a1\n"));
+	auto dir = fs::open_dir(t.path());
+	REQUIRE(dir);
+	{
+		auto pa = fs::prepare_file_atomic(a, "a2\n");
+		REQUIRE(pa);
+		CHECK(pa->outcome() == fs::WriteOutcome::Written);
+		auto pb = fs::prepare_file_atomic(b, "b1\n");
+		REQUIRE(pb);
+		CHECK(fs::read_file(a).value() == "a1\n");  // prepared: still the old bytes
+		CHECK_FALSE(::access(b.c_str(), F_OK) == 0);
+		REQUIRE(pb->commit());
+		CHECK(fs::read_file(b).value() == "b1\n");
+		REQUIRE(pb->commit());  // a second commit has nothing left to do
+		// pa is dropped uncommitted: a keeps its bytes and its temp file goes.
+	}
+	CHECK(fs::read_file(a).value() == "a1\n");
+	CHECK(fs::list_dir(dir->get(), t.path()).value() == std::vector<std::string>{"a.yaml", "b.yaml"});
+
+	auto same = fs::prepare_file_atomic(a, "a1\n");
+	REQUIRE(same);
+	CHECK(same->outcome() == fs::WriteOutcome::Unchanged);
+	REQUIRE(same->commit());
+
+	// Moved from, the source owns nothing: only the destination removes (or commits) the temp file.
+	auto p1 = fs::prepare_file_atomic(a, "a3\n");
+	REQUIRE(p1);
+	fs::PreparedWrite moved = std::move(*p1);
+	p1 = fs::PreparedWrite();
+	CHECK(fs::list_dir(dir->get(), t.path()).value().size() == 3);
+	REQUIRE(moved.commit());
+	CHECK(fs::read_file(a).value() == "a3\n");
+	CHECK(fs::list_dir(dir->get(), t.path()).value() == std::vector<std::string>{"a.yaml", "b.yaml"});
+}
+
 TEST_CASE("remove_tree_at never follows symlinks", "[fs]")
 {
 	test::TempDir t;
