@@ -9,6 +9,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import time
 import unittest
 
 import cdi_schema
@@ -182,6 +183,47 @@ class TestGolden(CdiCase):
         self.assertEqual(m.setup().returncode, 0)
         self.assertEqual(open(log).read().count("run"), 2)
         self.assertNotIn("disable-device-node-modification", open(m.p(SPEC)).read())
+
+    def gone(self, pid_file):
+        """True when the process whose pid is in pid_file no longer exists (a zombie is gone enough:
+        it runs nothing), waiting a moment for its reaper."""
+        pid = int(open(pid_file).read())
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                        return True
+            except FileNotFoundError:
+                return True
+            time.sleep(0.05)
+        os.kill(pid, 9)
+        return False
+
+    def test_a_hook_whose_child_keeps_stdout_open_is_judged_by_its_exit(self):
+        """Issue 26, item 8: a hook that prints its commands and exits 0 while a child it started keeps
+        stdout open was judged "not exit 0 within 2 s"; the child outlived setup, as root."""
+        m = MachineRoot(self).standard(gpus=1)
+        pid_file = m.p("/hook-child")
+        hook = fake_hook(HOOK_1_18).replace("#!/bin/sh\n", f"#!/bin/sh\nsleep 30 &\necho $! > {pid_file}\n", 1)
+        write(m.p("/usr/bin/nvidia-cdi-hook"), hook, 0o755)
+        started = time.monotonic()
+        r = m.setup()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertLess(time.monotonic() - started, 30)
+        self.assertNotIn("nvidia-cdi-hook", r.stderr)
+        self.assertIn("update-ldcache", open(m.p(SPEC)).read())
+        self.assertTrue(self.gone(pid_file), "the hook's child outlived setup")
+
+    def test_a_hook_that_hangs_is_killed_with_its_children(self):
+        m = MachineRoot(self).standard(gpus=1)
+        pid_file = m.p("/hook-child")
+        write(m.p("/usr/bin/nvidia-cdi-hook"), f"#!/bin/sh\nsleep 30 &\necho $! > {pid_file}\nwait\n", 0o755)
+        r = m.setup()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("did not list its commands", r.stderr)
+        self.assertNotIn("hooks:", open(m.p(SPEC)).read())
+        self.assertTrue(self.gone(pid_file), "the hung hook's child outlived setup")
 
     def test_pci_bus_order_not_minor_order(self):
         m = MachineRoot(self).standard(gpus=0)
