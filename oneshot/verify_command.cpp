@@ -145,7 +145,7 @@ std::optional<Problem> check_device_plugin(const Context &ctx, const std::string
 	// It stays where it is: it is the plugin's file, and containers that use it fail fast on the
 	// missing hostPath, naming it. Only the plugin can write a current one, when it restarts.
 	std::string what;
-	constexpr std::size_t SHOWN = 3;
+	constexpr std::size_t SHOWN = 4;  // the budget's three failures, and where it stopped
 	for (std::size_t i = 0; i < details.size() && i < SHOWN; i++)
 		what += (i ? "; " : "") + details[i].message;
 	if (details.size() > SHOWN)

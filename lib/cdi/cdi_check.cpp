@@ -5,6 +5,8 @@
 #include "fs.hpp"
 
 #include <cctype>
+#include <chrono>
+#include <map>
 #include <fcntl.h>
 #include <set>
 #include <sys/stat.h>
@@ -160,14 +162,6 @@ UniqueFd open_root(const Context &ctx)
 	return UniqueFd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
 }
 
-// Opens `path` (absolute, as in the machine) with every symlink resolved inside the root.
-UniqueFd open_in_root(int root_fd, const std::string &path, bool follow_last)
-{
-	if (root_fd < 0)
-		return UniqueFd();
-	auto fd = open_confined(root_fd, path, ConfinedOpen{Confinement::InRoot, O_PATH, follow_last});
-	return fd ? std::move(*fd) : UniqueFd();
-}
 
 }  // namespace
 
@@ -235,8 +229,10 @@ namespace {
 // Checks paths a spec names, each once, resolved inside the machine root (a symlink never leads out).
 class HostPathChecker {
 public:
-	HostPathChecker(const Context &ctx, const std::string &display, std::vector<Problem> &problems)
-		: root_fd_(open_root(ctx)), display_(display), problems_(problems)
+	HostPathChecker(const Context &ctx, const std::string &display, std::vector<Problem> &problems,
+			const HostPathBudget &budget = {})
+		: root_fd_(open_root(ctx)), display_(display), problems_(problems), budget_(budget), steps_(budget.steps),
+		  deadline_(std::chrono::steady_clock::now() + budget.time)
 	{
 	}
 
@@ -244,16 +240,25 @@ public:
 	// channel with another minor opens another instance or channel.
 	void check(const std::string &path, bool device, const json *spec_node = nullptr)
 	{
-		if (path.empty() || path.front() != '/' || !checked_.insert(path + (device ? "\1" : "")).second)
+		if (stopped_ || path.empty() || path.front() != '/' || !checked_.insert(path + (device ? "\1" : "")).second)
 			return;
-		UniqueFd fd = open_in_root(root_fd_.get(), path, !device);
+		if (budget_.limited() && (failures_ >= budget_.failures || std::chrono::steady_clock::now() > deadline_ || steps_ == 0)) {
+			stop();
+			return;
+		}
+		int err = 0;
+		UniqueFd fd = open(path, !device, err);
 		struct stat st{};
+		if (err == ETIMEDOUT) {
+			stop();
+			return;
+		}
 		if (!fd || ::fstat(fd.get(), &st) < 0) {
-			problems_.push_back(Problem{path, display_ + ": " + (device ? "device node " : "hostPath ") + path + " does not exist"});
+			failed(Problem{path, display_ + ": " + (device ? "device node " : "hostPath ") + path + " does not exist"});
 			return;
 		}
 		if (device && !S_ISCHR(st.st_mode)) {
-			problems_.push_back(Problem{path, display_ + ": device node " + path + " is not a character device"});
+			failed(Problem{path, display_ + ": device node " + path + " is not a character device"});
 			return;
 		}
 		if (!spec_node || !spec_node->contains("major"))
@@ -264,16 +269,94 @@ public:
 		};
 		const long long want_major = number("major"), want_minor = number("minor");
 		if (static_cast<long long>(::major(st.st_rdev)) != want_major || static_cast<long long>(::minor(st.st_rdev)) != want_minor)
-			problems_.push_back(Problem{path, display_ + ": device node " + path + " is " + std::to_string(::major(st.st_rdev)) + ":" +
-							  std::to_string(::minor(st.st_rdev)) + ", the spec says " + std::to_string(want_major) +
-							  ":" + std::to_string(want_minor)});
+			failed(Problem{path, display_ + ": device node " + path + " is " + std::to_string(::major(st.st_rdev)) + ":" +
+						     std::to_string(::minor(st.st_rdev)) + ", the spec says " + std::to_string(want_major) +
+						     ":" + std::to_string(want_minor)});
 	}
 
 private:
+	// The directory a path is in is resolved once for all the paths in it (a spec's hostPaths share
+	// a few directories); the last component is then opened in it without following. Where that is
+	// a symlink to follow, or a dot, the whole path is resolved from the root as before.
+	UniqueFd open(const std::string &path, bool follow_last, int &err)
+	{
+		const std::string dir = fs::dirname(path), base = fs::basename(path);
+		if (base.empty() || base == "." || base == ".." || path.back() == '/')
+			return open_whole(path, follow_last, err);
+		auto it = dirs_.find(dir);
+		if (it == dirs_.end()) {
+			if (dirs_.size() >= 256)
+				dirs_.clear();  // bounded: fds and memory
+			int e = 0;
+			UniqueFd d = open_whole(dir, true, e);
+			if (e == ETIMEDOUT) {
+				err = e;
+				return UniqueFd();
+			}
+			it = dirs_.emplace(dir, std::move(d)).first;
+		}
+		if (!it->second) {
+			err = ENOENT;
+			return UniqueFd();
+		}
+		UniqueFd fd(::openat(it->second.get(), base.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+		struct stat st{};
+		if (!fd || ::fstat(fd.get(), &st) < 0) {
+			err = errno;
+			return UniqueFd();
+		}
+		if (S_ISLNK(st.st_mode) && follow_last)
+			return open_whole(path, follow_last, err);
+		return fd;
+	}
+
+	UniqueFd open_whole(const std::string &path, bool follow_last, int &err)
+	{
+		if (root_fd_.get() < 0) {
+			err = EBADF;
+			return UniqueFd();
+		}
+		auto fd = open_confined(root_fd_.get(), path,
+					ConfinedOpen{Confinement::InRoot, O_PATH, follow_last, budget_.limited() ? &steps_ : nullptr});
+		if (!fd) {
+			err = fd.error().errnum;
+			return UniqueFd();
+		}
+		return std::move(*fd);
+	}
+
+	void failed(Problem p)
+	{
+		failures_++;
+		problems_.push_back(std::move(p));
+	}
+
+	// The rest of the spec is not looked at: said once, as a problem (nothing is known about the
+	// paths left), in words an operator can act on.
+	void stop()
+	{
+		if (stopped_)
+			return;
+		stopped_ = true;
+		if (failures_ >= budget_.failures) {
+			problems_.back().message += " (the rest not checked)";
+			return;
+		}
+		problems_.push_back(Problem{display_, display_ + ": stopped checking its hostPaths after " + std::to_string(checked_.size() - 1) +
+							      " of them: resolving them takes more than the budget for a spec written by a pod "
+							      "(symlink chains?)"});
+	}
+
 	const UniqueFd root_fd_;
 	const std::string &display_;
 	std::vector<Problem> &problems_;
+	const HostPathBudget budget_;
+	std::uint64_t steps_;
+	const std::chrono::steady_clock::time_point deadline_;
 	std::set<std::string> checked_;
+	std::map<std::string, UniqueFd> dirs_;
+	std::size_t failures_ = 0;
+	bool stopped_ = false;
 };
 
 void check_missing_core_mounts(const std::set<std::string> &bases, const std::string &display, const std::string &version,
@@ -287,7 +370,7 @@ void check_missing_core_mounts(const std::set<std::string> &bases, const std::st
 }  // namespace
 
 void check_cdi_host_paths(const Context &ctx, const nlohmann::ordered_json &doc, const std::string &display,
-			  std::vector<Problem> &problems)
+			  std::vector<Problem> &problems, const HostPathBudget &budget)
 {
 	auto each_edits = [&](auto &&fn) {
 		if (doc.contains("containerEdits") && doc["containerEdits"].is_object())
@@ -297,7 +380,7 @@ void check_cdi_host_paths(const Context &ctx, const nlohmann::ordered_json &doc,
 				if (d.is_object() && d.contains("containerEdits") && d["containerEdits"].is_object())
 					fn(d["containerEdits"]);
 	};
-	HostPathChecker checker(ctx, display, problems);
+	HostPathChecker checker(ctx, display, problems, budget);
 	each_edits([&](const json &e) {
 		if (e.contains("mounts") && e["mounts"].is_array())
 			for (const auto &m : e["mounts"])
@@ -398,7 +481,7 @@ std::vector<Problem> verify_device_plugin_spec(const Context &ctx, const std::st
 	if (!problems.empty())
 		return problems;
 	check_core_mounts(doc, path, driver_version, problems);
-	check_cdi_host_paths(ctx, doc, path, problems);
+	check_cdi_host_paths(ctx, doc, path, problems, FOREIGN_SPEC_BUDGET);
 	return problems;
 }
 

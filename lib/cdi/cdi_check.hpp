@@ -8,6 +8,8 @@
 #include "cdi_spec.hpp"
 #include "driver_root.hpp"
 
+#include <chrono>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -22,10 +24,23 @@ Result<nlohmann::ordered_json> parse_yaml_document(const std::string &text, cons
 // Structure and version rules of the CDI spec (cncf-tags/container-device-interface 1.1.0).
 void check_cdi_structure(const nlohmann::ordered_json &doc, const std::string &display, std::vector<Problem> &problems);
 
+// What checking the paths of one spec may cost. A spec a pod wrote (/var/run/cdi) can name 15,000
+// hostPaths, each through 40 symlinks of 4 KiB: unbounded, that took verify a minute and a refresh
+// as long holding the lock. Past any of these the check stops with one problem saying so.
+struct HostPathBudget {
+	std::size_t failures = SIZE_MAX;                  // stop after this many problems
+	std::chrono::milliseconds time = std::chrono::milliseconds::max();
+	std::uint64_t steps = UINT64_MAX;                 // path components walked (ConfinedOpen::steps)
+	bool limited() const { return steps != UINT64_MAX || failures != SIZE_MAX || time != std::chrono::milliseconds::max(); }
+};
+// For the device plugin's spec: the first few failures are what an operator reads (three are shown);
+// a real spec of a few hundred paths takes a few thousand steps and milliseconds.
+inline constexpr HostPathBudget FOREIGN_SPEC_BUDGET{3, std::chrono::milliseconds(300), 200000};
+
 // Every mount hostPath (followed, inside the root), every device node (a character device of the
 // major and minor the spec gives) and every hook path exists.
 void check_cdi_host_paths(const Context &ctx, const nlohmann::ordered_json &doc, const std::string &display,
-			  std::vector<Problem> &problems);
+			  std::vector<Problem> &problems, const HostPathBudget &budget = {});
 
 // Whether the spec's top-level mounts include libcuda.so.<v> and libnvidia-ml.so.<v>.
 void check_core_mounts(const nlohmann::ordered_json &doc, const std::string &display, const std::string &version,

@@ -7,6 +7,7 @@
 #include "error.hpp"
 #include "unique_fd.hpp"
 
+#include <cstdint>
 #include <fcntl.h>
 #include <string_view>
 
@@ -21,10 +22,15 @@ struct ConfinedOpen {
 	Confinement confinement = Confinement::InRoot;
 	int flags = O_PATH;        // for the final component; O_CLOEXEC is always added
 	bool follow_last = true;   // false: the final component is opened itself, even a symlink
+	// A budget shared by several opens of one untrusted input: each path component the user-space
+	// walk takes (a symlink's target's components included) costs one, an openat2 call one;
+	// spent, the open fails with ETIMEDOUT. 40 symlinks of 4 KiB each are ~80,000 components.
+	std::uint64_t *steps = nullptr;
 };
 
 // Opens `path` (relative to `root`; a leading '/' is ignored) and returns the fd, or the errno of
-// the failure (ENOENT, ELOOP after 40 symlinks, EXDEV for an escape under Beneath, ...).
+// the failure (ENOENT, ELOOP after 40 symlinks, EXDEV for an escape under Beneath, ETIMEDOUT when
+// the steps budget is spent, ...).
 Result<UniqueFd> open_confined(int root, std::string_view path, const ConfinedOpen &how);
 
 namespace testing {

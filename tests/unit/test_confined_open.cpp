@@ -92,3 +92,33 @@ TEST_CASE("openat2 and the user-space walk agree", "[confined]")
 	}
 	testing::force_user_space_walk(false);
 }
+
+TEST_CASE("a steps budget bounds the work of many opens, in both walks", "[confined]")
+{
+	Tree t;
+	const std::string enotdir = "errno " + std::to_string(ENOTDIR);
+	for (bool walk : {false, true}) {
+		testing::force_user_space_walk(walk);
+		INFO((walk ? "walk" : "openat2"));
+		CHECK(outcome(t.root.get(), "/etc/file/below", Confinement::InRoot) == enotdir);
+		CHECK(outcome(t.root.get(), "/etclink/relative/x", Confinement::InRoot) == enotdir);
+		std::uint64_t steps = 1000;
+		int opened = 0;
+		for (int i = 0; i < 10000; i++) {
+			auto fd = open_confined(t.root.get(), "/etclink/up-and-back", ConfinedOpen{Confinement::InRoot, O_PATH, true, &steps});
+			if (!fd) {
+				CHECK(fd.error().errnum == ETIMEDOUT);
+				break;
+			}
+			opened++;
+		}
+		CHECK(steps == 0);
+		CHECK(opened > 0);
+		// openat2's walk is the kernel's, one step a call; the user-space walk pays per component
+		// (etclink, its target etc, up-and-back, its target's three components: 6 or so)
+		CHECK(opened <= (walk ? 200 : 1000));
+		// a spent budget stays spent
+		CHECK(open_confined(t.root.get(), "/etc/file", ConfinedOpen{Confinement::InRoot, O_PATH, true, &steps}).error().errnum == ETIMEDOUT);
+	}
+	testing::force_user_space_walk(false);
+}
