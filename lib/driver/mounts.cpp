@@ -1,16 +1,65 @@
 #include "mounts.hpp"
 
+#include "fs.hpp"
+
 #include <climits>
 #include <cstdlib>
+#include <fcntl.h>
 #include <libmount/libmount.h>
+#include <string_view>
+#include <unistd.h>
 
 namespace unbounded {
 namespace {
 
-MountEntry to_entry(libmnt_fs *fs)
+// The longest mountinfo line kept: two paths of PATH_MAX and the options. A longer one is no
+// staging mount point of ours and is skipped, never buffered whole.
+constexpr std::size_t MAX_LINE = 3 * PATH_MAX;
+
+std::string mangle(const std::string &s)
 {
-	auto str = [](const char *s) { return s ? std::string(s) : std::string(); };
-	return MountEntry{str(mnt_fs_get_target(fs)), str(mnt_fs_get_root(fs)), str(mnt_fs_get_fstype(fs))};
+	char *m = mnt_mangle(s.c_str());
+	if (!m)
+		return s;
+	std::string out(m);
+	std::free(m);
+	return out;
+}
+
+std::string unmangle(std::string_view s)
+{
+	const std::string in(s);
+	char *u = mnt_unmangle(in.c_str());
+	if (!u)
+		return in;
+	std::string out(u);
+	std::free(u);
+	return out;
+}
+
+// Field n (0-based, space-separated) of a mountinfo line.
+std::string_view field(std::string_view line, int n)
+{
+	for (int i = 0; i < n; i++) {
+		auto sp = line.find(' ');
+		if (sp == std::string_view::npos)
+			return {};
+		line.remove_prefix(sp + 1);
+	}
+	return line.substr(0, line.find(' '));
+}
+
+// A mountinfo line (proc(5)): "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw".
+// Kept when its mount point, still escaped as the kernel writes it, is `prefix` + one component.
+std::optional<MountEntry> parse_line(std::string_view line, const std::string &prefix)
+{
+	const std::string_view target = field(line, 4);
+	if (!target.starts_with(prefix) || target.size() == prefix.size() || target.find('/', prefix.size()) != std::string_view::npos)
+		return std::nullopt;
+	auto dash = line.find(" - ");
+	if (dash == std::string_view::npos)
+		return std::nullopt;
+	return MountEntry{unmangle(target), unmangle(field(line, 3)), unmangle(field(line.substr(dash + 3), 0))};
 }
 
 }  // namespace
@@ -23,37 +72,60 @@ std::string MountTable::canonical(const std::string &path)
 	return path;
 }
 
-void MountTable::Deleter::operator()(libmnt_table *t) const { mnt_unref_table(t); }
-
-Result<MountTable> MountTable::load(const std::string &mountinfo)
+Result<MountTable> MountTable::load(const std::string &parent, const std::string &mountinfo)
 {
-	libmnt_table *tb = mnt_new_table();
-	if (!tb)
-		return fail(errno_error(ENOMEM, "Failed to allocate mount table"));
+	// Compared with the escaped field, so only the mounts kept are ever unescaped.
+	std::string prefix = mangle(parent);
+	while (!prefix.empty() && prefix.back() == '/')
+		prefix.pop_back();
+	prefix += '/';
+
+	UniqueFd fd(::open(mountinfo.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+	if (!fd)
+		return fail(last_errno_error("Failed to open " + mountinfo));
 	MountTable t;
-	t.table_.reset(tb);
-	int r = mnt_table_parse_file(tb, mountinfo.c_str());
-	if (r < 0)
-		return fail(errno_error(-r, "Failed to parse " + mountinfo));
+	std::string line;
+	bool skipping = false;  // inside a line longer than MAX_LINE
+	char buf[1 << 16];
+	for (;;) {
+		ssize_t n = ::read(fd.get(), buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return fail(last_errno_error("Failed to read " + mountinfo));
+		if (n == 0)
+			break;
+		std::string_view chunk(buf, static_cast<std::size_t>(n));
+		while (!chunk.empty()) {
+			auto nl = chunk.find('\n');
+			const std::string_view part = chunk.substr(0, nl);
+			if (!skipping) {
+				if (line.size() + part.size() > MAX_LINE) {
+					skipping = true;
+					line.clear();
+				} else {
+					line.append(part);
+				}
+			}
+			if (nl == std::string_view::npos)
+				break;
+			if (!skipping)
+				if (auto e = parse_line(line, prefix))
+					t.entries_.push_back(std::move(*e));
+			line.clear();
+			skipping = false;
+			chunk.remove_prefix(nl + 1);
+		}
+	}
 	return t;
 }
 
 std::optional<MountEntry> MountTable::mount_at(const std::string &p) const
 {
-	libmnt_iter *it = mnt_new_iter(MNT_ITER_BACKWARD);  // later mounts shadow earlier ones
-	if (!it)
-		return std::nullopt;
-	libmnt_fs *fs = nullptr;
-	std::optional<MountEntry> found;
-	while (mnt_table_next_fs(table_.get(), it, &fs) == 0) {
-		const char *target = mnt_fs_get_target(fs);
-		if (target && p == target) {
-			found = to_entry(fs);
-			break;
-		}
-	}
-	mnt_free_iter(it);
-	return found;
+	for (auto it = entries_.rbegin(); it != entries_.rend(); ++it)  // later mounts shadow earlier ones
+		if (it->target == p)
+			return *it;
+	return std::nullopt;
 }
 
 }  // namespace unbounded

@@ -14,10 +14,10 @@ StagingState probe_staging(const Context &ctx)
 {
 	StagingState s;
 	const std::string parent = ctx.real(ctx.config.staging);
-	if (auto m = MountTable::load())
+	const std::string canonical_parent = MountTable::canonical(parent);
+	if (auto m = MountTable::load(canonical_parent))
 		s.mounts_table = std::make_shared<MountTable>(std::move(*m));
 	const MountTable *mounts = s.mounts_table.get();
-	const std::string canonical_parent = MountTable::canonical(parent);
 
 	if (auto pfd = fs::open_dir(parent)) {
 		if (auto names = fs::list_dir(pfd->get(), ctx.config.staging)) {

@@ -9,6 +9,7 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -420,6 +421,45 @@ class TestSymlinkChainsInVarRunCdi(HostileCase):
 
     def test_missing_paths_stop_after_the_first_few(self):
         self.check_verify(env={"LD_PRELOAD": preload(fixture("no_openat2_shim.so"))}, existing=False)
+
+
+@unittest.skipUnless(IS_ROOT and shutil.which("unshare"), "needs root and unshare for a private mount namespace")
+class TestAFullMountTable(HostileCase):
+    """Issue 26, item 7: pod volumes are mounts in the machine. 60,000 of them made setup and verify
+    read and keep the whole mount table (37 MiB); only the mounts at the staging mount points count."""
+
+    MOUNTER = r"""
+import ctypes, json, os, subprocess, sys
+libc = ctypes.CDLL(None, use_errno=True)
+base, count, setup, root = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+for i in range(count):  # small tmpfs mounts: 60,000 bind mounts of one directory take minutes
+    d = os.path.join(base, "v%d" % i)
+    os.mkdir(d)
+    if libc.mount(b"pod-volume", d.encode(), b"tmpfs", 0, b"size=4k") != 0:
+        sys.exit("mount %d: %s" % (i, os.strerror(ctypes.get_errno())))
+with open("/proc/self/mountinfo") as f:
+    mounts = sum(1 for _ in f)
+out = {"mounts": mounts}
+for cmd in ("setup", "verify"):
+    r = subprocess.run([setup, "--root", root, "--json", cmd], capture_output=True, text=True)
+    out[cmd] = {"rc": r.returncode, "result": json.loads(r.stdout), "stderr": r.stderr[-2000:]}
+print(json.dumps(out))
+"""
+
+    def test_sixty_thousand_mounts(self):
+        m, _ = self.prepared()
+        base = tempfile.mkdtemp(prefix="unbounded-mounts-")
+        self.addCleanup(shutil.rmtree, base, True)
+        p = subprocess.run(["unshare", "-m", "--propagation", "private", sys.executable, "-c", self.MOUNTER,
+                            base, "60000", SETUP, m.path], capture_output=True, text=True, timeout=600)
+        self.assertEqual(p.returncode, 0, p.stderr[-2000:])
+        out = json.loads(p.stdout)
+        self.assertGreater(out["mounts"], 60000)
+        for cmd in ("setup", "verify"):
+            r = out[cmd]
+            self.assertEqual(r["rc"], 0, (cmd, r["stderr"]))
+            if not EMULATED and not SANITIZED:
+                self.assertLessEqual(r["result"]["peak_rss_kib"], RSS_LIMIT_KIB, f"{cmd}: peak RSS over the README's bound")
 
 
 class TestClass7ChecksBeforeTheSwap(HostileCase):

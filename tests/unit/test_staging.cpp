@@ -1,3 +1,4 @@
+#include "mounts.hpp"
 #include "staging.hpp"
 #include "temp_dir.hpp"
 
@@ -112,4 +113,39 @@ TEST_CASE("listing a missing directory is empty, not an error", "[staging]")
 	auto top = s.list(0, "");
 	REQUIRE(top);
 	CHECK(*top == std::vector<std::string>{"a"});
+}
+
+TEST_CASE("the mount table keeps the staging mount points only, as the kernel escapes them", "[staging]")
+{
+	test::TempDir t;
+	std::string info;
+	info += "22 1 0:21 / / rw,relatime shared:1 - ext4 /dev/vda1 rw\n";
+	info += "30 22 0:30 /usr/lib/x86_64-linux-gnu /run/host-nvidia/0 ro,nosuid - ext4 /dev/vda1 ro\n";
+	info += "31 22 0:31 / /run/host-nvidia/0/nested ro - tmpfs tmpfs ro\n";         // not a direct child
+	info += "32 22 0:32 /a\\040b /run/host-nvidia/with\\040space ro - ext4 /dev/vda1 ro\n";
+	info += "33 22 0:33 / /run/host-nvidia-other/1 ro - tmpfs tmpfs ro\n";           // a sibling prefix
+	info += "34 22 0:34 / /run/host-nvidia ro - tmpfs tmpfs ro\n";                   // the parent itself
+	info += "35 22 0:35 /x " + std::string(20000, 'a') + " ro - tmpfs tmpfs ro\n";   // too long: skipped
+	info += "36 30 0:36 /later /run/host-nvidia/0 ro - xfs /dev/vdb ro\n";           // shadows 30
+	for (int i = 0; i < 20000; i++)
+		info += std::to_string(100 + i) + " 22 0:99 / /var/lib/kubelet/pods/p" + std::to_string(i) + "/volume rw - tmpfs tmpfs rw\n";
+	t.write("mountinfo", info);
+
+	auto table = MountTable::load("/run/host-nvidia/", t / "mountinfo");
+	REQUIRE(table);
+	auto zero = table->mount_at("/run/host-nvidia/0");
+	REQUIRE(zero);
+	CHECK(zero->root == "/later");
+	CHECK(zero->fstype == "xfs");
+	auto spaced = table->mount_at("/run/host-nvidia/with space");
+	REQUIRE(spaced);
+	CHECK(spaced->root == "/a b");
+	CHECK_FALSE(table->mount_at("/run/host-nvidia/0/nested"));
+	CHECK_FALSE(table->mount_at("/run/host-nvidia-other/1"));
+	CHECK_FALSE(table->mount_at("/run/host-nvidia"));
+	CHECK_FALSE(table->mount_at("/var/lib/kubelet/pods/p7/volume"));
+
+	auto missing = MountTable::load("/run/host-nvidia", t / "nope");
+	REQUIRE_FALSE(missing);
+	CHECK_THAT(missing.error().message, Catch::Contains(t / "nope"));
 }
