@@ -196,7 +196,10 @@ Result<DeviceInventory> enumerate_devices(const Context &ctx)
 	if (inv.gpus.empty())
 		return fail(make_error(std::string("No GPUs found in ") + (inv.source == "proc" ? gpus_dir : "/dev/nvidia<N>"),
 				       EXIT_NOT_READY, ENODEV));
-	inv.imex_channels = enumerate_imex_channels(ctx, majors, inv.warnings);
+	auto channels = enumerate_imex_channels(ctx, majors, inv.warnings);
+	if (!channels)
+		return fail(channels.error());
+	inv.imex_channels = std::move(*channels);
 	return inv;
 }
 

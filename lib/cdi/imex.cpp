@@ -26,7 +26,7 @@ std::optional<unsigned> channel_id(std::string_view name)
 
 }  // namespace
 
-std::vector<ImexChannel> enumerate_imex_channels(const Context &ctx, CharMajors &majors, std::vector<std::string> &warnings)
+Result<std::vector<ImexChannel>> enumerate_imex_channels(const Context &ctx, CharMajors &majors, std::vector<std::string> &warnings)
 {
 	std::vector<ImexChannel> channels;
 	auto dir = fs::open_dir(ctx.real(IMEX_CHANNEL_DIR));
@@ -52,6 +52,13 @@ std::vector<ImexChannel> enumerate_imex_channels(const Context &ctx, CharMajors 
 					   std::string(IMEX_CHANNEL_DIR) + " cannot be checked");
 		return channels;
 	}
+	auto too_many = [&](const std::string &what) {
+		return make_error(std::string(IMEX_CHANNEL_DIR) + " holds " + what + ", more than the " + std::to_string(MAX_IMEX_CHANNELS) +
+					  " IMEX channels a spec is written for (the driver makes 2048 unless NVreg_ImexChannelCount says otherwise)",
+				  EXIT_NOT_READY, E2BIG);
+	};
+	if (names->size() > 4 * MAX_IMEX_CHANNELS)  // not even looked at: each would cost a stat
+		return fail(too_many(std::to_string(names->size()) + " entries"));
 	for (const auto &name : *names) {
 		const std::string path = std::string(IMEX_CHANNEL_DIR) + "/" + name;
 		const auto id = channel_id(name);
@@ -70,6 +77,8 @@ std::vector<ImexChannel> enumerate_imex_channels(const Context &ctx, CharMajors 
 					   std::to_string(node->minor) + ", expected " + std::to_string(*major) + ":" + std::to_string(*id));
 			continue;
 		}
+		if (channels.size() == MAX_IMEX_CHANNELS)
+			return fail(too_many("more than " + std::to_string(MAX_IMEX_CHANNELS) + " channels"));
 		channels.push_back(ImexChannel{*id, *node});
 	}
 	std::sort(channels.begin(), channels.end(), [](const ImexChannel &a, const ImexChannel &b) { return a.id < b.id; });

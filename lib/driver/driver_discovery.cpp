@@ -362,9 +362,18 @@ private:
 		const std::string lib_suffix = ".so." + out_.version;
 		std::map<std::string, std::pair<std::string, const Entry *>> companions;  // prefix -> (version, entry)
 		std::vector<std::pair<const Entry *, Error>> unresolved;
+		auto is_driver_lib = [&](const Entry &e) {
+			return e.name.starts_with("lib") && e.name.ends_with(lib_suffix) && e.name.find(".so.") == e.name.size() - lib_suffix.size();
+		};
+		// A driver is well under 200 libraries, both architectures together. Ten thousand of its
+		// version are not a driver, and would cost 42 MiB and a spec over what any reader takes:
+		// refused before any is read, with the count.
+		if (const auto n = static_cast<std::size_t>(std::count_if(entries_.begin(), entries_.end(), is_driver_lib)); n > MAX_DRIVER_LIBRARIES)
+			return fail(make_error("The staging mounts hold " + std::to_string(n) + " libraries of driver " + out_.version +
+					       ", more than the " + std::to_string(MAX_DRIVER_LIBRARIES) + " a driver root is built of",
+					       EXIT_NOT_READY, E2BIG));
 		for (const auto &e : entries_) {
-			const bool driver_lib = e.name.starts_with("lib") && e.name.ends_with(lib_suffix) &&
-						e.name.find(".so.") == e.name.size() - lib_suffix.size();
+			const bool driver_lib = is_driver_lib(e);
 			if (!driver_lib) {
 				for (const char *p : COMPANION_PREFIXES) {
 					if (!e.name.starts_with(p))

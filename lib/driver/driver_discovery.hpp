@@ -36,6 +36,9 @@ struct DriverSet {
 	std::vector<std::string> notes;       // entries skipped that nothing depends on (logged, reported)
 };
 
+// The most libraries of the driver's version a root is built of (see add_libraries).
+inline constexpr std::size_t MAX_DRIVER_LIBRARIES = 1024;
+
 inline constexpr const char *HELPER_BINARIES[] = {
 	"nvidia-smi", "nvidia-debugdump", "nvidia-persistenced", "nvidia-cuda-mps-control", "nvidia-cuda-mps-server",
 };

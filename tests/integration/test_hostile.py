@@ -462,6 +462,24 @@ print(json.dumps(out))
                 self.assertLessEqual(r["result"]["peak_rss_kib"], RSS_LIMIT_KIB, f"{cmd}: peak RSS over the README's bound")
 
 
+class TestInventoryBounds(HostileCase):
+    def test_ten_thousand_libraries_of_the_driver_s_version_are_refused_before_any_is_read(self):
+        """Issue 26, item 3: 10,000 libraries of the driver's version cost 42 MiB and gave a 2.56 MB spec
+        that the run then refused; now they are refused first, with the count, and nothing changes."""
+        m, before = self.prepared()
+        spec = open(m.p(SPEC)).read()
+        d = m.p("/run/host-nvidia/0")
+        for i in range(10000):
+            open(os.path.join(d, f"libnvidia-extra{i}.so.{V1}"), "w").close()
+        r = m.setup()
+        self.assertEqual(r.returncode, 1)
+        self.assertIn(f"The staging mounts hold 10013 libraries of driver {V1}, more than the 1024 a driver root is built of",
+                      r.stderr)
+        self.assertEqual(snapshot(m.driver_root()), before)
+        self.assertEqual(open(m.p(SPEC)).read(), spec)
+        self.assertBounded(m.run("--json", "verify") and self.verify(m))
+
+
 class TestClass7ChecksBeforeTheSwap(HostileCase):
     def test_foreign_architecture_staging_never_replaces_a_working_root(self):
         m, before = self.prepared()

@@ -193,6 +193,44 @@ class TestImex(MigCase):
         self.assertEqual(len(said), 1, r.result["warnings"])
         self.assertIn("no nvidia-caps-imex-channels major", said[0])
 
+    def test_our_own_spec_is_not_refused_by_the_cap_on_pods_specs(self):
+        """Issue 26, item 3: 6,000 channels give a 2.1 MB IMEX spec that setup wrote and then refused as
+        "larger than 2097152 bytes": containerd never started. Our own spec is believed byte for byte."""
+        m = self.machine(gpus=1, imex=range(6000))
+        self.setup_ok(m)
+        self.assertGreater(os.path.getsize(m.p(IMEX_SPEC)), 2 << 20)
+        v = m.run("--json", "verify")
+        self.assertEqual(v.returncode, 0, v.stdout)
+        # The same size from anyone else is refused, as before.
+        with open(m.p(IMEX_SPEC), "a") as f:
+            f.write("# changed\n")
+        v = m.run("--json", "verify")
+        self.assertEqual(v.returncode, 1)
+        self.assertIn("larger than 2097152 bytes and not the spec generated for the current state", v.stdout)
+
+    def test_more_channels_than_a_spec_is_written_for_fail_before_anything_is_written(self):
+        m = self.machine(gpus=1, imex=[0])
+        self.setup_ok(m)
+        specs = {n: self.read(m, n) for n in (SPEC, IMEX_SPEC)}
+        before = snapshot(m.driver_root())
+        m.add_imex_channels(range(8193))
+        r = m.setup()
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("/dev/nvidia-caps-imex-channels holds more than 8192 channels, more than the 8192 IMEX channels a spec is "
+                      "written for", r.stderr)
+        self.assertEqual({n: self.read(m, n) for n in (SPEC, IMEX_SPEC)}, specs)
+        self.assertEqual(snapshot(m.driver_root()), before)
+
+    def test_peak_rss_at_eight_gpus_with_seven_instances_and_2048_channels(self):
+        from harness import EMULATED, SANITIZED
+        m = self.machine(mig={g: SEVEN_1G for g in range(8)}, imex=range(2048))
+        r = self.setup_ok(m)
+        v = m.run("--json", "verify")
+        self.assertEqual(v.returncode, 0, v.stdout)
+        if not EMULATED and not SANITIZED:
+            self.assertLessEqual(r.result["peak_rss_kib"], 16 * 1024)
+            self.assertLessEqual(json.loads(v.stdout)["peak_rss_kib"], 16 * 1024)
+
     def test_an_imex_spec_someone_else_wrote_is_left_alone(self):
         m = self.machine(gpus=1)
         foreign = "---\ncdiVersion: 0.5.0\nkind: nvidia.com/imex-channel\ndevices: []\n"
