@@ -47,6 +47,16 @@ Result<Staging> Staging::open(const std::string &real_parent, const std::string 
 		int fd = ::openat(pfd->get(), n.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0)
 			continue;  // not a directory (or a symlink): not a staging tree
+		if (s.trees_.size() == MAX_STAGING_TREES) {
+			::close(fd);
+			const auto dirs = std::count_if(names->begin(), names->end(), [&](const std::string &x) {
+				struct stat st{};
+				return !x.starts_with(".") && ::fstatat(pfd->get(), x.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+			});
+			return fail(make_error(display_parent + " holds " + std::to_string(dirs) + " staging directories, more than the " +
+						       std::to_string(MAX_STAGING_TREES) + " a run reads (a host binds a handful)",
+					       EXIT_NOT_READY, E2BIG));
+		}
 		StagingTree t;
 		t.display = fs::join(display_parent, n);
 		t.fd.reset(fd);

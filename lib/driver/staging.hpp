@@ -43,10 +43,16 @@ struct ResolvedFile {
 	struct stat st{};         // lstat of the final (non-symlink) file
 };
 
+// The most staging trees a run holds open (one O_PATH fd each, for the whole discovery). A host binds
+// a handful; a thousand would exhaust the usual 1,024-fd soft limit halfway through, so more is
+// refused up front, naming the count.
+inline constexpr std::size_t MAX_STAGING_TREES = 256;
+
 class Staging {
 public:
 	// Opens every directory entry under `real_parent` (the staging path with --root applied);
-	// `display_parent` is the same path as shown to operators. Names sort numerically.
+	// `display_parent` is the same path as shown to operators. Names sort numerically. More than
+	// MAX_STAGING_TREES directories fail.
 	static Result<Staging> open(const std::string &real_parent, const std::string &display_parent,
 				    const MountTable *mounts);
 	// For tests: trees made from explicit directories.

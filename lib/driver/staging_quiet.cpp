@@ -27,53 +27,69 @@ Millis since(const struct timespec &t)
 StagingWatch StagingWatch::open(const Context &ctx)
 {
 	StagingWatch w;
-	const std::string parent = ctx.real(ctx.config.staging);
-	if (auto pfd = fs::open_dir(parent))
-		w.dirs_.emplace_back(ctx.config.staging, std::move(*pfd));
-	auto staging = Staging::open(parent, ctx.config.staging, nullptr);
-	if (!staging)
-		return w;
-	for (auto &tree : staging->trees()) {
-		// Each directory prefix is opened once; a missing one ends its branch.
-		std::map<std::string, int> opened;  // prefix -> fd (-1: missing)
-		const std::string display = tree.display;
-		const int root = tree.fd.get();
-		w.dirs_.emplace_back(display, std::move(tree.fd));
-		auto watch = [&](const char *dir) {
-			int parent_fd = root;
-			std::string prefix;
-			for (const auto &c : fs::split_path(dir)) {
-				prefix += "/" + c;
-				auto it = opened.find(prefix);
-				if (it == opened.end()) {
-					int fd = ::openat(parent_fd, c.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-					if (fd >= 0)
-						w.dirs_.emplace_back(display + prefix, UniqueFd(fd));
-					it = opened.emplace(prefix, fd).first;
-				}
-				if (it->second < 0)
-					return;
-				parent_fd = it->second;
-			}
-		};
-		for (const auto &dir : staging_layout::watched_dirs(root))
-			watch(dir.c_str());
-		for (const char *dir : staging_layout::FIRMWARE_DIRS)
-			watch(dir);
-	}
+	w.real_parent_ = ctx.real(ctx.config.staging);
+	w.display_parent_ = ctx.config.staging;
 	return w;
 }
+
+namespace {
+
+void add_to(StagingStamp &s, const std::string &name, const struct stat &st)
+{
+	s.identity += name + "=" + identity_key(st) + ";";
+	if (st.st_ctim.tv_sec > s.newest.tv_sec || (st.st_ctim.tv_sec == s.newest.tv_sec && st.st_ctim.tv_nsec > s.newest.tv_nsec))
+		s.newest = st.st_ctim;
+}
+
+// Stamps dir (a path of plain components below the tree) and each of its parents not yet stamped;
+// a missing one ends its branch. `seen` holds the prefixes already stamped in this tree.
+void stamp_dir(StagingStamp &s, int tree_fd, const std::string &display, const std::string &dir, std::map<std::string, bool> &seen)
+{
+	UniqueFd parent;
+	std::string prefix;
+	for (const auto &c : fs::split_path(dir)) {
+		prefix += "/" + c;
+		UniqueFd fd(::openat(parent ? parent.get() : tree_fd, c.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+		auto [it, fresh] = seen.emplace(prefix, fd.valid());
+		if (fresh && fd) {
+			struct stat st{};
+			if (::fstat(fd.get(), &st) == 0)
+				add_to(s, display + prefix, st);
+		}
+		if (!it->second || !fd)
+			return;
+		parent = std::move(fd);
+	}
+}
+
+}  // namespace
 
 StagingStamp StagingWatch::stamp() const
 {
 	StagingStamp s;
-	for (const auto &[name, fd] : dirs_) {
-		struct stat st{};
-		if (::fstat(fd.get(), &st) < 0)
+	auto pfd = fs::open_dir(real_parent_);
+	if (!pfd)
+		return s;
+	struct stat st{};
+	if (::fstat(pfd->get(), &st) == 0)
+		add_to(s, display_parent_, st);
+	auto names = fs::list_dir(pfd->get(), display_parent_);
+	if (!names)
+		return s;
+	std::sort(names->begin(), names->end(), numeric_name_less);  // the order Staging::open gives
+	for (const auto &n : *names) {
+		if (n.starts_with("."))
 			continue;
-		s.identity += name + "=" + identity_key(st) + ";";
-		if (st.st_ctim.tv_sec > s.newest.tv_sec || (st.st_ctim.tv_sec == s.newest.tv_sec && st.st_ctim.tv_nsec > s.newest.tv_nsec))
-			s.newest = st.st_ctim;
+		UniqueFd tree(::openat(pfd->get(), n.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+		if (!tree || ::fstat(tree.get(), &st) < 0)
+			continue;  // not a directory (or a symlink): not a staging tree
+		const std::string display = fs::join(display_parent_, n);
+		add_to(s, display, st);
+		std::map<std::string, bool> seen;  // prefix -> exists
+		for (const auto &dir : staging_layout::watched_dirs(tree.get()))
+			stamp_dir(s, tree.get(), display, dir, seen);
+		for (const char *dir : staging_layout::FIRMWARE_DIRS)
+			stamp_dir(s, tree.get(), display, dir, seen);
 	}
 	return s;
 }

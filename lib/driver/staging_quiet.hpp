@@ -11,7 +11,6 @@
 
 #include "config.hpp"
 #include "context.hpp"
-#include "unique_fd.hpp"
 
 #include <ctime>
 #include <string>
@@ -26,16 +25,19 @@ struct StagingStamp {
 	bool operator==(const StagingStamp &o) const { return identity == o.identity; }
 };
 
-// The watched directories, opened once (O_PATH, never through a symlink). Stamping them again later
-// is only fstat(): a directory replaced or created meanwhile changes its parent's times, and every
-// parent is watched too.
+// The watched directories: the staging parent, each tree in it, and the directories discovery reads
+// in each. A stamp is taken by walking them afresh (never through a symlink), one tree at a time and
+// each directory closed once stat'ed: a host with a thousand staging entries must not cost a thousand
+// open fds (1,024 is the usual soft limit). A directory replaced or created meanwhile changes its own
+// identity or its parent's times, and every parent is watched too.
 class StagingWatch {
 public:
 	static StagingWatch open(const Context &ctx);
 	StagingStamp stamp() const;
 
 private:
-	std::vector<std::pair<std::string, UniqueFd>> dirs_;
+	std::string real_parent_;
+	std::string display_parent_;
 };
 
 struct QuietWait {

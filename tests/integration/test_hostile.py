@@ -480,6 +480,36 @@ class TestInventoryBounds(HostileCase):
         self.assertBounded(m.run("--json", "verify") and self.verify(m))
 
 
+@unittest.skipUnless(shutil.which("prlimit"), "needs prlimit (util-linux)")
+class TestManyStagingEntries(HostileCase):
+    """Issue 26, item 12: ~1,000 staging entries exhausted a 1,024-fd limit (every tree and watched
+    directory held open at once): "Failed to open /run/host-nvidia/0: Too many open files"."""
+
+    def run_limited(self, m, *args):
+        return subprocess.run(["prlimit", "--nofile=1024:1024", SETUP, "--root", m.path, *args], capture_output=True, text=True,
+                              timeout=300)
+
+    def add_trees(self, m, count):
+        for i in range(1, count):
+            os.makedirs(m.p(f"/run/host-nvidia/{i}/nvidia/current"))
+
+    def test_the_most_trees_a_run_reads_fit_in_1024_fds(self):
+        m = self.machine()
+        self.add_trees(m, 256)
+        for cmd in ("setup", "refresh", "verify"):
+            r = self.run_limited(m, cmd)
+            self.assertEqual(r.returncode, 0, (cmd, r.stderr))
+            self.assertNotIn("Too many open files", r.stderr)
+
+    def test_a_thousand_are_refused_with_the_count(self):
+        m, before = self.prepared()
+        self.add_trees(m, 1000)
+        r = self.run_limited(m, "setup")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("/run/host-nvidia holds 1000 staging directories, more than the 256 a run reads", r.stderr)
+        self.assertEqual(snapshot(m.driver_root()), before)
+
+
 class TestClass7ChecksBeforeTheSwap(HostileCase):
     def test_foreign_architecture_staging_never_replaces_a_working_root(self):
         m, before = self.prepared()
