@@ -117,6 +117,7 @@ int run(int argc, char **argv)
 
 	Context ctx;
 	ctx.root = effective_root(root_flag);
+	log::set_machine_root(ctx.root);
 	auto cfg = load_config(config_flag.empty() ? ctx.real(DEFAULT_CONFIG_PATH) : config_flag, !config_flag.empty());
 	if (!cfg) {
 		log::error(cfg.error().message);

@@ -1,6 +1,7 @@
 #include "report.hpp"
 
 #include "build_config.h"
+#include "log.hpp"
 
 #include <cmath>
 
@@ -19,14 +20,21 @@ std::string Report::to_json() const
 	for (const auto &[k, v] : timings_ms.items())
 		t[k] = std::round(v.get<double>() * 1000.0) / 1000.0;
 	j["timings_ms"] = t;
-	j["warnings"] = warnings;
-	j["notes"] = notes;
+	// Paths as the machine sees them, under --root too (log::machine_view()).
+	auto said = [](const std::vector<std::string> &v) {
+		nlohmann::ordered_json a = nlohmann::ordered_json::array();
+		for (const auto &s : v)
+			a.push_back(log::machine_view(s));
+		return a;
+	};
+	j["warnings"] = said(warnings);
+	j["notes"] = said(notes);
 	nlohmann::ordered_json p = nlohmann::ordered_json::array();
 	for (const auto &pr : problems)
-		p.push_back({{"path", pr.path}, {"message", pr.message}});
+		p.push_back({{"path", log::machine_view(pr.path)}, {"message", log::machine_view(pr.message)}});
 	j["problems"] = p;
 	if (!error.empty())
-		j["error"] = error;
+		j["error"] = log::machine_view(error);
 	// Names from staging and specs may be any bytes: invalid UTF-8 becomes U+FFFD instead of an
 	// exception (messages are passed through printable() where they are made).
 	return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";

@@ -130,7 +130,7 @@ long peak_rss_kib()
 // hold any byte), at most 80 characters, never cut inside a UTF-8 character.
 std::string npd_line(const std::string &text)
 {
-	std::string line = printable(text);
+	std::string line = printable(log::machine_view(text));
 	if (line.size() > 80) {
 		std::size_t cut = 77;
 		while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80)
@@ -182,6 +182,7 @@ int run(int argc, char **argv)
 			return EXIT_USAGE;
 		}
 	}
+	log::set_machine_root(ctx.root);
 	const std::string config_path = args.config_given ? args.config : ctx.real(DEFAULT_CONFIG_PATH);
 	auto cfg = load_config(config_path, args.config_given);
 	if (!cfg) {

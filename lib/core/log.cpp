@@ -1,5 +1,6 @@
 #include "log.hpp"
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -15,6 +16,7 @@ namespace {
 std::string program = "unbounded-nvidia";
 Level max_level = Level::Info;
 bool to_journal = false;
+std::string machine_root;  // without a trailing '/'; empty: the live system
 
 // systemd sets JOURNAL_STREAM=<dev>:<ino> for the stderr/stdout it connects to journald; when our
 // stderr is still that stream, structured logging keeps the fields instead of flattening them.
@@ -43,6 +45,39 @@ void init(std::string_view program_name, bool allow_journal)
 }
 
 void set_max_level(Level level) { max_level = level; }
+
+void set_machine_root(std::string_view root)
+{
+	machine_root = root;
+	while (!machine_root.empty() && machine_root.back() == '/')
+		machine_root.pop_back();
+}
+
+std::string machine_view(std::string_view text)
+{
+	if (machine_root.empty())
+		return std::string(text);
+	std::string out;
+	out.reserve(text.size());
+	for (std::size_t pos = 0;;) {
+		const std::size_t hit = text.find(machine_root, pos);
+		if (hit == std::string_view::npos) {
+			out.append(text.substr(pos));
+			return out;
+		}
+		const std::size_t end = hit + machine_root.size();
+		// Only the root as a whole path prefix: "/tmp/r/x" or "/tmp/r" itself, never "/tmp/r2".
+		auto name_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' || c == '/'; };
+		const bool starts = hit == 0 || !name_char(text[hit - 1]);
+		const bool ends = end == text.size() || text[end] == '/' || !name_char(text[end]);
+		out.append(text.substr(pos, hit - pos));
+		if (starts && ends)
+			out.append(end < text.size() && text[end] == '/' ? "" : "/");
+		else
+			out.append(machine_root);
+		pos = end;
+	}
+}
 bool journal_connected() { return to_journal; }
 
 void emit(Level level, std::string_view message, const Fields &fields)
@@ -53,19 +88,19 @@ void emit(Level level, std::string_view message, const Fields &fields)
 	if (to_journal) {
 		std::vector<std::pair<std::string, std::string>> items;
 		items.reserve(fields.size() + 4);
-		items.emplace_back("MESSAGE", std::string(message));
+		items.emplace_back("MESSAGE", machine_view(message));
 		items.emplace_back("PRIORITY", std::to_string(static_cast<int>(level)));
 		items.emplace_back("SYSLOG_IDENTIFIER", program);
 		items.emplace_back("SYSLOG_PID", std::to_string(::getpid()));
 		for (const auto &f : fields)
-			items.emplace_back(f.name, f.value);
+			items.emplace_back(f.name, machine_view(f.value));
 		if (sd::journal_send(items))
 			return;
 		// fall through to stderr if journald is gone
 	}
 	std::string line = program;
 	line += ": ";
-	line += printable(message);  // one line, whatever bytes a file name brought in
+	line += printable(machine_view(message));  // one line, whatever bytes a file name brought in
 	line += '\n';
 	(void)!::write(STDERR_FILENO, line.data(), line.size());
 }

@@ -25,6 +25,12 @@ bool journal_connected();
 
 void emit(Level level, std::string_view message, const Fields &fields = {});
 
+// Under --root, messages name paths as the machine sees them: "/tmp/r/run/host-nvidia/0" is said as
+// "/run/host-nvidia/0". Errors are made deep down from the real paths they failed on; this is
+// where every message leaves (the log, the JSON report, the NPD line), so it is translated here.
+void set_machine_root(std::string_view root);
+std::string machine_view(std::string_view text);
+
 inline void error(std::string_view m, const Fields &f = {}) { emit(Level::Error, m, f); }
 inline void warning(std::string_view m, const Fields &f = {}) { emit(Level::Warning, m, f); }
 inline void notice(std::string_view m, const Fields &f = {}) { emit(Level::Notice, m, f); }

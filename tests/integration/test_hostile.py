@@ -626,6 +626,21 @@ class TestClass11CommandLine(HostileCase):
             self.assertEqual(r.returncode, 2, (cmd, r.stderr))
             self.assertIn("--root /nonexistent-unbounded-root is not a directory", r.stderr)
 
+    def test_messages_under_root_name_the_machine_s_paths(self):
+        """Issue 26, item 12: under --root an error made from a real path said "/tmp/unbounded-test-x/proc/...",
+        a path that exists nowhere in the machine."""
+        m, _ = self.prepared()
+        os.unlink(m.p("/proc/driver/nvidia/version"))
+        os.mkdir(m.p("/proc/driver/nvidia/version"))
+        r = m.setup()
+        self.assertSetupOk(r)
+        self.assertIn("Refusing to read /proc/driver/nvidia/version, it is a directory", r.stderr)
+        self.assertNotIn(m.path, r.stderr)
+        self.assertNotIn(m.path, json.dumps(r.result))
+        shutil.rmtree(m.p("/run/host-nvidia/0"))
+        v = self.verify(m)
+        self.assertNotIn(m.path, v.stdout + v.stderr)
+
     def test_sub_second_reload_interval_is_a_config_error(self):
         m, _ = self.prepared()
         m.config("licensing:\n  reload_interval: 10ms\n")

@@ -1,6 +1,7 @@
 // Issue 10: the mechanisms that keep hostile or broken input from costing memory, time or trust,
 // tested one by one (the whole programs are tested against the same inputs in
 // tests/integration/test_hostile.py).
+#include "log.hpp"
 #include "bounded_parse.hpp"
 #include "discovery_cache.hpp"
 #include "elf.hpp"
@@ -208,4 +209,17 @@ TEST_CASE("a JSON parse error is said in our words, with where", "[hostile][pars
 	CHECK_THAT(r.error().message, Catch::Contains("line 1, column 13"));
 	CHECK_THAT(r.error().message, !Catch::Contains("json.exception"));
 	CHECK_THAT(r.error().message, !Catch::Contains("parse error"));
+}
+
+TEST_CASE("messages under --root name paths as the machine sees them", "[log]")
+{
+	log::set_machine_root("/tmp/r/");
+	CHECK(log::machine_view("Failed to open /tmp/r/run/host-nvidia/0: Not a directory") ==
+	      "Failed to open /run/host-nvidia/0: Not a directory");
+	CHECK(log::machine_view("/tmp/r/etc/unbounded/nvidia.yaml:2: bad") == "/etc/unbounded/nvidia.yaml:2: bad");
+	CHECK(log::machine_view("'/tmp/r' (root) and /tmp/r") == "'/' (root) and /");
+	CHECK(log::machine_view("/tmp/r2/x and /tmp/rx and a/tmp/r/y") == "/tmp/r2/x and /tmp/rx and a/tmp/r/y");
+	CHECK(log::machine_view("x=/tmp/r/a,/tmp/r/b") == "x=/a,/b");
+	log::set_machine_root("");
+	CHECK(log::machine_view("/tmp/r/run") == "/tmp/r/run");
 }
