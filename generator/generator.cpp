@@ -422,9 +422,9 @@ Result<void> write_licensing(Output &out, const Decision &d)
 	const long stop_s = 2 * static_cast<long>(lic.stop_timeout.count() / 1000) + static_cast<long>(lic.settle_time.count() / 1000) + 30;
 	// Both license units write the installed files' directories and the state directory.
 	const std::string sandbox =
-		"\n[Service]\n" + sandbox_text(SandboxProfile::LicenseReload,
-						{fs::dirname(lic.gridd_conf_target), fs::dirname(lic.client_token_target), lic.state_dir}, "0700",
-						{d.config.metrics_dir});
+		"\n[Service]\n# Sandbox: the directories it writes; the rest of it is in the shipped unit.\n" +
+		sandbox_paths_text({fs::dirname(lic.gridd_conf_target), fs::dirname(lic.client_token_target), lic.state_dir}, "0700",
+				   {d.config.metrics_dir});
 	const std::pair<std::string, std::string> dropins[] = {
 		{std::string(LICENSE_PATH_UNIT) + ".d/50-unbounded-nvidia-source.conf", "\n[Path]\nPathChanged=\nPathChanged=" + *source_dir + "\n"},
 		{std::string(LICENSE_INSTALL_UNIT) + ".d/50-unbounded-nvidia-gridd.conf", "\n[Unit]\nBefore=" + gridd + "\n"},

@@ -31,8 +31,8 @@ std::string joined(const std::vector<std::string> &v)
 
 }  // namespace
 
-std::string sandbox_text(SandboxProfile profile, const std::vector<std::string> &writable_dirs, const char *state_mode,
-			 const std::vector<std::string> &if_present)
+std::string sandbox_paths_text(const std::vector<std::string> &writable_dirs, const char *state_mode,
+			       const std::vector<std::string> &if_present)
 {
 	std::vector<std::string> runtime, configuration, state, other;
 	for (const auto &dir : writable_dirs) {
@@ -54,7 +54,6 @@ std::string sandbox_text(SandboxProfile profile, const std::vector<std::string> 
 			append_unique(other, "-" + *escaped);
 
 	std::string u;
-	u += "# Sandbox: the README's Security section says what each line protects.\n";
 	// The whole file system read-only, except the directories it writes, which systemd creates
 	// (and keeps: the driver root and the license state outlive the process).
 	u += "ProtectSystem=strict\n";
@@ -66,6 +65,12 @@ std::string sandbox_text(SandboxProfile profile, const std::vector<std::string> 
 		u += "StateDirectory=" + joined(state) + "\nStateDirectoryMode=" + state_mode + "\n";
 	if (!other.empty())
 		u += "ReadWritePaths=" + joined(other) + "\n";
+	return u;
+}
+
+std::string sandbox_fixed_text(SandboxProfile profile)
+{
+	std::string u;
 	u += "ProtectHome=yes\n";
 	u += "PrivateTmp=yes\n";
 	u += "PrivateMounts=yes\n";
@@ -112,6 +117,13 @@ std::string sandbox_text(SandboxProfile profile, const std::vector<std::string> 
 	u += "KeyringMode=private\n";
 	u += "UMask=0022\n";
 	return u;
+}
+
+std::string sandbox_text(SandboxProfile profile, const std::vector<std::string> &writable_dirs, const char *state_mode,
+			 const std::vector<std::string> &if_present)
+{
+	return "# Sandbox: the README's Security section says what each line protects.\n" +
+	       sandbox_paths_text(writable_dirs, state_mode, if_present) + sandbox_fixed_text(profile);
 }
 
 }  // namespace unbounded::generator

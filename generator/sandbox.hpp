@@ -27,4 +27,12 @@ enum class SandboxProfile {
 std::string sandbox_text(SandboxProfile profile, const std::vector<std::string> &writable_dirs, const char *state_mode = "0755",
 			 const std::vector<std::string> &if_present = {});
 
+// The two halves of sandbox_text(). The path-dependent one (ProtectSystem=strict and the writable
+// directories) follows the configuration; the fixed one does not, and is what the shipped license
+// units carry themselves (units/*.service.in, the same lines), so that they are sandboxed even when
+// started without the generator's drop-ins, which then add only the paths.
+std::string sandbox_paths_text(const std::vector<std::string> &writable_dirs, const char *state_mode = "0755",
+			       const std::vector<std::string> &if_present = {});
+std::string sandbox_fixed_text(SandboxProfile profile);
+
 }  // namespace unbounded::generator

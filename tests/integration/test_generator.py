@@ -344,6 +344,14 @@ class TestSystemdAnalyzeSecurity(unittest.TestCase):
             # The measure can fail: an unsandboxed root service scores far above any target.
             score, _ = self.exposure(analyze, vroot, env, "containerd.service")
             self.assertGreater(score, 9.0)
+        # Issue 26, item 12: the shipped license units alone, started without the generator's drop-ins
+        # (a machine whose generator did not run), scored 9.6; the fixed half of the sandbox is theirs.
+        vroot, env, gen = analysis_root(self, "04-licensing-configured")
+        shutil.rmtree(gen)
+        os.makedirs(gen)
+        for unit in ("unbounded-nvidia-license-reload.service", "unbounded-nvidia-license-install.service"):
+            score, table = self.exposure(analyze, vroot, env, unit)
+            self.assertLessEqual(score, 3.0, f"{unit} without drop-ins scores {score}:\n{table}")
         # The cleanup oneshot of a machine that stopped being a GPU machine.
         vroot, env, _ = analysis_root(self, "13-non-gpu-stale-spec")
         score, table = self.exposure(analyze, vroot, env, "unbounded-nvidia-cleanup.service")
