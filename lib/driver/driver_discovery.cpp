@@ -26,6 +26,21 @@ constexpr const char *COMPANION_PREFIXES[] = {
 	"libnvidia-egl-gbm.so.", "libnvidia-egl-wayland.so.", "libnvidia-egl-wayland2.so.",
 	"libnvidia-egl-xcb.so.", "libnvidia-egl-xlib.so.",
 };
+// Libraries of the driver whose file name is their SONAME, without the driver's version, so that no
+// *.so.<version> pattern finds them (nvidia-ctk names them explicitly too). libnvidia-api.so.1 is
+// NVAPI for Linux: DXVK-NVAPI (and so Proton) loads it for DLSS, Reflex and the GPU's own queries.
+constexpr const char *UNVERSIONED_LIBRARIES[] = {"libnvidia-api.so.1"};
+// DLSS for Windows games: PE files, not ELF, that Proton copies into a game's prefix. Proton looks
+// for them in nvidia/wine/ under the directory libGLX_nvidia.so.0 was loaded from, so they go to
+// lib/<multiarch>/nvidia/wine/ in the root and in the container, next to the libraries.
+constexpr const char *WINE_DIR = "nvidia/wine";
+constexpr const char *WINE_DLLS[] = {"nvngx.dll", "_nvngx.dll"};
+constexpr std::uint64_t MAX_WINE_DLL_BYTES = 256u << 20;
+
+bool is_unversioned_library(std::string_view name)
+{
+	return std::any_of(std::begin(UNVERSIONED_LIBRARIES), std::end(UNVERSIONED_LIBRARIES), [&](const char *l) { return name == l; });
+}
 
 
 struct Entry {
@@ -95,6 +110,8 @@ bool could_be_driver_file(std::string_view name)
 	for (const char *p : COMPANION_PREFIXES)
 		if (name.starts_with(p) && is_library_version(name.substr(std::string_view(p).size())))
 			return true;
+	if (is_unversioned_library(name))
+		return true;
 	auto so = name.find(".so.");
 	return name.starts_with("lib") && so != std::string_view::npos && is_driver_version(name.substr(so + 4));
 }
@@ -169,7 +186,7 @@ public:
 			return fail(make_error("No staging mounts found"));
 		for (auto step : {&Discovery::list_scan_dirs, &Discovery::choose_version, &Discovery::select_entries,
 				  &Discovery::add_libraries, &Discovery::add_helpers, &Discovery::add_firmware, &Discovery::add_graphics_configs,
-				  &Discovery::check_firmware, &Discovery::check_native, &Discovery::check_closure})
+				  &Discovery::check_firmware, &Discovery::check_native, &Discovery::add_wine_dlls, &Discovery::check_closure})
 			if (auto r = (this->*step)(); !r)
 				return fail(r.error());
 		for (auto &[dest, f] : by_dest_)
@@ -297,7 +314,8 @@ private:
 		for (const auto &l : listings_) {
 			const bool vdpau = l.dir.ends_with("vdpau");
 			for (const auto &n : l.names) {
-				const bool keep = (n.starts_with("lib") && n.ends_with(lib_suffix)) || is_companion(n) || is_helper(n);
+				const bool keep = (n.starts_with("lib") && n.ends_with(lib_suffix)) || is_companion(n) || is_helper(n) ||
+						  is_unversioned_library(n);
 				if (keep && !is_plain_file_name(n)) {
 					out_.warnings.push_back("Skipping " + printable(display_of(l.tree, l.dir, n)) +
 								", its name has characters no driver file has");
@@ -428,6 +446,26 @@ private:
 				continue;
 			add(DriverFile{FileKind::Library, "lib/" + arch + "/" + e.name, std::move(*src), info->soname, std::move(info->needed)});
 		}
+		// Optional like the companions: a broken one is skipped with a warning. Only the native
+		// architecture's (an i386 libnvidia-api.so.1 is the same name in another lib dir).
+		for (const auto &e : entries_) {
+			if (!is_unversioned_library(e.name) || e.vdpau)
+				continue;
+			auto src = resolve_regular(e);
+			if (!src) {
+				out_.warnings.push_back(src.error().message + ", skipping this optional library");
+				continue;
+			}
+			auto info = elf_info(*src);
+			if (!info) {
+				out_.warnings.push_back(info.error().message + ", skipping this optional library");
+				continue;
+			}
+			const std::string arch = elf::multiarch_for(info->machine, info->is_64bit);
+			if (arch.empty())
+				continue;
+			add(DriverFile{FileKind::Library, "lib/" + arch + "/" + e.name, std::move(*src), info->soname, std::move(info->needed)});
+		}
 		return {};
 	}
 
@@ -484,6 +522,48 @@ private:
 				out_.notes.push_back("Skipping " + e->display + ": " + why + "; " + e->name + " is taken from " + taken->source.display);
 			else
 				out_.warnings.push_back(why + ", skipping this helper binary");
+		}
+		return {};
+	}
+
+	// 5c. The DLSS DLLs for Proton (WINE_DLLS), where a tree holds nvidia/wine/: a tree that is a host
+	// lib dir. After check_native, which settles the multiarch they go under. A file of that name that is not a PE file ("MZ") is skipped with a warning.
+	Result<void> add_wine_dlls()
+	{
+		for (std::size_t t = 0; t < st_.trees().size(); t++) {
+			struct stat st{};
+			if (::fstatat(st_.trees()[t].fd.get(), "nvidia", &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
+				continue;  // one fstatat for a tree without it: the boot path stays cheap
+			for (const char *name : WINE_DLLS) {
+				const std::string dest = "lib/" + out_.multiarch + "/" + WINE_DIR + "/" + name;
+				if (by_dest_.count(dest))
+					continue;
+				const std::string rel = std::string(WINE_DIR) + "/" + name;
+				const std::string display = fs::join(st_.trees()[t].display, rel);
+				auto src = st_.resolve(t, rel);
+				if (!src) {
+					if (src.error().errnum != ENOENT && src.error().errnum != ENOTDIR)
+						out_.warnings.push_back(src.error().message + ", skipping this DLSS file");
+					continue;
+				}
+				std::string why;
+				if (!S_ISREG(src->st.st_mode))
+					why = "not a regular file";
+				else if (static_cast<std::uint64_t>(src->st.st_size) > MAX_WINE_DLL_BYTES)
+					why = "larger than " + format_bytes(MAX_WINE_DLL_BYTES);
+				else if (auto fd = st_.open_regular(*src); !fd)
+					why = fd.error().message;
+				else {
+					char magic[2] = {};
+					if (::pread(fd->get(), magic, sizeof(magic), 0) != 2 || magic[0] != 'M' || magic[1] != 'Z')
+						why = "not a Windows PE file";
+				}
+				if (!why.empty()) {
+					out_.warnings.push_back("Skipping " + display + ": " + why);
+					continue;
+				}
+				add(DriverFile{FileKind::Data, dest, std::move(*src), std::nullopt, {}});
+			}
 		}
 		return {};
 	}

@@ -17,7 +17,7 @@ namespace unbounded {
 
 class DiscoveryCache;
 
-enum class FileKind { Library, Binary, Firmware, Config };
+enum class FileKind { Library, Binary, Firmware, Config, Data };  // Data: the DLSS DLLs for Proton
 
 struct DriverFile {
 	FileKind kind = FileKind::Library;

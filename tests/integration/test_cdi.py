@@ -13,7 +13,7 @@ import time
 import unittest
 
 import cdi_schema
-from harness import ARCH, IS_ROOT, PLUGIN_SPEC, SETUP, V1, V2, MachineRoot, main, plugin_spec, snapshot, write
+from harness import ARCH, IS_ROOT, PLUGIN_SPEC, SETUP, V1, V2, MachineRoot, fixture, main, plugin_spec, snapshot, write
 
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "golden", "cdi")
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
@@ -224,6 +224,36 @@ class TestGolden(CdiCase):
         self.assertIn("did not list its commands", r.stderr)
         self.assertNotIn("hooks:", open(m.p(SPEC)).read())
         self.assertTrue(self.gone(pid_file), "the hung hook's child outlived setup")
+
+    def test_the_libraries_not_named_by_version(self):
+        """Issue 25, item 2: libnvidia-api.so.1 (NVAPI, which DXVK-NVAPI and Proton load for DLSS) carries no
+        driver version in its name, and the DLSS DLLs Proton copies into a game's prefix are Windows files
+        in nvidia/wine/ beside the lib dir: none of them matched *.so.<version>, so no pod had them."""
+        m = MachineRoot(self).standard(gpus=1)
+        lib = m.p("/run/host-nvidia/0")
+        shutil.copy(fixture("libnvidia-api.so.1"), lib)
+        wine = os.path.join(lib, "nvidia/wine")
+        os.makedirs(wine)
+        write(os.path.join(wine, "nvngx.dll"), "MZ\x90\x00 a PE file")
+        write(os.path.join(wine, "_nvngx.dll"), "MZ\x90\x00 another PE file")
+        write(os.path.join(wine, "nvngx_dlssg.dll"), "MZ not one we take")
+        r = m.setup()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        spec = open(m.p(SPEC)).read()
+        self.assertSchemaValid(spec)
+        for path in (f"lib/{ARCH}/libnvidia-api.so.1", f"lib/{ARCH}/nvidia/wine/nvngx.dll", f"lib/{ARCH}/nvidia/wine/_nvngx.dll"):
+            self.assertIn(f"hostPath: /run/nvidia/driver/{path}\n      containerPath: /{path}\n", spec)
+            self.assertTrue(os.path.isfile(m.p(f"/run/nvidia/driver/{path}")), path)
+        self.assertNotIn("nvngx_dlssg", spec)
+        self.assertEqual(m.run("verify").returncode, 0)
+
+        # Not what the names say: skipped with a warning, the run goes on.
+        write(os.path.join(wine, "nvngx.dll"), "#!/bin/sh\n")
+        r = m.setup()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(f"Skipping /run/host-nvidia/0/nvidia/wine/nvngx.dll: not a Windows PE file", r.stderr)
+        self.assertNotIn("wine/nvngx.dll", open(m.p(SPEC)).read())
+        self.assertIn("wine/_nvngx.dll", open(m.p(SPEC)).read())
 
     def test_pci_bus_order_not_minor_order(self):
         m = MachineRoot(self).standard(gpus=0)

@@ -102,7 +102,7 @@ TEST_CASE("the discovery memo is believed only from our own file, entry by entry
 	auto dir = fs::open_dir(t.path());
 	REQUIRE(dir);
 	const std::string forged =
-		R"({"format":3,"listings":{"1:2:3":["libcuda.so.535.104.05"],"4:5:6":["libcuda.so.535.104.05","../../x"]},)"
+		R"({"format":)" + std::to_string(DiscoveryCache::FORMAT) + R"(,"listings":{"1:2:3":["libcuda.so.535.104.05"],"4:5:6":["libcuda.so.535.104.05","../../x"]},)"
 		R"("elf":{"k1":{"machine":62,"is_64bit":true,"soname":"../../../tmp/evil","needed":[]},)"
 		R"("k2":{"machine":62,"is_64bit":true,"soname":"libcuda.so.1","needed":["libnvidia-glsi.so.535.104.05"]},)"
 		R"("k3":{"machine":9999,"is_64bit":true,"needed":[]},"k4":{"machine":62,"is_64bit":true,"needed":["../libnvidia-x.so"]},)"
