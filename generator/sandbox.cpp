@@ -72,7 +72,10 @@ std::string sandbox_fixed_text(SandboxProfile profile)
 {
 	std::string u;
 	u += "ProtectHome=yes\n";
-	u += "PrivateTmp=yes\n";
+	// Not for setup: it must see the machine's /tmp/nvidia-mps (the MPS pipe directory it mounts
+	// into containers, lib/cdi/ipc.hpp); it writes nothing there (ProtectSystem=strict).
+	if (profile != SandboxProfile::Setup)
+		u += "PrivateTmp=yes\n";
 	u += "PrivateMounts=yes\n";
 	u += "PrivateIPC=yes\n";
 	// No network: only AF_UNIX sockets (sd_notify, the journal, PID 1's private bus). Not

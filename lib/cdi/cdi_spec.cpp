@@ -477,6 +477,9 @@ CdiSpec generate_cdi(const CdiInputs &in)
 			common.mounts.push_back(Mount{fs::join(in.driver_root, e.path), "/" + e.path});
 			files.insert(e.path);
 		}
+	// The daemons' sockets and the MPS pipe directory, at the same path in the container.
+	for (const auto &p : in.devices->ipc)
+		common.mounts.push_back(Mount{p, p});
 	if (in.hook_path)
 		add_hooks(common, m, *in.hook_path, in.hook_commands, libdir, files);
 	// Without create-symlinks nobody makes libcuda.so.1 and friends in the container.

@@ -3,6 +3,7 @@
 #include "format.hpp"
 #include "fs.hpp"
 #include "imex.hpp"
+#include "ipc.hpp"
 #include "mig.hpp"
 
 #include <algorithm>
@@ -200,6 +201,8 @@ Result<DeviceInventory> enumerate_devices(const Context &ctx)
 	if (!channels)
 		return fail(channels.error());
 	inv.imex_channels = std::move(*channels);
+	if (ctx.config.ipc_sockets)
+		inv.ipc = enumerate_ipc(ctx, inv.warnings);
 	return inv;
 }
 

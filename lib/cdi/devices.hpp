@@ -46,6 +46,7 @@ struct DeviceInventory {
 	std::vector<Gpu> gpus;                 // index order
 	std::vector<DeviceNode> control;       // nvidia-modeset, nvidia-uvm, nvidia-uvm-tools, nvidiactl (those that exist)
 	std::vector<ImexChannel> imex_channels;  // by id
+	std::vector<std::string> ipc;          // the IPC endpoints to mount (ipc.hpp), unless ipc_sockets is off
 	std::string source;                    // "proc" or "dev"
 	std::size_t listed_gpus = 0;           // in /proc/driver/nvidia/gpus (the host's, not namespaced)
 	std::vector<std::string> unbound_gpus; // PCI addresses of the listed GPUs this machine has no node of

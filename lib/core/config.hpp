@@ -63,6 +63,9 @@ struct Config {
 	// How many GPUs this machine should see; unset: whatever it was given. Fewer leave setup serving
 	// those there are (one missing GPU must not take the others down), and verify not ready.
 	std::optional<unsigned> expected_gpus;
+	// Mount the NVIDIA daemons' sockets and the MPS pipe directory when present (lib/cdi/ipc.hpp); off
+	// for a device-plugin-style spec, as nvidia-ctk's disable-ipc-discoverer.
+	bool ipc_sockets = true;
 };
 
 inline constexpr unsigned MAX_EXPECTED_GPUS = 1024;

@@ -255,6 +255,64 @@ class TestGolden(CdiCase):
         self.assertNotIn("wine/nvngx.dll", open(m.p(SPEC)).read())
         self.assertIn("wine/_nvngx.dll", open(m.p(SPEC)).read())
 
+    def ipc_machine(self):
+        import socket
+        m = MachineRoot(self).standard(gpus=1)
+        socks = []
+        for path in ("/run/nvidia-persistenced/socket", "/run/nvidia-fabricmanager/socket"):
+            os.makedirs(os.path.dirname(m.p(path)))
+            s = socket.socket(socket.AF_UNIX)
+            s.bind(m.p(path))
+            socks.append(s)
+        self.addCleanup(lambda: [s.close() for s in socks])
+        os.makedirs(m.p("/tmp/nvidia-mps"), mode=0o755)
+        os.chmod(m.p("/tmp/nvidia-mps"), 0o755)
+        return m
+
+    def test_ipc_sockets_present_in_the_machine_are_mounted(self):
+        """Issue 25, item 3: persistenced's and the fabric manager's sockets and the MPS pipe directory,
+        as nvidia-ctk's IPC discoverer mounts them, each only while it is there."""
+        m = self.ipc_machine()
+        r = m.setup()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        spec = self.check(m, "1-gpu-ipc.yaml")
+        for p in ("/run/nvidia-persistenced/socket", "/run/nvidia-fabricmanager/socket", "/tmp/nvidia-mps"):
+            self.assertIn(f"hostPath: {p}\n      containerPath: {p}\n", spec)
+        self.assertEqual(m.run("verify").returncode, 0)
+        # The daemon stopped: verify says which hostPath went, the next run leaves it out.
+        os.unlink(m.p("/run/nvidia-fabricmanager/socket"))
+        v = m.run("verify")
+        self.assertEqual(v.returncode, 1)
+        self.assertIn("hostPath /run/nvidia-fabricmanager/socket does not exist", v.stderr)
+        self.assertEqual(m.setup().returncode, 0)
+        self.assertNotIn("nvidia-fabricmanager", open(m.p(SPEC)).read())
+        self.assertEqual(m.run("verify").returncode, 0)
+
+    def test_ipc_sockets_can_be_left_out(self):
+        m = self.ipc_machine()
+        m.config("ipc_sockets: false\n")
+        self.assertEqual(m.setup().returncode, 0)
+        spec = open(m.p(SPEC)).read()
+        for p in ("/run/nvidia-persistenced", "/run/nvidia-fabricmanager", "/tmp/nvidia-mps"):
+            self.assertNotIn(p, spec)
+
+    def test_an_mps_directory_anyone_could_have_made_is_not_mounted(self):
+        """/tmp is everyone's: a pipe directory another user owns, or others may write, could hold a fake
+        MPS control pipe that every GPU pod would talk to."""
+        m = self.ipc_machine()
+        for mode, uid in ((0o1777, 0), (0o755, 1000)):
+            os.chmod(m.p("/tmp/nvidia-mps"), mode)
+            os.chown(m.p("/tmp/nvidia-mps"), uid, 0)
+            r = m.setup()
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("Not mounting /tmp/nvidia-mps", r.stderr)
+            self.assertNotIn("nvidia-mps", open(m.p(SPEC)).read())
+        os.rmdir(m.p("/tmp/nvidia-mps"))
+        os.symlink("/somewhere", m.p("/tmp/nvidia-mps"))
+        r = m.setup()
+        self.assertIn("Not mounting /tmp/nvidia-mps", r.stderr)
+        self.assertNotIn("nvidia-mps", open(m.p(SPEC)).read())
+
     def test_pci_bus_order_not_minor_order(self):
         m = MachineRoot(self).standard(gpus=0)
         m.add_gpu(3, "0000:18:00.0", "GPU-00000003-1111-2222-3333-444455556666")
