@@ -211,11 +211,43 @@ void add_lib64_mounts(Edits &common, const Manifest &m, const std::string &drive
 // Devices: by index, by UUID where fully known, and "all"; sorted by name as nvidia-ctk does. A
 // MIG-enabled GPU offers its compute instances instead of itself, "<gpu-index>:<mig-index>" with
 // mig-index counting its instances in (GI, CI) order; "all" is the union of every device's nodes.
-std::vector<std::pair<std::string, Edits>> device_edits(const DeviceInventory &inv)
+// /dev/dri/by-path/pci-<bdf>-card -> ../cardN and -render -> ../renderDN for a GPU's DRM nodes, as
+// udev names them and nvidia-ctk's create-symlinks hook makes them in the container. Made from the
+// nodes /sys listed for the GPU (add_drm_nodes()), not read from /dev/dri/by-path: a machine's /dev
+// has no udev to have made them.
+std::vector<std::string> drm_by_path_links(const Gpu &g)
+{
+	std::vector<std::string> links;
+	if (g.pci.empty())
+		return links;
+	for (const auto &n : g.nodes) {
+		const std::string name = fs::basename(n.path);
+		if (!n.path.starts_with("/dev/dri/"))
+			continue;
+		const char *suffix = name.starts_with("card") ? "-card" : name.starts_with("renderD") ? "-render" : nullptr;
+		if (suffix)
+			links.push_back("../" + name + "::/dev/dri/by-path/pci-" + g.pci + suffix);
+	}
+	return links;
+}
+
+std::vector<std::string> create_symlinks(const std::string &hook, const std::vector<std::string> &links)
+{
+	std::vector<std::string> argv{fs::basename(hook), "create-symlinks"};
+	for (const auto &l : links) {
+		argv.push_back("--link");
+		argv.push_back(l);
+	}
+	return argv;
+}
+
+// `by_path_hook`: the hook, when it has create-symlinks (the by-path links need it).
+std::vector<std::pair<std::string, Edits>> device_edits(const DeviceInventory &inv, const std::optional<std::string> &by_path_hook)
 {
 	std::vector<std::pair<std::string, Edits>> devices;
 	Edits all;
 	std::set<std::string> in_all;
+	std::vector<std::string> all_links;
 	auto add = [&](Edits &e, const DeviceNode &n) {
 		add_node(e, n);
 		if (in_all.insert(n.path).second)
@@ -235,11 +267,19 @@ std::vector<std::pair<std::string, Edits>> device_edits(const DeviceInventory &i
 		Edits e;
 		for (const auto &n : g.nodes)
 			add(e, n);
+		if (by_path_hook) {
+			const auto links = drm_by_path_links(g);
+			if (!links.empty())
+				e.hooks.push_back(create_symlinks(*by_path_hook, links));
+			all_links.insert(all_links.end(), links.begin(), links.end());
+		}
 		devices.emplace_back(std::to_string(i), e);
 		if (g.uuid)
 			devices.emplace_back(*g.uuid, e);
 	}
 	std::sort(devices.begin(), devices.end(), [](const auto &a, const auto &b) { return numeric_name_less(a.first, b.first); });
+	if (!all_links.empty())
+		all.hooks.push_back(create_symlinks(*by_path_hook, all_links));
 	devices.emplace_back("all", all);
 	return devices;
 }
@@ -501,7 +541,8 @@ CdiSpec generate_cdi(const CdiInputs &in)
 		sorted.push_back(std::move(common.mounts[o.second]));
 	common.mounts = std::move(sorted);
 	auto parts = std::make_shared<CdiParts>();
-	parts->devices = device_edits(*in.devices);
+	const bool links = in.hook_path && in.hook_commands.count("create-symlinks");
+	parts->devices = device_edits(*in.devices, links ? in.hook_path : std::nullopt);
 	parts->version = lowest_cdi_version(common, parts->devices);
 	parts->hook_path = in.hook_path;
 	parts->common = std::move(common);

@@ -313,6 +313,45 @@ class TestGolden(CdiCase):
         self.assertIn("Not mounting /tmp/nvidia-mps", r.stderr)
         self.assertNotIn("nvidia-mps", open(m.p(SPEC)).read())
 
+    def drm_machine(self, hook):
+        from harness import make_chardev
+        m = MachineRoot(self).standard(gpus=2)
+        for i, bus in enumerate(("0000:18:00.0", "0000:19:00.0")):
+            for node, minor in ((f"card{i + 1}", i + 1), (f"renderD{128 + i}", 128 + i)):
+                os.makedirs(m.p(f"/sys/bus/pci/devices/{bus}/drm/{node}"))
+                make_chardev(m.p(f"/dev/dri/{node}"), 226, minor)
+        write(m.p("/usr/bin/nvidia-cdi-hook"), fake_hook(hook), 0o755)
+        return m
+
+    def test_drm_by_path_links_are_made_by_the_hook(self):
+        """Issue 25, item 4: nvidia-ctk gives each GPU's device its /dev/dri/by-path/pci-<bdf>-{card,render}
+        links through the create-symlinks hook. A machine's /dev has no udev, so they are made from what
+        /sys says of the GPU, not read from /dev/dri/by-path."""
+        import yaml
+        m = self.drm_machine(HOOK_1_18)
+        self.assertEqual(m.setup().returncode, 0)
+        spec = self.check(m, "2-gpus-drm-hook.yaml")
+        devices = {d["name"]: d["containerEdits"] for d in yaml.safe_load(spec)["devices"]}
+        def links(edits):
+            out = []
+            for h in edits.get("hooks", []):
+                if h["args"][1] == "create-symlinks":
+                    out += [a for a in h["args"][2:] if a != "--link"]
+            return out
+        first = ["../card1::/dev/dri/by-path/pci-0000:18:00.0-card", "../renderD128::/dev/dri/by-path/pci-0000:18:00.0-render"]
+        second = ["../card2::/dev/dri/by-path/pci-0000:19:00.0-card", "../renderD129::/dev/dri/by-path/pci-0000:19:00.0-render"]
+        self.assertEqual(links(devices["0"]), first)
+        self.assertEqual(links(devices["GPU-00000000-1111-2222-3333-444455556666"]), first)
+        self.assertEqual(links(devices["1"]), second)
+        self.assertEqual(links(devices["all"]), first + second)
+
+    def test_no_by_path_links_without_create_symlinks(self):
+        m = self.drm_machine(["update-ldcache", "help, h"])
+        self.assertEqual(m.setup().returncode, 0)
+        spec = open(m.p(SPEC)).read()
+        self.assertNotIn("by-path", spec)
+        self.assertIn("/dev/dri/card1", spec)
+
     def test_pci_bus_order_not_minor_order(self):
         m = MachineRoot(self).standard(gpus=0)
         m.add_gpu(3, "0000:18:00.0", "GPU-00000003-1111-2222-3333-444455556666")
