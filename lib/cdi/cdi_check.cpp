@@ -163,7 +163,6 @@ UniqueFd open_root(const Context &ctx)
 	return UniqueFd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
 }
 
-
 }  // namespace
 
 Result<nlohmann::ordered_json> parse_yaml_document(const std::string &text, const std::string &display)
