@@ -452,6 +452,14 @@ Result<bool> LicenseReloader::apply_set(ReloadReport &report, const LicenseSet &
 		seams_.after_stage("recorded");
 	if (auto r = write_state(RESTARTING, latest); !r)
 		return fail(r.error());
+	// These files replace whatever the boot install put there. Its record goes with them: a run that
+	// found nvidia-gridd still activating left the boot check to the next run, which would otherwise
+	// record the boot's files as applied over this rotation and restart nvidia-gridd a second time
+	// for it (issue 26, item 11: one rotation, two restarts, on a loaded machine).
+	if (auto r = write_state(BOOT_INSTALLED, std::nullopt); !r) {
+		(void)write_state(RESTARTING, std::nullopt);
+		return fail(r.error());
+	}
 	if (auto r = install(latest, &running); !r) {
 		(void)install(running, &latest);
 		(void)write_state(RESTARTING, std::nullopt);

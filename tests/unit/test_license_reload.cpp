@@ -356,6 +356,32 @@ TEST_CASE("the boot install puts the files in place before nvidia-gridd starts, 
 	CHECK(again->outcome == ReloadOutcome::Unchanged);
 }
 
+TEST_CASE("one rotation is one restart when the boot install's check had to wait for nvidia-gridd", "[license]")
+{
+	// Issue 26, item 11. A run that finds nvidia-gridd still activating leaves the boot install's
+	// check to the next run and goes on; when that run applies a rotation, the boot-installed files are
+	// superseded. Before, the next run's check still recorded them as applied, over the rotation's
+	// record, and restarted nvidia-gridd a second time for the same rotation.
+	Machine m;
+	m.project("2026_01", "FeatureType=1\n", "token-1");
+	m.units.active = "inactive";
+	REQUIRE(LicenseReloader(m.ctx, m.units, m.seams()).install_at_boot()->outcome == ReloadOutcome::Installed);
+	m.units.start("nvidia-gridd.service", 1s);
+	m.units.active = "activating";  // a forking daemon on a loaded machine, not yet up
+	m.project("2026_02", "FeatureType=1\n", "token-2");
+	m.units.calls.clear();
+	auto first = m.run();
+	CHECK(first.outcome == ReloadOutcome::Applied);
+	CHECK(first.restarts == 1);
+	CHECK(m.installed(TOKEN) == "token-2");
+	m.units.calls.clear();
+	auto second = m.run();
+	CHECK(second.outcome == ReloadOutcome::Unchanged);
+	CHECK(second.restarts == 0);
+	CHECK(m.units.count("stop") == 0);
+	CHECK_FALSE(m.dir.exists("var/lib/unbounded-nvidia/license/installed-at-boot.state"));
+}
+
 TEST_CASE("files installed at boot that nvidia-gridd cannot run with are rolled back", "[license]")
 {
 	Machine m;
