@@ -384,6 +384,44 @@ cp /var/lib/standin/gridd.log $out/gridd-log-final
         self.assertIn("started with the licensing files installed at boot", story)
         self.assertIn("token-1", m.read("/var/lib/unbounded-nvidia/license/applied.state"))
 
+    def test_a_rotation_while_nvidia_gridd_restarts_on_its_own_restarts_it_once(self):
+        """Issue 26, item 11: a run that finds nvidia-gridd activating leaves the boot install's check to the
+        next run. When that run applied a rotation meanwhile, the next one (the 2 s timer here) recorded the
+        boot's files over it and restarted nvidia-gridd a second time. nvidia-gridd is activating without a
+        job of its own (which the reloader's After= would wait for) while systemd restarts it after a crash
+        (Restart=on-failure): that is when a run sees it so. One rotation, one APPLIED, always."""
+        m = self.licensed_machine("license-auto-restart")
+        m.write("/etc/systemd/system/nvidia-gridd.service.d/restart.conf", "[Service]\nRestart=on-failure\nRestartSec=6s\n")
+        scenario = """
+state() { systemctl show -p ActiveState --value nvidia-gridd.service; }
+# The boot install put v1 in place and nvidia-gridd runs with it; no reload run has checked that yet
+# (the timer's first run is 30 s after boot).
+kill -KILL "$(systemctl show -p MainPID --value nvidia-gridd.service)"
+wait_for 10 sh -c '[ "$(systemctl show -p ActiveState --value nvidia-gridd.service)" = activating ]'
+state > $out/gridd-at-rotation
+ln -s ..v2 /run/host-nvidia-licensing/..data_tmp
+mv -T /run/host-nvidia-licensing/..data_tmp /run/host-nvidia-licensing/..data
+wait_for 60 sh -c "journalctl -q -o cat MESSAGE_ID=bcafdef73f1d4c3aba44e70fd75ca0d6 | grep -q ."
+# More runs: the timer's, every 2 s, and one started here.
+sleep 8
+systemctl start unbounded-nvidia-license-reload.service
+cp /var/lib/standin/gridd.log $out/gridd-log-final
+"""
+        m.boot(scenario)
+        story = "\n".join(f"{t / 1e6:10.3f} {msg}" for t, _, msg in
+                          m.messages("_SYSTEMD_UNIT=unbounded-nvidia-license-reload.service", "+", "UNIT=nvidia-gridd.service",
+                                     "+", "_SYSTEMD_UNIT=unbounded-test-scenario.service"))
+        story += "\ngridd.log:\n" + m.read("/var/lib/standin/gridd-log-final", "")
+        self.assertEqual(m.read("/var/lib/standin/scenario-errors", ""), "", story)
+        self.assertEqual(m.read("/var/lib/standin/gridd-at-rotation").strip(), "activating", story)
+        self.assertIn("the licensing files installed at boot are checked by the next run", story)
+        self.assertEqual(len(m.journal("MESSAGE_ID=bcafdef73f1d4c3aba44e70fd75ca0d6")), 1, story)
+        v2 = self.digest("FeatureType=1\nServerAddress=nls-a\n", "token-2")
+        starts = [l for l in m.read("/var/lib/standin/gridd-log-final").splitlines() if l.startswith("start ")]
+        self.assertEqual(starts.count(f"start {v2} broken=no"), 1, f"nvidia-gridd started twice with v2:\n{story}")
+        self.assertIn("token-2", m.read("/var/lib/unbounded-nvidia/license/applied.state"))
+        self.assertFalse(os.path.exists(m.p("/var/lib/unbounded-nvidia/license/installed-at-boot.state")))
+
     def test_poweroff_in_the_middle_of_a_restart_then_a_boot_converges(self):
         """Issue 13: a rotation whose restart of nvidia-gridd is cut by a poweroff: nothing unverified is
         recorded as good or bad, and the next boot starts nvidia-gridd with the rotated files."""
