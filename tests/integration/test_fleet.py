@@ -225,6 +225,18 @@ class TestNodeProblemDetector(FleetCase):
         self.assertTrue(r.stdout.startswith("unknown: "), r.stdout)
         self.assertIn("nvidia.yaml:1: unknown ke", r.stdout)
 
+    def test_a_hostile_host_path_is_escaped_in_the_line(self):
+        """Issue 26, item 9: a hostPath with a newline and an escape sequence reached the NPD line raw (a second
+        line, or a terminal escape in `kubectl describe node`); it is escaped as on stderr and in --json."""
+        m = self.machine()
+        self.assertEqual(m.setup().returncode, 0)
+        write(m.p("/etc/cdi/nvidia.yaml"), '---\ncdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n  - name: "0"\n'
+              '    containerEdits:\n      mounts:\n        - hostPath: "/x\\n\\e[2Jok"\n          containerPath: /x\n')
+        rc, line = self.npd(m)
+        self.assertEqual(rc, 1)
+        self.assertNotIn("\x1b", line)
+        self.assertIn(r"hostPath /x\x0a\x1b[2Jok does not exist", line)
+
     def test_the_shipped_monitor_config_runs_verify_with_the_protocol(self):
         config = json.load(open(os.path.join(FLEET, "unbounded-nvidia-monitor.json")))
         self.assertEqual(config["plugin"], "custom")
