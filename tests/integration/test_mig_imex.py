@@ -8,7 +8,7 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import IS_ROOT, SETUP, MachineRoot, V1, V2, main, make_chardev, snapshot, write
+from harness import EMULATED, IS_ROOT, SETUP, MachineRoot, V1, V2, main, make_chardev, snapshot, write
 from test_cdi import CdiCase, SPEC
 
 IMEX_SPEC = "/etc/cdi/nvidia-imex-channel.yaml"
@@ -396,6 +396,84 @@ class TestSpecsChangeTogether(MigCase):
         self.assertEqual(after, before_specs)
         self.assertEqual(snapshot(m.driver_root()), before)
         self.assertHostPathsExist(m, after)
+
+
+
+@unittest.skipIf(EMULATED, "under qemu-user strace would stop the emulator's calls; the native build runs this")
+class TestKillBeforeEverySyscallOfATwoSpecRefresh(MigCase):
+    """Issue 26: SIGKILL before every state-changing system call of a refresh from V1 (2 IMEX channels)
+    to V2 (4 channels), which replaces the root and writes both specs. After each kill the root is one
+    whole version, each spec one whole file of either run, and the next run converges."""
+
+    CALLS = ("renameat", "renameat2", "unlinkat", "mkdirat", "symlinkat", "linkat", "fchmod", "fchown")
+
+    def test_sigkill_before_each_call(self):
+        self.assertIsNotNone(shutil.which("strace"), "strace is required (Debian package strace): make check installs it")
+        m = MachineRoot(self)
+        for name, version in (("a", V1), ("b", V2)):
+            t = MachineRoot(self)
+            t.stage_all(version)
+            shutil.move(t.p("/run/host-nvidia"), m.p(f"/run/host-nvidia-{name}"))
+            write(m.p(f"/etc/unbounded/{name}.yaml"), f"staging: /run/host-nvidia-{name}\nrefresh:\n  settle_time: 0s\n")
+        m.add_control_nodes()
+        m.add_gpu(0, "0000:18:00.0", "GPU-00000000-1111-2222-3333-444455556666")
+
+        def start_v1():
+            shutil.rmtree(m.p("/dev/nvidia-caps-imex-channels"), ignore_errors=True)
+            m.add_imex_channels([0, 1])
+            m.set_proc_version(V1)
+            r = m.run("--config", m.p("/etc/unbounded/a.yaml"), "setup")
+            self.assertEqual(r.returncode, 0, r.stderr)
+
+        def to_v2():
+            m.add_imex_channels([2, 3])
+            m.set_proc_version(V2)
+            return [SETUP, "--root", m.path, "--config", m.p("/etc/unbounded/b.yaml"), "refresh"]
+
+        def state():
+            return (snapshot(m.driver_root()), self.read(m, SPEC), self.read(m, IMEX_SPEC))
+
+        start_v1()
+        a = state()
+        r = subprocess.run(to_v2(), capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        b = state()
+        self.assertTrue(all(x != y for x, y in zip(a, b)), "V1 and V2 must differ in the root and both specs")
+
+        # How often the refresh makes each call: one trial per call.
+        start_v1()
+        counts_file = os.path.join(m.path, "strace-counts")
+        subprocess.run(["strace", "-f", "-c", "-U", "name,calls", "-o", counts_file, "-e", "trace=" + ",".join(self.CALLS)] + to_v2(),
+                       capture_output=True, text=True, check=True)
+        counts = {}
+        for line in open(counts_file).read().splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[0] in self.CALLS and parts[1].isdigit():
+                counts[parts[0]] = int(parts[1])
+        self.assertGreater(sum(counts.values()), 5, open(counts_file).read())
+
+        trials = 0
+        for call, n in counts.items():
+            for when in range(1, n + 1):
+                start_v1()
+                p = subprocess.run(["strace", "-f", "-o", "/dev/null", "-e", "trace=" + call,
+                                    "-e", f"inject={call}:signal=SIGKILL:when={when}"] + to_v2(), capture_output=True, text=True)
+                what = f"SIGKILL before {call} #{when}"
+                if p.returncode == 0:  # fewer calls this time (sweeps depend on what earlier kills left): done
+                    self.assertEqual(state(), b, f"{what}: the run that was not stopped did not finish the change")
+                    break
+                self.assertIn(p.returncode, (-9, 137), f"{what}: {p.returncode} {p.stderr[-300:]}")
+                root, spec, imex = state()
+                self.assertIn(root, (a[0], b[0]), f"{what}: the driver root is neither whole version")
+                self.assertIn(spec, (a[1], b[1]), f"{what}: {SPEC} is neither whole spec")
+                self.assertIn(imex, (a[2], b[2]), f"{what}: {IMEX_SPEC} is neither whole spec")
+                r = subprocess.run(to_v2(), capture_output=True, text=True)
+                self.assertEqual(r.returncode, 0, f"{what}: the next run failed: {r.stderr}")
+                self.assertEqual(state(), b, f"{what}: the next run did not converge")
+                trials += 1
+        self.assertEqual(sorted(os.listdir(m.p("/etc/cdi"))), ["nvidia-imex-channel.yaml", "nvidia.yaml"])
+        self.assertEqual(sorted(os.listdir(m.p("/run/nvidia"))), ["driver"])
+        print(f"# {trials} kills, before each of {counts}")
 
 
 if __name__ == "__main__":
