@@ -407,7 +407,8 @@ class TestSymlinkChainsInVarRunCdi(HostileCase):
             self.assertIn("stopped checking its hostPaths", said[0])
         else:
             self.assertIn("libmissing.so.1 does not exist", said[0])
-            self.assertIn("(the rest not checked)", said[0])
+            # Three failures end it; on a slow machine (qemu-user) the time budget may end it first.
+            self.assertTrue("(the rest not checked)" in said[0] or "stopped checking its hostPaths" in said[0], said[0])
         self.assertBounded(r)
         s = m.run("refresh", env=env, timeout=20)
         self.assertEqual(s.returncode, 0, s.stderr)
