@@ -232,7 +232,9 @@ public:
 	HostPathChecker(const Context &ctx, const std::string &display, std::vector<Problem> &problems,
 			const HostPathBudget &budget = {})
 		: root_fd_(open_root(ctx)), display_(display), problems_(problems), budget_(budget), steps_(budget.steps),
-		  deadline_(std::chrono::steady_clock::now() + budget.time)
+		  // No time budget: no deadline (now() + milliseconds::max() overflows the clock's nanoseconds).
+		  deadline_(budget.time == std::chrono::milliseconds::max() ? std::chrono::steady_clock::time_point::max()
+									      : std::chrono::steady_clock::now() + budget.time)
 	{
 	}
 
