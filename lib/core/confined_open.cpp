@@ -141,10 +141,17 @@ Result<UniqueFd> open_confined(int root, std::string_view path, const ConfinedOp
 		while (!trimmed.empty() && trimmed.front() == '/')
 			trimmed.remove_prefix(1);
 		const std::string rel = trimmed.empty() ? std::string(".") : std::string(trimmed);
-		long fd = ::syscall(SYS_openat2, root, rel.c_str(), &oh, sizeof(oh));
-		if (fd >= 0)
-			return UniqueFd(static_cast<int>(fd));
-		if (errno != ENOSYS)
+		// EAGAIN: a rename or mount anywhere on the system during a walk through ".." (the kernel
+		// cannot rule out an escape then). On a busy machine that is common with long "d/../"
+		// chains; a few retries, then the user-space walk, which answers the same without the race.
+		for (int attempt = 0; attempt < 3; attempt++) {
+			long fd = ::syscall(SYS_openat2, root, rel.c_str(), &oh, sizeof(oh));
+			if (fd >= 0)
+				return UniqueFd(static_cast<int>(fd));
+			if (errno != EAGAIN)
+				break;
+		}
+		if (errno != ENOSYS && errno != EAGAIN)
 			return errno_result(errno, path);
 	}
 	return walk(root, path, how);
