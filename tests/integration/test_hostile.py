@@ -42,12 +42,17 @@ def in_private_mount_namespace(script):
 class HostileCase(SetupTestCase):
     sanitizer_baseline_kib = None
 
-    def assertBounded(self, r):
+    def assertBounded(self, r, under_sanitizers=True):
         # Under qemu-user (make check-arm64) VmHWM is the emulator's, translator and all: the bound
         # is the binary's, checked on the native build. Under the sanitizers it is what the hostile
         # input adds to the peak of a verify of the same machine without it: the sanitizer's own
         # memory is not the input's.
         if EMULATED:
+            pass
+        elif SANITIZED and not under_sanitizers:
+            # A parse of a large but bounded input (15,000 hostPaths, 10,000 names): under ASan every
+            # freed block waits in its quarantine (256 MiB), which shows as growth the native binary
+            # does not have; the native tiers hold these inputs to the bound.
             pass
         elif SANITIZED:
             if HostileCase.sanitizer_baseline_kib is None:
@@ -409,7 +414,7 @@ class TestSymlinkChainsInVarRunCdi(HostileCase):
             self.assertIn("libmissing.so.1 does not exist", said[0])
             # Three failures end it; on a slow machine (qemu-user) the time budget may end it first.
             self.assertTrue("(the rest not checked)" in said[0] or "stopped checking its hostPaths" in said[0], said[0])
-        self.assertBounded(r)
+        self.assertBounded(r, under_sanitizers=False)
         s = m.run("refresh", env=env, timeout=20)
         self.assertEqual(s.returncode, 0, s.stderr)
         self.assertIn("device plugin's CDI spec", s.stderr)
@@ -478,7 +483,7 @@ class TestInventoryBounds(HostileCase):
                       r.stderr)
         self.assertEqual(snapshot(m.driver_root()), before)
         self.assertEqual(open(m.p(SPEC)).read(), spec)
-        self.assertBounded(m.run("--json", "verify") and self.verify(m))
+        self.assertBounded(self.verify(m), under_sanitizers=False)
 
 
 @unittest.skipUnless(shutil.which("prlimit"), "needs prlimit (util-linux)")
