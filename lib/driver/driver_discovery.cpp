@@ -431,42 +431,50 @@ private:
 			out_.notes.push_back("Skipping " + e->display + ": " + error.message + "; " + e->name + " is taken from " +
 					     taken->source.display);
 		}
-		for (const auto &[prefix, ve] : companions) {
-			const Entry &e = *ve.second;
-			auto src = resolve_regular(e);
-			if (!src) {
-				out_.warnings.push_back(src.error().message + ", skipping this optional library");
-				continue;
-			}
-			auto info = elf_info(*src);
-			if (!info)
-				return fail(info.error());
-			std::string arch = elf::multiarch_for(info->machine, info->is_64bit);
-			if (arch.empty())
-				continue;
-			add(DriverFile{FileKind::Library, "lib/" + arch + "/" + e.name, std::move(*src), info->soname, std::move(info->needed)});
-		}
-		// Optional like the companions: a broken one is skipped with a warning. Only the native
-		// architecture's (an i386 libnvidia-api.so.1 is the same name in another lib dir).
-		for (const auto &e : entries_) {
-			if (!is_unversioned_library(e.name) || e.vdpau)
-				continue;
-			auto src = resolve_regular(e);
-			if (!src) {
-				out_.warnings.push_back(src.error().message + ", skipping this optional library");
-				continue;
-			}
-			auto info = elf_info(*src);
-			if (!info) {
-				out_.warnings.push_back(info.error().message + ", skipping this optional library");
-				continue;
-			}
-			const std::string arch = elf::multiarch_for(info->machine, info->is_64bit);
-			if (arch.empty())
-				continue;
-			add(DriverFile{FileKind::Library, "lib/" + arch + "/" + e.name, std::move(*src), info->soname, std::move(info->needed)});
-		}
+		for (const auto &[prefix, ve] : companions)
+			if (auto r = add_optional_library(*ve.second, /*broken_elf_fatal=*/true); !r)
+				return r;
+		// Optional like the companions, and an unreadable ELF header is only a warning: nothing of
+		// the driver depends on them. Each architecture's goes to its own lib dir.
+		for (const auto &e : entries_)
+			if (is_unversioned_library(e.name) && !e.vdpau)
+				(void)add_optional_library(e, /*broken_elf_fatal=*/false);
 		return {};
+	}
+
+	// A library the root is fine without: one that cannot be resolved is skipped with a warning, one of
+	// no architecture we know is left out; an ELF header that cannot be read fails the run or is
+	// another warning, as the caller says.
+	Result<void> add_optional_library(const Entry &e, bool broken_elf_fatal)
+	{
+		auto src = resolve_regular(e);
+		if (!src) {
+			out_.warnings.push_back(src.error().message + ", skipping this optional library");
+			return {};
+		}
+		auto info = elf_info(*src);
+		if (!info) {
+			if (broken_elf_fatal)
+				return fail(info.error());
+			out_.warnings.push_back(info.error().message + ", skipping this optional library");
+			return {};
+		}
+		const std::string arch = elf::multiarch_for(info->machine, info->is_64bit);
+		if (!arch.empty())
+			add(DriverFile{FileKind::Library, "lib/" + arch + "/" + e.name, std::move(*src), info->soname, std::move(info->needed)});
+		return {};
+	}
+
+	// A file a tree may or may not hold (a DLSS DLL, a graphics configuration file): nullopt when it is
+	// not there, or when resolving it failed otherwise, which is a warning naming `what`.
+	std::optional<ResolvedFile> resolve_optional(std::size_t tree, const std::string &rel, std::string_view what)
+	{
+		auto src = st_.resolve(tree, rel);
+		if (src)
+			return std::move(*src);
+		if (src.error().errnum != ENOENT && src.error().errnum != ENOTDIR)
+			out_.warnings.push_back(src.error().message + ", skipping this " + std::string(what));
+		return std::nullopt;
 	}
 
 	// The file in the root that makes entry `e` unnecessary: one of the same name (in vdpau/ when
@@ -527,7 +535,8 @@ private:
 	}
 
 	// 5c. The DLSS DLLs for Proton (WINE_DLLS), where a tree holds nvidia/wine/: a tree that is a host
-	// lib dir. After check_native, which settles the multiarch they go under. A file of that name that is not a PE file ("MZ") is skipped with a warning.
+	// lib dir. After check_native, which settles the multiarch they go under. A file of that name that
+	// is not a PE file ("MZ") is skipped with a warning.
 	Result<void> add_wine_dlls()
 	{
 		for (std::size_t t = 0; t < st_.trees().size(); t++) {
@@ -540,12 +549,9 @@ private:
 					continue;
 				const std::string rel = std::string(WINE_DIR) + "/" + name;
 				const std::string display = fs::join(st_.trees()[t].display, rel);
-				auto src = st_.resolve(t, rel);
-				if (!src) {
-					if (src.error().errnum != ENOENT && src.error().errnum != ENOTDIR)
-						out_.warnings.push_back(src.error().message + ", skipping this DLSS file");
+				auto src = resolve_optional(t, rel, "DLSS file");
+				if (!src)
 					continue;
-				}
 				std::string why;
 				if (!S_ISREG(src->st.st_mode))
 					why = "not a regular file";
@@ -610,12 +616,9 @@ private:
 					const std::string dir(dir_view);
 					const std::string rel = fs::join(dir, kind.name);
 					const std::string display = fs::join(st_.trees()[t].display, rel);
-					auto src = st_.resolve(t, rel);
-					if (!src) {
-						if (src.error().errnum != ENOENT && src.error().errnum != ENOTDIR)
-							out_.warnings.push_back(src.error().message + ", skipping this graphics configuration file");
+					auto src = resolve_optional(t, rel, "graphics configuration file");
+					if (!src)
 						continue;
-					}
 					if (!S_ISREG(src->st.st_mode)) {
 						out_.warnings.push_back("Skipping " + display + ", not a regular file");
 						break;

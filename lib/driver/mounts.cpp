@@ -16,25 +16,23 @@ namespace {
 // staging mount point of ours and is skipped, never buffered whole.
 constexpr std::size_t MAX_LINE = 3 * PATH_MAX;
 
-std::string mangle(const std::string &s)
+// libmount's (un)mangled copy, malloc()ed: taken into a string; the input when it could not make one.
+std::string taken(char *copy, std::string input)
 {
-	char *m = mnt_mangle(s.c_str());
-	if (!m)
-		return s;
-	std::string out(m);
-	std::free(m);
+	if (!copy)
+		return input;
+	std::string out(copy);
+	std::free(copy);
 	return out;
 }
 
+std::string mangle(const std::string &s) { return taken(mnt_mangle(s.c_str()), s); }
+
 std::string unmangle(std::string_view s)
 {
-	const std::string in(s);
+	std::string in(s);
 	char *u = mnt_unmangle(in.c_str());
-	if (!u)
-		return in;
-	std::string out(u);
-	std::free(u);
-	return out;
+	return taken(u, std::move(in));
 }
 
 // Field n (0-based, space-separated) of a mountinfo line.
