@@ -6,6 +6,7 @@
 #include "fs.hpp"
 #include "log.hpp"
 #include "sandbox.hpp"
+#include "side_specs.hpp"
 #include "spec_marker.hpp"
 #include "staging_layout.hpp"
 
@@ -133,9 +134,11 @@ Decision decide(const Input &in, Error *config_error)
 		d.source_path = std::string(DEFAULT_CONFIG_PATH);
 	if (!d.nvidia) {
 		// A spec of ours left from when this was an NVIDIA machine names a driver root that is gone.
-		for (const std::string *spec : {&cfg.cdi_spec, &cfg.imex_cdi_spec})
-			if (file_is_our_spec(rooted(in, *spec)))
-				d.stale_specs.push_back(*spec);
+		if (file_is_our_spec(rooted(in, cfg.cdi_spec)))
+			d.stale_specs.push_back(cfg.cdi_spec);
+		for (const auto &side : side_specs(cfg))
+			if (file_is_our_spec(rooted(in, *side.path)))
+				d.stale_specs.push_back(*side.path);
 		return d;
 	}
 
@@ -157,8 +160,9 @@ namespace {
 std::vector<std::string> spec_dirs(const Config &cfg)
 {
 	std::vector<std::string> dirs{fs::dirname(cfg.cdi_spec)};
-	if (fs::dirname(cfg.imex_cdi_spec) != dirs.front())
-		dirs.push_back(fs::dirname(cfg.imex_cdi_spec));
+	for (const auto &side : side_specs(cfg))
+		if (std::find(dirs.begin(), dirs.end(), fs::dirname(*side.path)) == dirs.end())
+			dirs.push_back(fs::dirname(*side.path));
 	return dirs;
 }
 

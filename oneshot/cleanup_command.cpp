@@ -6,6 +6,7 @@
 
 #include "log.hpp"
 #include "message_ids.hpp"
+#include "side_specs.hpp"
 #include "spec_marker.hpp"
 
 namespace unbounded {
@@ -15,7 +16,10 @@ int run_cleanup(const Context &ctx, Report &report)
 	report.command = "cleanup";
 	report.outcome = "no-gpu";
 	bool any = false;
-	for (const auto &[key, path] : {std::pair{"cdi_spec", &ctx.config.cdi_spec}, std::pair{"imex_cdi_spec", &ctx.config.imex_cdi_spec}}) {
+	std::vector<std::pair<const char *, const std::string *>> specs{{"cdi_spec", &ctx.config.cdi_spec}};
+	for (const auto &side : side_specs(ctx.config))
+		specs.emplace_back(side.key, side.path);
+	for (const auto &[key, path] : specs) {
 		report.details[key] = *path;
 		auto removed = remove_our_spec(ctx.real(*path), *path);
 		if (!removed) {
@@ -32,8 +36,8 @@ int run_cleanup(const Context &ctx, Report &report)
 				    {{"MESSAGE_ID", message_id::CDI_SPEC_REMOVED}, {"UNBOUNDED_NVIDIA_PATH", *path}});
 	}
 	if (!any)
-		log::info("Nothing to clean up: " + ctx.config.cdi_spec + " and " + ctx.config.imex_cdi_spec +
-			  " are absent or were not written by unbounded-nvidia-setup.");
+		log::info("Nothing to clean up: no CDI spec written by unbounded-nvidia-setup is left (" + ctx.config.cdi_spec +
+			  " and the IMEX, NVSwitch, GDRCopy and GDS specs beside it).");
 	return EXIT_READY;
 }
 

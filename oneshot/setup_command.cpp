@@ -41,7 +41,7 @@ int finish_failed(const Context &ctx, Report &report, const Error &e)
 	return e.exit_code == EXIT_READY ? EXIT_NOT_READY : e.exit_code;
 }
 
-// The files at cdi_spec and imex_cdi_spec are replaced on every run. In a CDI spec directory such a
+// The files at cdi_spec and the side specs' paths are replaced on every run. In a CDI spec directory such a
 // file is a spec by definition (whatever a hostile writer left there is overwritten); anywhere else
 // it must already be a CDI spec of its kind, so that a configured `cdi_spec: /etc/passwd` cannot make
 // setup replace it.
@@ -66,7 +66,10 @@ Result<void> check_spec_replaceable(const Context &ctx)
 {
 	if (auto r = check_replaceable(ctx, ctx.config.cdi_spec, "cdi_spec", CDI_KIND); !r)
 		return r;
-	return check_replaceable(ctx, ctx.config.imex_cdi_spec, "imex_cdi_spec", IMEX_CDI_KIND);
+	for (const auto &side : side_specs(ctx.config))
+		if (auto r = check_replaceable(ctx, *side.path, side.key, side.kind); !r)
+			return r;
+	return {};
 }
 
 void warn(Report &report, const std::vector<std::string> &warnings)
@@ -86,39 +89,45 @@ Result<fs::PreparedWrite> prepare_spec_file(const Context &ctx, const std::strin
 	return fs::prepare_file_atomic(real, yaml, {.mode = 0644, .fsync = true, .skip_if_unchanged = true});
 }
 
-// Both specs: ours, and the IMEX channel spec, which exists exactly while there are channels (a
-// spec of ours whose channels are gone is removed; one anyone else wrote is left alone).
+// All the specs: ours, and the side specs (side_specs.hpp: IMEX channels, NVSwitch, GDRCopy, GDS),
+// each of which exists exactly while the machine has its devices (a spec of ours whose devices are
+// gone is removed; one anyone else wrote is left alone).
 // They change together or not at all, as far as a failure can decide it: every temp file is written
-// before anything is renamed (a full /etc/cdi fails here, with both specs as they were), the IMEX
-// spec changes first, and nvidia.yaml, the one that names the new driver root, is renamed last. A
-// failure before that last rename leaves nvidia.yaml naming the previous root, which the caller
-// then puts back; the IMEX spec names only device nodes, never the root.
+// before anything is renamed (a full /etc/cdi fails here, with every spec as it was), the side specs
+// change first, and nvidia.yaml, the one that names the new driver root, is renamed last. A failure
+// before that last rename leaves nvidia.yaml naming the previous root, which the caller then puts
+// back; the side specs name only device nodes and machine files, never the root.
 Result<fs::WriteOutcome> write_spec(const Context &ctx, Report &report, const SpecForState &cdi)
 {
 	auto main_spec = prepare_spec_file(ctx, ctx.config.cdi_spec, cdi.spec.yaml);
 	if (!main_spec)
 		return fail(main_spec.error());
-	std::optional<fs::PreparedWrite> imex_spec;
-	if (cdi.imex) {
-		auto i = prepare_spec_file(ctx, ctx.config.imex_cdi_spec, cdi.imex->yaml);
-		if (!i)
-			return fail(i.error());
-		imex_spec = std::move(*i);
-	}
+	const auto sides = side_specs(ctx.config);
+	std::vector<std::optional<fs::PreparedWrite>> prepared(sides.size());
+	for (std::size_t i = 0; i < sides.size(); i++)
+		if (const CdiSpec *spec = cdi.side(sides[i].kind)) {
+			auto p = prepare_spec_file(ctx, *sides[i].path, spec->yaml);
+			if (!p)
+				return fail(p.error());
+			prepared[i] = std::move(*p);
+		}
 
 	report.details["imex_channels"] = cdi.devices.imex_channels.size();
-	report.details["imex_cdi_spec"] = ctx.config.imex_cdi_spec;
-	if (imex_spec) {
-		report.details["imex_cdi_spec_written"] = imex_spec->outcome() == fs::WriteOutcome::Written;
-		if (auto r = imex_spec->commit(); !r)
-			return fail(r.error());
-	} else {
-		auto removed = remove_our_spec(ctx.real(ctx.config.imex_cdi_spec), ctx.config.imex_cdi_spec);
+	for (std::size_t i = 0; i < sides.size(); i++) {
+		const SideSpec &side = sides[i];
+		report.details[side.key] = *side.path;
+		if (prepared[i]) {
+			report.details[std::string(side.key) + "_written"] = prepared[i]->outcome() == fs::WriteOutcome::Written;
+			if (auto r = prepared[i]->commit(); !r)
+				return fail(r.error());
+			continue;
+		}
+		auto removed = remove_our_spec(ctx.real(*side.path), *side.path);
 		if (!removed)
 			return fail(removed.error());
 		if (*removed)
-			log::notice("Removed " + ctx.config.imex_cdi_spec + ": the machine has no IMEX channels any more.",
-				    {{"MESSAGE_ID", message_id::CDI_SPEC_REMOVED}, {"UNBOUNDED_NVIDIA_PATH", ctx.config.imex_cdi_spec}});
+			log::notice("Removed " + *side.path + ": the machine has no " + side.what + " any more.",
+				    {{"MESSAGE_ID", message_id::CDI_SPEC_REMOVED}, {"UNBOUNDED_NVIDIA_PATH", *side.path}});
 	}
 
 	// Once renamed, nvidia.yaml names the new root: a directory that then fails to sync must not
@@ -299,6 +308,11 @@ int finish_ready(const Context &ctx, Report &report, const DriverSet &driver, co
 	const std::uint64_t root_bytes = stats.bytes_copied + stats.bytes_reused;
 	const std::size_t migs = cdi.devices.mig_devices();
 	report.outcome = "ready";
+	std::string fabric;  // " (and nvidia.com/nvswitch, nvidia.com/gds)"
+	for (const auto &[kind, spec] : cdi.fabric)
+		fabric += (fabric.empty() ? " (and " : ", ") + std::string(kind);
+	if (!fabric.empty())
+		fabric += ")";
 	std::string summary = "Driver " + driver.version + " ready in " + cfg.driver_root + ": " +
 			      std::to_string(stats.files) + " files, " +
 			      (stats.unchanged ? std::string("unchanged")
@@ -308,7 +322,7 @@ int finish_ready(const Context &ctx, Report &report, const DriverSet &driver, co
 			      ", " + std::to_string(cdi.devices.gpus.size()) + " GPU(s)" +
 			      (migs ? " with " + std::to_string(migs) + " MIG device(s)" : std::string()) +
 			      (cdi.devices.imex_channels.empty() ? std::string() : " and " + std::to_string(cdi.devices.imex_channels.size()) + " IMEX channel(s)") + " in " +
-			      cfg.cdi_spec + ", " + format_ms(total) + ".";
+			      cfg.cdi_spec + fabric + ", " + format_ms(total) + ".";
 	log::info(summary, {{"MESSAGE_ID", message_id::SETUP_READY},
 			    {"UNBOUNDED_NVIDIA_DRIVER_VERSION", driver.version},
 			    {"UNBOUNDED_NVIDIA_DRIVER_ROOT", cfg.driver_root},

@@ -22,18 +22,19 @@
 namespace unbounded {
 namespace {
 
-// The IMEX channel spec exists exactly while there are channels, and is checked like ours. When the
-// devices could not be read (`current` null), a spec of ours that is there is still checked.
-std::vector<Problem> check_imex_spec(const Context &ctx, const SpecForState *current)
+// Each side spec (IMEX channels, NVSwitch, GDRCopy, GDS) exists exactly while the machine has its
+// devices, and is checked like ours. When the devices could not be read (`current` null), a spec of
+// ours that is there is still checked.
+std::vector<Problem> check_side_spec(const Context &ctx, const SideSpec &side, const SpecForState *current)
 {
-	const std::string &path = ctx.config.imex_cdi_spec;
-	if (current && current->imex)
-		return verify_cdi_spec(ctx, path, "", &*current->imex, IMEX_CDI_KIND);
+	const std::string &path = *side.path;
+	if (const CdiSpec *spec = current ? current->side(side.kind) : nullptr)
+		return verify_cdi_spec(ctx, path, "", spec, side.kind);
 	if (!file_is_our_spec(ctx.real(path)))
 		return {};
 	if (current)
-		return {Problem{path, path + " is stale: it offers IMEX channels but the machine has none (a setup or refresh removes it)"}};
-	return verify_cdi_spec(ctx, path, "", nullptr, IMEX_CDI_KIND);
+		return {Problem{path, path + " is stale: it offers " + side.what + " but the machine has none (a setup or refresh removes it)"}};
+	return verify_cdi_spec(ctx, path, "", nullptr, side.kind);
 }
 
 // What the last setup or refresh warned about, from its status.json (ours, in our run directory): a
@@ -130,8 +131,9 @@ std::vector<Problem> check_live_state(const Context &ctx, Report &report, const 
 	report.details["cdi_spec"] = cfg.cdi_spec;
 	for (auto &p : verify_cdi_spec(ctx, cfg.cdi_spec, manifest.driver_version, expected))
 		problems.push_back(std::move(p));
-	for (auto &p : check_imex_spec(ctx, current))
-		problems.push_back(std::move(p));
+	for (const auto &side : side_specs(cfg))
+		for (auto &p : check_side_spec(ctx, side, current))
+			problems.push_back(std::move(p));
 	return problems;
 }
 

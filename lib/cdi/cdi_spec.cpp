@@ -426,14 +426,17 @@ std::string spec_yaml(const CdiSpec &spec, const CdiParts &p)
 	return out;
 }
 
-// The lowest cdiVersion the content needs: names starting with a digit need 0.5.0, additionalGids
-// 0.7.0 (CDI specs-go/version.go).
+// The lowest cdiVersion the content needs (CDI specs-go/version.go): additionalGids need 0.7.0,
+// device names starting with a digit 0.5.0; below that, 0.3.0, the floor the CDI library computes.
+// (Nodes are written without hostPath, which would need 0.5.0, since theirs is their path.)
 std::string lowest_cdi_version(const Edits &common, const std::vector<std::pair<std::string, Edits>> &devices)
 {
-	bool gids = !common.additional_gids.empty();
-	for (const auto &[name, e] : devices)
+	bool gids = !common.additional_gids.empty(), digit_names = false;
+	for (const auto &[name, e] : devices) {
 		gids |= !e.additional_gids.empty();
-	return gids ? "0.7.0" : "0.5.0";
+		digit_names |= !name.empty() && name.front() >= '0' && name.front() <= '9';
+	}
+	return gids ? "0.7.0" : digit_names ? "0.5.0" : "0.3.0";
 }
 
 nlohmann::ordered_json spec_document(const CdiParts &p)
@@ -458,8 +461,11 @@ void finish(CdiSpec &spec, std::shared_ptr<CdiParts> parts)
 {
 	spec.cdi_version = parts->version;
 	spec.devices = parts->devices.size();
-	for (const auto &[name, e] : parts->devices)
+	for (const auto &[name, e] : parts->devices) {
 		spec.device_nodes += e.nodes.size();
+		for (const auto &m : e.mounts)
+			spec.mount_host_paths.push_back(m.host);
+	}
 	if (parts->common) {
 		spec.device_nodes += parts->common->nodes.size();
 		spec.mounts = parts->common->mounts.size();
@@ -489,6 +495,25 @@ CdiSpec generate_imex_cdi(const std::vector<ImexChannel> &channels)
 	}
 	parts->devices.emplace_back("all", std::move(all));
 	parts->version = lowest_cdi_version(Edits{}, parts->devices);
+	CdiSpec spec;
+	finish(spec, std::move(parts));
+	return spec;
+}
+
+CdiSpec generate_fabric_cdi(const FabricDevices &f)
+{
+	auto parts = std::make_shared<CdiParts>();
+	parts->kind = f.kind;
+	Edits all;
+	for (const auto &n : f.nodes)
+		add_node(all, n);
+	for (const auto &m : f.mounts)
+		all.mounts.push_back(Mount{m, m});
+	parts->devices.emplace_back("all", std::move(all));
+	Edits common;
+	common.env = {"NVIDIA_VISIBLE_DEVICES=void"};  // as nvidia-ctk's: a runtime hook must not add GPUs
+	parts->version = lowest_cdi_version(common, parts->devices);
+	parts->common = std::move(common);
 	CdiSpec spec;
 	finish(spec, std::move(parts));
 	return spec;

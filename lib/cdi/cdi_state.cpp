@@ -34,7 +34,19 @@ Result<SpecForState> spec_for_state(const Context &ctx, const Manifest &manifest
 	s.spec = generate_cdi(in);
 	if (!s.devices.imex_channels.empty())
 		s.imex = generate_imex_cdi(s.devices.imex_channels);
+	for (const auto &f : s.devices.fabric)
+		s.fabric.emplace_back(f.kind, generate_fabric_cdi(f));
 	return s;
+}
+
+const CdiSpec *SpecForState::side(const char *kind) const
+{
+	if (std::string_view(kind) == IMEX_CDI_KIND)
+		return imex ? &*imex : nullptr;
+	for (const auto &[k, spec] : fabric)
+		if (std::string_view(k) == kind)
+			return &spec;
+	return nullptr;
 }
 
 std::optional<std::string> gpu_shortfall(std::optional<unsigned> expected, const DeviceInventory &devices)

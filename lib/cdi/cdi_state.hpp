@@ -19,6 +19,10 @@ struct SpecForState {
 	CdiSpec spec;
 	DeviceInventory devices;
 	std::optional<CdiSpec> imex;  // the IMEX channel spec, when the machine has channels
+	std::vector<std::pair<const char *, CdiSpec>> fabric;  // (kind, spec) of each fabric class with nodes
+
+	// The spec of a side_specs() kind, null when the machine has none of its devices.
+	const CdiSpec *side(const char *kind) const;
 };
 
 // `learn_hook`: what the hook can do may be learnt by running it and memoised in the run directory

@@ -1,6 +1,7 @@
 #include "devices.hpp"
 
 #include "format.hpp"
+#include "fabric.hpp"
 #include "fs.hpp"
 #include "imex.hpp"
 #include "ipc.hpp"
@@ -112,7 +113,15 @@ GpuPartition partition_gpus(std::vector<Gpu> listed, const std::function<std::op
 Result<DeviceInventory> enumerate_devices(const Context &ctx)
 {
 	DeviceInventory inv;
-	CharMajors majors(ctx);  // /proc/devices, read once if MIG or IMEX needs it
+	CharMajors majors(ctx);  // /proc/devices, read once if MIG, IMEX or a fabric device needs it
+	// /dev, listed once: the GPU nodes when /proc has no GPUs, and the fabric devices.
+	std::vector<std::string> dev_names;
+	if (auto dev = fs::open_dir(ctx.real("/dev"))) {
+		auto names = fs::list_dir(dev->get(), "/dev");
+		if (!names)
+			return fail(names.error());
+		dev_names = std::move(*names);
+	}
 	for (const char *p : CONTROL_NODES)
 		if (auto n = read_device_node(ctx, p))
 			inv.control.push_back(*n);
@@ -173,13 +182,9 @@ Result<DeviceInventory> enumerate_devices(const Context &ctx)
 	} else {
 		// No /proc/driver/nvidia here (a container without it): the GPU nodes are the inventory.
 		inv.source = "dev";
-		auto dev = fs::open_dir(ctx.real("/dev"));
-		if (dev) {
-			auto names = fs::list_dir(dev->get(), "/dev");
-			if (!names)
-				return fail(names.error());
+		{
 			std::vector<unsigned> minors;
-			for (const auto &n : *names)
+			for (const auto &n : dev_names)
 				if (n.starts_with("nvidia") && is_minor(std::string_view(n).substr(6)))
 					minors.push_back(static_cast<unsigned>(std::stoul(n.substr(6))));
 			std::sort(minors.begin(), minors.end());
@@ -201,6 +206,7 @@ Result<DeviceInventory> enumerate_devices(const Context &ctx)
 	if (!channels)
 		return fail(channels.error());
 	inv.imex_channels = std::move(*channels);
+	inv.fabric = enumerate_fabric(ctx, majors, dev_names, inv.warnings);
 	if (ctx.config.ipc_sockets)
 		inv.ipc = enumerate_ipc(ctx, inv.warnings);
 	return inv;

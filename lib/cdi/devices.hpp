@@ -33,6 +33,13 @@ struct ImexChannel {
 	DeviceNode node;
 };
 
+// The nodes of one fabric or peer device class (fabric.hpp), for a spec of its own.
+struct FabricDevices {
+	const char *kind = nullptr;       // NVSWITCH_CDI_KIND, ...
+	std::vector<DeviceNode> nodes;    // by path
+	std::vector<std::string> mounts;  // machine paths mounted at the same path (gds only)
+};
+
 struct Gpu {
 	std::string pci;                  // "0000:18:00.0", "" when enumerated from /dev only
 	unsigned minor = 0;
@@ -46,6 +53,7 @@ struct DeviceInventory {
 	std::vector<Gpu> gpus;                 // index order
 	std::vector<DeviceNode> control;       // nvidia-modeset, nvidia-uvm, nvidia-uvm-tools, nvidiactl (those that exist)
 	std::vector<ImexChannel> imex_channels;  // by id
+	std::vector<FabricDevices> fabric;     // the classes with nodes, in side_specs() order
 	std::vector<std::string> ipc;          // the IPC endpoints to mount (ipc.hpp), unless ipc_sockets is off
 	std::string source;                    // "proc" or "dev"
 	std::size_t listed_gpus = 0;           // in /proc/driver/nvidia/gpus (the host's, not namespaced)

@@ -6,6 +6,7 @@
 #include "context.hpp"
 #include "devices.hpp"
 #include "mig.hpp"
+#include "side_specs.hpp"
 
 #include <string>
 #include <vector>
@@ -13,7 +14,6 @@
 namespace unbounded {
 
 inline constexpr const char *IMEX_CHANNEL_DIR = "/dev/nvidia-caps-imex-channels";
-inline constexpr const char *IMEX_CDI_KIND = "nvidia.com/imex-channel";
 // Channel ids fit the 20 bits of a dev_t minor; the channel's minor is its id.
 inline constexpr unsigned MAX_IMEX_CHANNEL = (1u << 20) - 1;
 

@@ -203,6 +203,9 @@ Result<void> check_paths(const Ctx &c, const Config &cfg)
 		{"staging", &cfg.staging},
 		{"cdi_spec", &cfg.cdi_spec},
 		{"imex_cdi_spec", &cfg.imex_cdi_spec},
+		{"nvswitch_cdi_spec", &cfg.nvswitch_cdi_spec},
+		{"gdrcopy_cdi_spec", &cfg.gdrcopy_cdi_spec},
+		{"gds_cdi_spec", &cfg.gds_cdi_spec},
 		{"device_plugin_spec", &cfg.device_plugin_spec},
 		{"cdi_hook", &cfg.cdi_hook},
 	};
@@ -213,6 +216,18 @@ Result<void> check_paths(const Ctx &c, const Config &cfg)
 	for (const char *system_dir : {"/usr", "/etc", "/boot", "/dev", "/proc", "/sys"})
 		if (inside(cfg.driver_root, system_dir))
 			return fail(c.at_line(line("driver_root"), "driver_root", std::string("must not lie in ") + system_dir + ":"));
+	// Each spec is written, and removed when its devices are gone, on its own: two keys naming one
+	// file would have a run remove what it has just written.
+	const std::pair<const char *, const std::string *> specs[] = {
+		{"cdi_spec", &cfg.cdi_spec}, {"imex_cdi_spec", &cfg.imex_cdi_spec}, {"nvswitch_cdi_spec", &cfg.nvswitch_cdi_spec},
+		{"gdrcopy_cdi_spec", &cfg.gdrcopy_cdi_spec}, {"gds_cdi_spec", &cfg.gds_cdi_spec}};
+	for (std::size_t i = 0; i < std::size(specs); i++)
+		for (std::size_t j = 0; j < i; j++)
+			if (*specs[i].second == *specs[j].second) {
+				const char *key = c.lines->count(specs[i].first) ? specs[i].first : specs[j].first;
+				return fail(c.at_line(line(key), key, std::string(specs[j].first) + " and " + specs[i].first + " name the same file (" +
+										 *specs[i].second + "):"));
+			}
 	return {};
 }
 
@@ -292,6 +307,9 @@ Result<Config> parse_config(std::string_view yaml_text, const std::string &displ
 		{"driver_root", path_handler(c, cfg.driver_root)},
 		{"cdi_spec", path_handler(c, cfg.cdi_spec)},
 		{"imex_cdi_spec", path_handler(c, cfg.imex_cdi_spec)},
+		{"nvswitch_cdi_spec", path_handler(c, cfg.nvswitch_cdi_spec)},
+		{"gdrcopy_cdi_spec", path_handler(c, cfg.gdrcopy_cdi_spec)},
+		{"gds_cdi_spec", path_handler(c, cfg.gds_cdi_spec)},
 		{"device_plugin_spec", path_handler(c, cfg.device_plugin_spec)},
 		{"cdi_hook", path_handler(c, cfg.cdi_hook)},
 		{"staging_timeout", duration_handler(c, cfg.staging_timeout)},

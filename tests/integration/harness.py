@@ -271,11 +271,31 @@ class MachineRoot:
         base = 3 + gpu * 135 + gi * 9
         return base if ci is None else base + 1 + ci
 
-    def write_proc_devices(self):
+    # The fabric and peer drivers' majors (dynamic, as on a real host).
+    NVSWITCH_MAJOR = 236
+    GDRDRV_MAJOR = 235
+    NVIDIA_FS_MAJOR = 234
+
+    def write_proc_devices(self, fabric=False):
+        extra = (f"{self.NVSWITCH_MAJOR} nvidia-nvswitch\n{self.GDRDRV_MAJOR} gdrdrv\n{self.NVIDIA_FS_MAJOR} nvidia-fs\n"
+                 if fabric else "")
         write(self.p("/proc/devices"),
               "Character devices:\n  1 mem\n  4 /dev/vc/0\n  5 /dev/tty\n 10 misc\n195 nvidia-frontend\n"
-              f"{self.IMEX_MAJOR} nvidia-caps-imex-channels\n{self.CAPS_MAJOR} nvidia-caps\n509 nvidia-uvm\n"
+              f"{self.IMEX_MAJOR} nvidia-caps-imex-channels\n{self.CAPS_MAJOR} nvidia-caps\n509 nvidia-uvm\n{extra}"
               "\nBlock devices:\n  7 loop\n  8 sd\n259 blkext\n")
+
+    def add_fabric(self, nvswitches=(), gdrcopy=False, gds=()):
+        """The nodes an HGX host's nvidia-nvswitch, gdrdrv and nvidia-fs drivers make (root's, 0666 as
+        nvidia-modprobe and the drivers' udev rules leave them; nvswitch's are 0600 by its procfs)."""
+        self.write_proc_devices(fabric=True)
+        for n in nvswitches:
+            make_chardev(self.p(f"/dev/nvidia-nvswitch{n}"), self.NVSWITCH_MAJOR, n, 0o600)
+        if nvswitches:
+            make_chardev(self.p("/dev/nvidia-nvswitchctl"), self.NVSWITCH_MAJOR, 255, 0o600)
+        if gdrcopy:
+            make_chardev(self.p("/dev/gdrdrv"), self.GDRDRV_MAJOR, 0, 0o666)
+        for n in gds:
+            make_chardev(self.p(f"/dev/nvidia-fs{n}"), self.NVIDIA_FS_MAJOR, n, 0o666)
 
     def write_mig_minors(self, gpus=8):
         """Like the kernel's: every possible instance, whether it exists or not."""
