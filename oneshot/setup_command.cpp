@@ -7,6 +7,7 @@
 
 #include "bounded_parse.hpp"
 #include "cdi_state.hpp"
+#include "dev_char.hpp"
 #include "discovery_cache.hpp"
 #include "driver_discovery.hpp"
 #include "driver_root.hpp"
@@ -138,6 +139,11 @@ Result<fs::WriteOutcome> write_spec(const Context &ctx, Report &report, const Sp
 		return fail(r.error());
 	if (!sync_error.message.empty())
 		warn(report, {sync_error.message});
+	// Every node the specs name reachable by number, for runc's systemd cgroup driver (dev_char.hpp).
+	auto links = ensure_dev_char_links(ctx, spec_device_nodes(cdi.devices));
+	report.details["dev_char_links_created"] = links.created;
+	report.details["dev_char_links_present"] = links.present;
+	warn(report, links.warnings);
 	return outcome;
 }
 

@@ -46,6 +46,7 @@ class Machine:
         os.makedirs(self.p("/var/log/journal"), exist_ok=True)  # persistent journal, read after shutdown
         self.binds = []
         self.init_args = []  # passed to systemd as PID 1 (systemd.setenv=..., as a kernel command line would)
+        self.nspawn_env = {}
         self.console = ""
 
     def p(self, path):
@@ -78,6 +79,15 @@ class Machine:
             f.write(content)
         os.chmod(self.p(path), mode)
 
+    def enforce_device_rules(self):
+        """Boots the machine as a Kubernetes node that runs containers with runc's systemd cgroup
+        driver must be booted: with the unified cgroup hierarchy, where device rules are BPF programs,
+        and bpf() allowed by nspawn's system call filter (runc loads its device program with it).
+        This host has cgroup v1 (hybrid): there nspawn mounts the controllers read-only, runc's systemd
+        driver cannot create its cgroups at all, and systemd's DevicePolicy= is not enforced."""
+        self.nspawn_env["SYSTEMD_NSPAWN_UNIFIED_HIERARCHY"] = "1"
+        self.binds.append("--system-call-filter=bpf")
+
     def fake_module(self, version_text):
         """Makes /proc/driver/nvidia/version in the machine read `version_text`; callable while it
         runs (the host loading another module)."""
@@ -109,7 +119,7 @@ class Machine:
         cmd = "mount -t tmpfs tmpfs /run && exec " + " ".join(f"'{a}'" for a in nspawn)
         log = open(os.path.join(self.tmp, "console.log"), "w+")
         p = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c", cmd],
-                             stdout=log, stderr=subprocess.STDOUT, text=True)
+                             stdout=log, stderr=subprocess.STDOUT, text=True, env={**os.environ, **self.nspawn_env})
         deadline = time.monotonic() + BOOT_TIMEOUT
         turns = list(host_turns)
         done = 0

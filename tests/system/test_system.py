@@ -3,6 +3,7 @@
 systemd-nspawn. Each scenario is checked from the machine's journal and files after it powered off."""
 
 import hashlib
+import json
 import os
 import shutil
 import sys
@@ -217,6 +218,91 @@ units() {  # units NAME: containerd's main PID and the setup unit's invocation, 
 	systemctl show -p InvocationID --value unbounded-nvidia-setup.service > $out/setup-invocation-$1
 }
 """
+
+
+def oci_config(name):
+    """A minimal OCI bundle config: the machine's /usr read-only, /dev/nvidia0 allowed (as a GPU pod's
+    is) and /dev/nvidia1 present but not allowed (the control: EPERM shows the rules are enforced).
+    The container reports what opening each gives, before and after the test reloads systemd."""
+    probe = ("(exec 3</dev/nvidia1) 2>/out/$1-denied; (exec 3</dev/nvidia0) 2>/out/$1-before; touch /out/$1-ready; "
+             "while [ ! -e /out/$1-reloaded ]; do sleep 0.1; done; (exec 3</dev/nvidia0) 2>/out/$1-after; touch /out/$1-done; "
+             "sleep 60")
+    node = {"type": "c", "major": 195, "fileMode": 0o666, "uid": 0, "gid": 0}
+    return {
+        "ociVersion": "1.0.2",
+        "process": {"terminal": False, "user": {"uid": 0, "gid": 0}, "args": ["/bin/sh", "-c", probe, "sh", name],
+                    "env": ["PATH=/usr/bin:/bin"], "cwd": "/", "noNewPrivileges": True},
+        "root": {"path": "rootfs", "readonly": True},
+        "mounts": [{"destination": "/proc", "type": "proc", "source": "proc"},
+                   {"destination": "/dev", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "mode=755", "size=1m"]},
+                   {"destination": "/usr", "type": "bind", "source": "/usr", "options": ["rbind", "ro"]},
+                   {"destination": "/out", "type": "bind", "source": "/var/lib/standin", "options": ["rbind", "rw"]}],
+        "linux": {"namespaces": [{"type": "pid"}, {"type": "mount"}, {"type": "ipc"}, {"type": "uts"}],
+                  "devices": [{"path": "/dev/nvidia0", "minor": 0, **node}, {"path": "/dev/nvidia1", "minor": 1, **node}],
+                  "resources": {"devices": [{"allow": False, "access": "rwm"},
+                                            {"allow": True, "type": "c", "major": 195, "minor": 0, "access": "rw"}]},
+                  "cgroupsPath": f"system.slice:unbounded-test:{name}"}}
+
+
+# One container's life: started by runc with the systemd cgroup driver (as containerd's runc shim
+# runs a pod with SystemdCgroup = true), then a daemon-reload while it runs.
+RUNC_CONTAINER = """
+run_container() {  # run_container NAME
+	runc --systemd-cgroup run -d --no-new-keyring --bundle /var/lib/ctr/$1 $1 > $out/$1-runc.log 2>&1 < /dev/null
+	wait_for 20 test -e $out/$1-ready
+	systemctl show unbounded-test-$1.scope -p DeviceAllow > $out/$1-device-allow
+	systemctl daemon-reload
+	touch $out/$1-reloaded
+	wait_for 20 test -e $out/$1-done
+	runc delete -f $1 >> $out/$1-runc.log 2>&1
+}
+for c in without-link with-link; do
+	mkdir -p /var/lib/ctr/$c/rootfs/usr /var/lib/ctr/$c/rootfs/dev /var/lib/ctr/$c/rootfs/proc /var/lib/ctr/$c/rootfs/out
+	ln -s usr/bin /var/lib/ctr/$c/rootfs/bin
+	ln -s usr/lib /var/lib/ctr/$c/rootfs/lib
+	ln -s usr/lib64 /var/lib/ctr/$c/rootfs/lib64
+done
+"""
+
+
+class TestDeviceAccessAfterDaemonReload(SystemCase):
+    """Issue 25, item 6. runc's systemd cgroup driver gives systemd DeviceAllow=/dev/char/<major>:<minor>
+    and skips a rule whose /dev/char path is missing; an nspawn machine has no udev, so nothing makes
+    /dev/char/195:0 for a bound /dev/nvidia0. A daemon-reload then re-applies systemd's rules and the
+    running container loses its GPU (nvidia-container-toolkit issues 48, 251, 932, 1227). Setup makes
+    the links; this shows the loss without them and the GPU kept with them, in one booted machine."""
+
+    def test_a_runc_container_keeps_its_gpu_across_a_daemon_reload(self):
+        m = self.gpu_machine("devchar")
+        m.enforce_device_rules()
+        for name in ("without-link", "with-link"):
+            m.write(f"/var/lib/ctr/{name}/config.json", json.dumps(oci_config(name)))
+        m.boot(RUNC_CONTAINER + """
+readlink /dev/char/195:0 > $out/link-at-boot
+# As before setup made the links: the machine's /dev has none for the bound GPU.
+rm /dev/char/195:0
+run_container without-link
+# Setup again (what every boot and refresh runs) puts the link back.
+systemctl restart unbounded-nvidia-setup.service
+readlink /dev/char/195:0 > $out/link-after-setup
+run_container with-link
+systemctl poweroff
+""")
+        errors = m.read("/var/lib/standin/scenario-errors", "")
+        self.assertEqual(errors, "", m.read("/var/lib/standin/without-link-runc.log", "") + m.read("/var/lib/standin/with-link-runc.log", ""))
+        self.assertEqual(m.read("/var/lib/standin/link-at-boot").strip(), "../nvidia0")
+        self.assertEqual(m.read("/var/lib/standin/link-after-setup").strip(), "../nvidia0")
+        for name in ("without-link", "with-link"):
+            # The premise: this machine enforces device rules (a device the container was not given
+            # is denied), and the GPU opens (no driver behind the fake node: ENXIO) at the start.
+            self.assertIn("Operation not permitted", m.read(f"/var/lib/standin/{name}-denied"), name)
+            self.assertIn("No such device or address", m.read(f"/var/lib/standin/{name}-before"), name)
+        self.assertNotIn("/dev/char/195:0", m.read("/var/lib/standin/without-link-device-allow"))
+        self.assertIn("Operation not permitted", m.read("/var/lib/standin/without-link-after"),
+                      "without /dev/char/195:0 the daemon-reload should have taken the GPU away")
+        self.assertIn("DeviceAllow=/dev/char/195:0 rw", m.read("/var/lib/standin/with-link-device-allow"))
+        self.assertIn("No such device or address", m.read("/var/lib/standin/with-link-after"),
+                      "with /dev/char/195:0 the container keeps its GPU across the daemon-reload")
 
 
 class TestRefresh(SystemCase):

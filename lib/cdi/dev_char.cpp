@@ -1,0 +1,133 @@
+#include "dev_char.hpp"
+
+#include "fs.hpp"
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <fcntl.h>
+#include <set>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+namespace unbounded {
+namespace {
+
+constexpr const char *DEV_CHAR = "/dev/char";
+
+// "../nvidia0" for /dev/nvidia0: relative, as udev makes them, so the link means the same inside
+// the machine and under a test root.
+std::string link_target(const std::string &node_path) { return "../" + node_path.substr(5); }
+
+// A link that setup (or nvidia-ctk, or udev) made for an NVIDIA node: relative, into one of the
+// names our nodes have. Only these are ever replaced.
+bool ours_in_form(std::string_view target)
+{
+	if (!target.starts_with("../"))
+		return false;
+	target.remove_prefix(3);
+	return target.find("..") == std::string_view::npos &&
+	       (target.starts_with("nvidia") || target.starts_with("dri/") || target == "gdrdrv");
+}
+
+// Whether `name` in /dev/char leads to a character device numbered `dev`.
+bool leads_to(int dirfd, const std::string &name, dev_t dev)
+{
+	struct stat st{};
+	return ::fstatat(dirfd, name.c_str(), &st, 0) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == dev;
+}
+
+std::string read_link(int dirfd, const std::string &name)
+{
+	char buf[PATH_MAX];
+	const ssize_t n = ::readlinkat(dirfd, name.c_str(), buf, sizeof(buf) - 1);
+	return n < 0 ? std::string() : std::string(buf, static_cast<std::size_t>(n));
+}
+
+}  // namespace
+
+std::vector<DeviceNode> spec_device_nodes(const DeviceInventory &inv)
+{
+	std::vector<DeviceNode> out;
+	std::set<std::pair<unsigned, unsigned>> seen;
+	auto add = [&](const DeviceNode &n) {
+		if (seen.insert({n.major, n.minor}).second)
+			out.push_back(n);
+	};
+	for (const auto &n : inv.control)
+		add(n);
+	for (const auto &g : inv.gpus) {
+		for (const auto &n : g.nodes)
+			add(n);
+		for (const auto &m : g.migs) {
+			add(m.gi_access);
+			add(m.ci_access);
+		}
+	}
+	for (const auto &c : inv.imex_channels)
+		add(c.node);
+	for (const auto &f : inv.fabric)
+		for (const auto &n : f.nodes)
+			add(n);
+	return out;
+}
+
+DevCharLinks ensure_dev_char_links(const Context &ctx, const std::vector<DeviceNode> &nodes)
+{
+	DevCharLinks r;
+	if (nodes.empty())
+		return r;
+	const std::string real = ctx.real(DEV_CHAR);
+	if (::mkdir(real.c_str(), 0755) < 0 && errno != EEXIST) {
+		r.warnings.push_back(std::string("Failed to create ") + DEV_CHAR + ": " + std::strerror(errno) +
+				     "; containers run with the systemd cgroup driver lose their GPUs at the next daemon-reload");
+		return r;
+	}
+	auto dir = fs::open_dir(real);
+	if (!dir) {
+		r.warnings.push_back(dir.error().message + "; no /dev/char links made");
+		return r;
+	}
+	for (const auto &n : nodes) {
+		const std::string name = std::to_string(n.major) + ":" + std::to_string(n.minor);
+		const std::string display = std::string(DEV_CHAR) + "/" + name;
+		const std::string target = link_target(n.path);
+		const dev_t dev = ::makedev(n.major, n.minor);
+		struct stat st{};
+		const bool exists = ::fstatat(dir->get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+		if (exists) {
+			if (leads_to(dir->get(), name, dev)) {
+				r.present++;
+				continue;
+			}
+			const std::string current = S_ISLNK(st.st_mode) ? read_link(dir->get(), name) : std::string();
+			if (!S_ISLNK(st.st_mode) || !ours_in_form(current)) {
+				r.warnings.push_back("Leaving " + display + " alone: it was not made for an NVIDIA node and does not lead to " +
+						     n.path + ", so runc's systemd cgroup driver cannot allow " + n.path + " by it");
+				continue;
+			}
+		}
+		if (!exists) {
+			// Made in place: one that appeared meanwhile (EEXIST) is someone else's.
+			if (::symlinkat(target.c_str(), dir->get(), name.c_str()) == 0)
+				r.created++;
+			else if (errno != EEXIST)
+				r.warnings.push_back("Failed to link " + display + " to " + target + ": " + std::strerror(errno));
+			continue;
+		}
+		// Ours, leading elsewhere: a new link under a temporary name, renamed over it, so a reader
+		// sees the old link or the new one.
+		const std::string tmp = "." + name + ".unbounded-" + fs::random_suffix();
+		if (::symlinkat(target.c_str(), dir->get(), tmp.c_str()) < 0 ||
+		    ::renameat(dir->get(), tmp.c_str(), dir->get(), name.c_str()) < 0) {
+			r.warnings.push_back("Failed to link " + display + " to " + target + ": " + std::strerror(errno));
+			::unlinkat(dir->get(), tmp.c_str(), 0);
+			continue;
+		}
+		r.created++;
+	}
+	return r;
+}
+
+}  // namespace unbounded
