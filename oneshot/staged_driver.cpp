@@ -24,7 +24,7 @@ StagedDriver discover_staged(const Context &ctx, const StagingState &state, int 
 		if (!rejected.empty())
 			out.warnings.push_back(rejected + ", reading the staging mounts afresh");
 	}
-	DiscoveryInput in{&*staging, kernel_version, &cache};
+	DiscoveryInput in{&*staging, kernel_version, &cache, ctx.config.nvoptix};
 	auto d = discover_driver(in);
 	if (save && run_dir >= 0)
 		if (auto r = cache.save(run_dir, cache_display); !r)

@@ -315,6 +315,7 @@ Result<Config> parse_config(std::string_view yaml_text, const std::string &displ
 		{"staging_timeout", duration_handler(c, cfg.staging_timeout)},
 		{"metrics_dir", path_handler(c, cfg.metrics_dir)},
 		{"ipc_sockets", bool_handler(c, cfg.ipc_sockets)},
+		{"nvoptix", bool_handler(c, cfg.nvoptix)},
 		{"expected_gpus",
 		 [&](const YAML::Node &v, const std::string &key) -> Result<void> {
 			 auto s = scalar(c, v, key);

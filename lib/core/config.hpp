@@ -70,6 +70,9 @@ struct Config {
 	// Mount the NVIDIA daemons' sockets and the MPS pipe directory when present (lib/cdi/ipc.hpp); off
 	// for a device-plugin-style spec, as nvidia-ctk's disable-ipc-discoverer.
 	bool ipc_sockets = true;
+	// Copy OptiX's nvoptix.bin into the root with libnvoptix (134 MB of RAM in Debian's 535 driver);
+	// off for compute-only fleets that never ray-trace.
+	bool nvoptix = true;
 };
 
 inline constexpr unsigned MAX_EXPECTED_GPUS = 1024;

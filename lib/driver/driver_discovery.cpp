@@ -37,6 +37,17 @@ constexpr const char *WINE_DIR = "nvidia/wine";
 constexpr const char *WINE_DLLS[] = {"nvngx.dll", "_nvngx.dll"};
 constexpr std::uint64_t MAX_WINE_DLL_BYTES = 256u << 20;
 
+// OptiX's data file, which libnvoptix.so.<v> reads (from /usr/share/nvidia in a container, where
+// nvidia-ctk mounts it). Debian's libnvoptix1 ships it beside the library (nvidia/current/), Ubuntu
+// and the .run installer in /usr/share/nvidia. 134 MB in Debian's 535: it is copied only when the
+// root has the library that reads it, and `nvoptix: false` leaves it out (see DiscoveryInput).
+constexpr const char *OPTIX_DATA = "nvoptix.bin";
+constexpr const char *OPTIX_DATA_DEST = "usr/share/nvidia/nvoptix.bin";
+// Where a tree holds it when it is not beside the library: the tree is the host's /usr/share/nvidia,
+// /usr/share or /usr.
+constexpr const char *OPTIX_DATA_IN_SHARE[] = {"nvoptix.bin", "nvidia/nvoptix.bin", "share/nvidia/nvoptix.bin"};
+constexpr std::uint64_t MAX_OPTIX_DATA_BYTES = 1ull << 30;
+
 bool is_unversioned_library(std::string_view name)
 {
 	return std::any_of(std::begin(UNVERSIONED_LIBRARIES), std::end(UNVERSIONED_LIBRARIES), [&](const char *l) { return name == l; });
@@ -186,7 +197,7 @@ public:
 			return fail(make_error("No staging mounts found"));
 		for (auto step : {&Discovery::list_scan_dirs, &Discovery::choose_version, &Discovery::select_entries,
 				  &Discovery::add_libraries, &Discovery::add_helpers, &Discovery::add_firmware, &Discovery::add_graphics_configs,
-				  &Discovery::check_firmware, &Discovery::check_native, &Discovery::add_wine_dlls, &Discovery::check_closure})
+				  &Discovery::check_firmware, &Discovery::check_native, &Discovery::add_wine_dlls, &Discovery::add_optix_data, &Discovery::check_closure})
 			if (auto r = (this->*step)(); !r)
 				return fail(r.error());
 		for (auto &[dest, f] : by_dest_)
@@ -643,6 +654,40 @@ private:
 				}
 			}
 		}
+		return {};
+	}
+
+	// 5e. nvoptix.bin (OPTIX_DATA), when the root has libnvoptix.so.<version>: first beside it, then
+	// where a tree is the host's share directory. The file is the library's own version's: one beside
+	// a library of another version is never taken (a staging tree holds one version's files).
+	Result<void> add_optix_data()
+	{
+		if (!in_.optix_data || by_dest_.count(OPTIX_DATA_DEST))
+			return {};
+		auto lib = by_dest_.find("lib/" + out_.multiarch + "/libnvoptix.so." + out_.version);
+		if (lib == by_dest_.end())
+			return {};  // no OptiX in this driver's staged files: nothing reads the data
+		std::vector<std::pair<std::size_t, std::string>> candidates{
+			{lib->second.source.tree, fs::join(fs::dirname(lib->second.source.rel) == "." ? "" : fs::dirname(lib->second.source.rel), OPTIX_DATA)}};
+		for (std::size_t t = 0; t < st_.trees().size(); t++)
+			for (const char *rel : OPTIX_DATA_IN_SHARE)
+				candidates.emplace_back(t, rel);
+		for (const auto &[t, rel] : candidates) {
+			auto src = resolve_optional(t, rel, "OptiX data file");
+			if (!src)
+				continue;
+			const std::string display = src->display;
+			if (!S_ISREG(src->st.st_mode) || static_cast<std::uint64_t>(src->st.st_size) > MAX_OPTIX_DATA_BYTES) {
+				out_.warnings.push_back("Skipping " + display + ": " +
+							(S_ISREG(src->st.st_mode) ? "larger than " + format_bytes(MAX_OPTIX_DATA_BYTES) : "not a regular file"));
+				continue;
+			}
+			add(DriverFile{FileKind::Data, OPTIX_DATA_DEST, std::move(*src), std::nullopt, {}});
+			return {};
+		}
+		out_.warnings.push_back(lib->second.source.display + " is in the root but its " + OPTIX_DATA +
+					" is not in the staging mounts: OptiX fails in containers; bind the host directory that holds it "
+					"(/usr/share/nvidia, or the one beside libnvoptix on Debian)");
 		return {};
 	}
 

@@ -59,6 +59,7 @@ struct DiscoveryInput {
 	const Staging *staging = nullptr;
 	std::optional<std::string> kernel_version;  // chooses among several staged versions
 	DiscoveryCache *cache = nullptr;     // optional memo of listings and ELF facts
+	bool optix_data = true;              // copy nvoptix.bin with libnvoptix (config `nvoptix`)
 };
 
 Result<DriverSet> discover_driver(const DiscoveryInput &in);

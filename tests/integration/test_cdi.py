@@ -255,6 +255,62 @@ class TestGolden(CdiCase):
         self.assertNotIn("wine/nvngx.dll", open(m.p(SPEC)).read())
         self.assertIn("wine/_nvngx.dll", open(m.p(SPEC)).read())
 
+    OPTIX_DATA = bytes.fromhex("7ada0700204e00000013010000000000") * 256  # the real file's first bytes, repeated
+
+    def optix_machine(self, layout):
+        """libnvoptix1 as Debian installs it (dpkg -c: nvidia/current/{libnvoptix.so.<v>, libnvoptix.so.1,
+        nvoptix.bin}), or as Ubuntu does (the library in the lib dir, the data in /usr/share/nvidia,
+        which the host binds as a staging tree of its own)."""
+        m = MachineRoot(self)
+        m.stage_all(V1, layout=layout)
+        m.set_proc_version(V1)
+        m.add_control_nodes()
+        m.add_gpu(0, "0000:18:00.0", "GPU-00000000-1111-2222-3333-444455556666")
+        lib = m.p("/run/host-nvidia/0/nvidia/current" if layout == "debian" else "/run/host-nvidia/0")
+        shutil.copy(fixture(f"libnvoptix.so.{V1}"), lib)
+        os.symlink(f"libnvoptix.so.{V1}", os.path.join(lib, "libnvoptix.so.1"))
+        data = lib if layout == "debian" else m.p("/run/host-nvidia/3")
+        os.makedirs(data, exist_ok=True)
+        with open(os.path.join(data, "nvoptix.bin"), "wb") as f:
+            f.write(self.OPTIX_DATA)
+        return m
+
+    def test_optix_data_goes_with_libnvoptix(self):
+        """Issue 25, item 1: nvoptix.bin, which libnvoptix reads from /usr/share/nvidia: Debian ships it
+        beside the library, Ubuntu in /usr/share/nvidia."""
+        for layout in ("debian", "ubuntu"):
+            m = self.optix_machine(layout)
+            r = m.setup()
+            self.assertEqual(r.returncode, 0, r.stderr)
+            spec = open(m.p(SPEC)).read()
+            self.assertSchemaValid(spec)
+            self.assertIn("hostPath: /run/nvidia/driver/usr/share/nvidia/nvoptix.bin\n"
+                          "      containerPath: /usr/share/nvidia/nvoptix.bin\n", spec, layout)
+            self.assertIn(f"containerPath: /lib/{ARCH}/libnvoptix.so.{V1}\n", spec)
+            with open(m.p("/run/nvidia/driver/usr/share/nvidia/nvoptix.bin"), "rb") as f:
+                self.assertEqual(f.read(), self.OPTIX_DATA, layout)  # a copy: a host upgrade does not change it
+            self.assertEqual(m.run("verify").returncode, 0, layout)
+
+    def test_optix_data_is_left_out_without_its_library_or_when_switched_off(self):
+        m = self.optix_machine("ubuntu")
+        m.config("nvoptix: false\n")
+        r = m.setup()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        spec = open(m.p(SPEC)).read()
+        self.assertNotIn("nvoptix.bin", spec)
+        self.assertIn(f"libnvoptix.so.{V1}", spec)  # the library stays: only the 134 MB of data go
+        # No libnvoptix of this driver: nothing reads the file, which is not copied.
+        m = self.optix_machine("ubuntu")
+        os.unlink(m.p(f"/run/host-nvidia/0/libnvoptix.so.{V1}"))
+        self.assertEqual(m.setup().returncode, 0)
+        self.assertNotIn("nvoptix", open(m.p(SPEC)).read())
+        # The library without its data: said, the run goes on.
+        m = self.optix_machine("ubuntu")
+        os.unlink(m.p("/run/host-nvidia/3/nvoptix.bin"))
+        r = m.setup()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("its nvoptix.bin is not in the staging mounts: OptiX fails in containers", r.stderr)
+
     def ipc_machine(self):
         import socket
         m = MachineRoot(self).standard(gpus=1)
