@@ -94,13 +94,14 @@ DevCharLinks ensure_dev_char_links(const Context &ctx, const std::vector<DeviceN
 		const std::string display = std::string(DEV_CHAR) + "/" + name;
 		const std::string target = link_target(n.path);
 		const dev_t dev = ::makedev(n.major, n.minor);
+		// The common case first, one call: the link is there and leads to the node.
+		if (leads_to(dir->get(), name, dev)) {
+			r.present++;
+			continue;
+		}
 		struct stat st{};
 		const bool exists = ::fstatat(dir->get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
 		if (exists) {
-			if (leads_to(dir->get(), name, dev)) {
-				r.present++;
-				continue;
-			}
 			const std::string current = S_ISLNK(st.st_mode) ? read_link(dir->get(), name) : std::string();
 			if (!S_ISLNK(st.st_mode) || !ours_in_form(current)) {
 				r.warnings.push_back("Leaving " + display + " alone: it was not made for an NVIDIA node and does not lead to " +

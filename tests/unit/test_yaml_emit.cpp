@@ -22,6 +22,10 @@ TEST_CASE("the fast emitter writes exactly what yaml-cpp writes", "[yaml]")
 			"g":"quote\"s","h":"yes","i":"null","j":"~","k":" lead","l":"trail ","m":"*alias","n":"&anchor","o":"!tag",
 			"p":"{flow}","q":"[seq]","r":"%pct","s":"@at","t":"`tick","u":"123","v":"12.5","w":"ünïcode","x":[[1,2],[]],
 			"y":{},"z":[{"k":{"deep":[1]}}],"mig":"1:0","mig2":"12:34","time":"1:2: x","v2":"1:\"q"})"),
+		// Relative link targets (create-symlinks) take the fast path: yaml-cpp writes them plain too.
+		ordered_json::parse(R"({"a":"../card1::/dev/dri/by-path/pci-0000:18:00.0-card","b":"./x","c":"../a: b","d":"..",
+			"e":".inf","f":"../#x","g":"./","h":"../x y","i":"--link","j":"--host-driver-version=535.1","k":"---","l":"--",
+			"m":"-x","n":"--a b","o":"--x: y"})"),
 	};
 	for (const auto &d : docs) {
 		INFO(d.dump());
