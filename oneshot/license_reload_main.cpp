@@ -3,6 +3,8 @@
 #include "build_config.h"
 #include "config.hpp"
 #include "context.hpp"
+#include "bounded_parse.hpp"
+#include "gridd_journal.hpp"
 #include "license_metrics.hpp"
 #include "license_reload.hpp"
 #include "lock.hpp"
@@ -72,13 +74,45 @@ bool pid_alive(std::uint32_t pid)
 struct Args {
 	std::string root, config;
 	bool boot = false;
+	bool npd = false;  // node-problem-detector's custom plugin: NvidiaLicenseNotAcquired
 };
+
+// node-problem-detector's custom plugin protocol (exit 0 OK, 1 the condition is true, 2 unknown; one
+// line of at most 80 characters): NvidiaLicenseNotAcquired is true when nvidia-gridd has run
+// unlicensed or pending for longer than licensing.not_acquired_after. Reads what the reloader's last
+// run recorded; it observes, and so does this: nothing is restarted for it.
+int npd_license(const Context &ctx)
+{
+	const std::string &state_dir = ctx.config.licensing.state_dir;
+	auto dir = fs::open_dir(ctx.real(state_dir));
+	if (!dir) {
+		std::printf("unknown: no license state (licensing is not set up here)\n");
+		return 0;
+	}
+	if (auto t = fs::check_trusted(dir->get(), state_dir, /*directory=*/true); !t) {
+		std::printf("unknown: %s\n", printable(t.error().message).substr(0, 70).c_str());
+		return 2;
+	}
+	const LicenseCounters c = read_license_counters(ctx, dir->get());
+	const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+	const double age = c.license_since > 0 && now > c.license_since ? now - c.license_since : 0;
+	const auto minutes = [](double s) { return std::to_string(static_cast<long long>(s / 60)) + "m"; };
+	const char *state = license_state_name(c.license);
+	if (c.license == LicenseState::Unlicensed || c.license == LicenseState::Pending) {
+		const double limit = std::chrono::duration<double>(ctx.config.licensing.not_acquired_after).count();
+		std::printf("%s for %s (condition after %s)\n", state, minutes(age).c_str(), minutes(limit).c_str());
+		return age >= limit ? 1 : 0;
+	}
+	std::printf("%s for %s\n", state, minutes(age).c_str());
+	return 0;
+}
 
 // 0 to go on, -1 for a clean exit (--help, --version), else the exit status.
 int parse_args(int argc, char **argv, Args &a)
 {
 	static const option opts[] = {{"root", required_argument, nullptr, 'r'}, {"config", required_argument, nullptr, 'c'},
 				      {"boot", no_argument, nullptr, 'b'},       {"help", no_argument, nullptr, 'h'},
+				      {"npd", no_argument, nullptr, 'n'},
 				      {"version", no_argument, nullptr, 'V'},    {nullptr, 0, nullptr, 0}};
 	opterr = 0;
 	for (int c; (c = getopt_long(argc, argv, "h", opts, nullptr)) >= 0;) {
@@ -86,10 +120,13 @@ int parse_args(int argc, char **argv, Args &a)
 		case 'r': a.root = optarg; break;
 		case 'c': a.config = optarg; break;
 		case 'b': a.boot = true; break;
+		case 'n': a.npd = true; break;
 		case 'h':
-			std::printf("Usage: unbounded-nvidia-license-reload [--root DIR] [--config FILE] [--boot]\n\n"
+			std::printf("Usage: unbounded-nvidia-license-reload [--root DIR] [--config FILE] [--boot | --npd]\n\n"
 				    "Applies rotated vGPU licensing files by restarting nvidia-gridd alone.\n"
 				    "--boot installs them before nvidia-gridd's first start: no jitter, no restart.\n"
+				    "--npd answers node-problem-detector: has nvidia-gridd run without a license for\n"
+				    "longer than licensing.not_acquired_after (exit 1), or not (exit 0)?\n"
 				    "Environment: VGPU_LICENSE_AUTO_RELOAD (anything but 'true' switches it off),\n"
 				    "VGPU_LICENSE_RELOAD_INTERVAL (seconds, used by the generator for the timer).\n");
 			return -1;
@@ -130,6 +167,9 @@ int run(int argc, char **argv)
 	for (const auto &w : apply_license_environment(ctx.config.licensing, license_environment("", env_warnings)))
 		log::warning(w);
 
+	if (args.npd)
+		return npd_license(ctx);
+
 	struct sigaction sa{};
 	sa.sa_handler = on_signal;
 	::sigaction(SIGTERM, &sa, nullptr);
@@ -152,6 +192,7 @@ int run(int argc, char **argv)
 	}
 	ReloadSeams seams{sleep_unless_stopped, sleep_through, random_below, pid_alive, [] { return stop_flag.load(); }, nullptr};
 	Result<ReloadReport> report = ReloadReport{};
+	std::optional<GriddView> gridd;  // none at boot: nvidia-gridd has not started yet
 	if (boot) {
 		NoUnitManager none;
 		report = LicenseReloader(ctx, none, seams).install_at_boot();
@@ -162,13 +203,17 @@ int run(int argc, char **argv)
 			return EXIT_NOT_READY;
 		}
 		report = LicenseReloader(ctx, **units, seams).run();
+		// After the run, whatever it did: the state of the nvidia-gridd that runs now. Observed
+		// only, and after every decision of the run is taken (README: licensing you can see).
+		if (report)
+			gridd = observe_gridd(ctx, **units);
 	}
 	if (!report) {
 		log::error(report.error().message);
 		notify_status("Failed: " + report.error().message);
 		return report.error().exit_code;
 	}
-	record_license_metrics(ctx, state->get(), report->outcome);
+	record_license_metrics(ctx, state->get(), report->outcome, gridd);
 	notify_status(std::string("Last run: ") + outcome_name(report->outcome) +
 		      (report->restarts ? ", " + std::to_string(report->restarts) + " nvidia-gridd restart(s)" : ""));
 	switch (report->outcome) {

@@ -36,6 +36,9 @@ struct LicensingConfig {
 	Millis reload_interval{30'000};
 	Millis settle_time{5'000};
 	Millis stop_timeout{60'000};
+	// node-problem-detector's NvidiaLicenseNotAcquired: nvidia-gridd running unlicensed or pending this
+	// long (half the 20-minute grace period by default). Observed only: nothing acts on it.
+	Millis not_acquired_after{600'000};
 };
 
 // The refresh path (unbounded-nvidia-refresh.{path,timer,service}): applies host driver changes while

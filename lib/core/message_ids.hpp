@@ -17,5 +17,10 @@ inline constexpr const char *CDI_SPEC_REMOVED = "d35cfe781ba94c2293fcd820d99139a
 inline constexpr const char *LICENSE_APPLIED = "bcafdef73f1d4c3aba44e70fd75ca0d6";
 inline constexpr const char *LICENSE_ROLLED_BACK = "60946feb744847e99a94e6d6a04d7df9";
 inline constexpr const char *LICENSE_FAILED = "9628df5a7bc046b99b9ed4dc36ba15a6";
+// nvidia-gridd's license state, logged by the reloader when it changes (license_state.hpp).
+inline constexpr const char *LICENSE_ACQUIRED = "1ffeb0bd3c444ea7a8826604fb437cd2";
+inline constexpr const char *LICENSE_NOT_ACQUIRED = "3287c0ed1ead40f7a65c4c30fa39ca8e";
+inline constexpr const char *LICENSE_PENDING = "d070255f69604d838112fbf343ba872d";
+inline constexpr const char *LICENSE_STATE_UNKNOWN = "03ce822d9b7b4d55b912d577223ee0cc";
 
 }  // namespace unbounded::message_id

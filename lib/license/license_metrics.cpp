@@ -2,10 +2,12 @@
 
 #include "fs.hpp"
 #include "log.hpp"
+#include "message_ids.hpp"
 #include "metrics.hpp"
 
 #include <chrono>
 #include <cstdlib>
+#include <ctime>
 
 namespace unbounded {
 namespace {
@@ -17,6 +19,46 @@ constexpr ReloadOutcome ALL_OUTCOMES[] = {
 	ReloadOutcome::Interrupted, ReloadOutcome::Installed, ReloadOutcome::Verified,
 };
 
+const char *license_state_message_id(LicenseState s)
+{
+	switch (s) {
+	case LicenseState::Licensed: return message_id::LICENSE_ACQUIRED;
+	case LicenseState::Unlicensed: return message_id::LICENSE_NOT_ACQUIRED;
+	case LicenseState::Pending: return message_id::LICENSE_PENDING;
+	case LicenseState::Unknown: break;
+	}
+	return message_id::LICENSE_STATE_UNKNOWN;
+}
+
+std::string utc_text(double unix_seconds)
+{
+	const std::time_t t = static_cast<std::time_t>(unix_seconds);
+	std::tm tm{};
+	::gmtime_r(&t, &tm);
+	char buf[32];
+	std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S UTC", &tm);
+	return buf;
+}
+
+std::string license_state_sentence(const LicenseCounters &c)
+{
+	const std::string rotation = c.license_rotation > 0 ? " after the rotation applied at " + utc_text(c.license_rotation) : "";
+	switch (c.license) {
+	case LicenseState::Licensed:
+		return "nvidia-gridd holds a license" + rotation +
+		       (c.license_expiry > 0 ? ", until " + utc_text(c.license_expiry) : std::string()) + ".";
+	case LicenseState::Unlicensed:
+		return "nvidia-gridd is running without a license" + rotation +
+		       " (it failed to acquire one, or lost it): compute is throttled once the grace period ends. "
+		       "Nothing is restarted for this; check the licensing Secret and the license server.";
+	case LicenseState::Pending:
+		return "nvidia-gridd has started and not yet said whether it holds a license" + rotation + ".";
+	case LicenseState::Unknown:
+		break;
+	}
+	return "Whether nvidia-gridd holds a license is unknown: it is not running, or its journal cannot be read.";
+}
+
 }  // namespace
 
 std::string LicenseCounters::serialize() const
@@ -25,6 +67,12 @@ std::string LicenseCounters::serialize() const
 	for (const auto &[outcome, n] : runs)
 		s += "runs " + outcome + " " + std::to_string(static_cast<long long>(n)) + "\n";
 	s += "last_applied " + std::to_string(static_cast<long long>(last_applied)) + "\n";
+	if (!applied_invocation.empty())
+		s += "applied_invocation " + applied_invocation + "\n";
+	s += std::string("license ") + license_state_name(license) + "\n";
+	s += "license_since " + std::to_string(static_cast<long long>(license_since)) + "\n";
+	s += "license_expiry " + std::to_string(static_cast<long long>(license_expiry)) + "\n";
+	s += "license_rotation " + std::to_string(static_cast<long long>(license_rotation)) + "\n";
 	return s;
 }
 
@@ -43,13 +91,40 @@ LicenseCounters LicenseCounters::parse(std::string_view text)
 			for (auto o : ALL_OUTCOMES)  // only names we know: nothing from the file reaches a label
 				if (outcome == outcome_name(o) && end && *end == '\0' && n >= 0)
 					c.runs[outcome] = n;
-		} else if (line.starts_with("last_applied ")) {
-			const double t = std::strtod(line.c_str() + 13, &end);
-			if (end && *end == '\0' && t >= 0)
+		} else if (auto sp = line.find(' '); sp != std::string::npos) {
+			const std::string key = line.substr(0, sp), value = line.substr(sp + 1);
+			const double t = std::strtod(value.c_str(), &end);
+			const bool number = end && *end == '\0' && !value.empty() && t >= 0;
+			if (key == "last_applied" && number)
 				c.last_applied = t;
+			else if (key == "license_since" && number)
+				c.license_since = t;
+			else if (key == "license_expiry" && number)
+				c.license_expiry = t;
+			else if (key == "license_rotation" && number)
+				c.license_rotation = t;
+			else if (key == "license")
+				c.license = license_state_from_name(value).value_or(LicenseState::Unknown);
+			else if (key == "applied_invocation" && value.size() == 32 &&
+				 value.find_first_not_of("0123456789abcdef") == std::string::npos)
+				c.applied_invocation = value;
 		}
 	}
 	return c;
+}
+
+std::optional<LicenseState> apply_license_view(LicenseCounters &c, const GriddView &view, double now_seconds)
+{
+	const LicenseObservation &o = view.observation;
+	const LicenseState before = c.license;
+	c.license = o.state;
+	c.license_expiry = o.state == LicenseState::Licensed && o.expiry ? static_cast<double>(*o.expiry) : 0;
+	// The rotation this state belongs to: the one whose restart began the nvidia-gridd run observed.
+	c.license_rotation = !view.invocation_id.empty() && view.invocation_id == c.applied_invocation ? c.last_applied : 0;
+	if (before == o.state && c.license_since > 0)
+		return std::nullopt;
+	c.license_since = o.since_usec ? static_cast<double>(o.since_usec / 1000000) : now_seconds;
+	return before;
 }
 
 std::string license_metrics_text(const LicenseCounters &c, double now_seconds)
@@ -63,19 +138,51 @@ std::string license_metrics_text(const LicenseCounters &c, double now_seconds)
 	m.gauge("unbounded_nvidia_license_last_run_timestamp_seconds", "When the license reloader last ran (Unix time)", now_seconds);
 	m.gauge("unbounded_nvidia_license_last_applied_timestamp_seconds",
 		"When rotated licensing files were last applied (Unix time, 0 for never)", c.last_applied);
+	for (auto s : ALL_LICENSE_STATES)
+		m.gauge("unbounded_nvidia_license_state", "Whether nvidia-gridd holds a license, from its journal (1 for the current state)",
+			c.license == s ? 1 : 0, {{"state", license_state_name(s)}});
+	m.gauge("unbounded_nvidia_license_state_since_seconds", "When the current license state began (Unix time)", c.license_since);
+	if (c.license == LicenseState::Licensed && c.license_expiry > 0)
+		m.gauge("unbounded_nvidia_license_expiry_timestamp_seconds", "When the license nvidia-gridd holds expires (Unix time)",
+			c.license_expiry);
+	m.gauge("unbounded_nvidia_license_state_rotation_timestamp_seconds",
+		"The applied rotation (its last_applied time) whose nvidia-gridd restart the state is of, 0 for none", c.license_rotation);
 	return m.text();
 }
 
-void record_license_metrics(const Context &ctx, int state_fd, ReloadOutcome outcome)
+LicenseCounters read_license_counters(const Context &ctx, int state_fd)
+{
+	const std::string state_display = fs::join(ctx.config.licensing.state_dir, COUNTERS_FILE);
+	if (auto text = fs::read_file_at(state_fd, COUNTERS_FILE, state_display, 64 * 1024))
+		return LicenseCounters::parse(*text);
+	return {};
+}
+
+void record_license_metrics(const Context &ctx, int state_fd, ReloadOutcome outcome, const std::optional<GriddView> &view)
 {
 	const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 	const std::string state_display = fs::join(ctx.config.licensing.state_dir, COUNTERS_FILE);
-	LicenseCounters c;
-	if (auto text = fs::read_file_at(state_fd, COUNTERS_FILE, state_display, 64 * 1024))
-		c = LicenseCounters::parse(*text);
+	LicenseCounters c = read_license_counters(ctx, state_fd);
 	c.runs[outcome_name(outcome)] += 1;
-	if (outcome == ReloadOutcome::Applied)
+	if (outcome == ReloadOutcome::Applied) {
 		c.last_applied = now;
+		c.applied_invocation = view ? view->invocation_id : std::string();
+	}
+	if (view)
+		if (auto before = apply_license_view(c, *view, now)) {
+			// Only the state, its times and the rotation's time: never a server, product or token.
+			log::Fields fields{{"MESSAGE_ID", license_state_message_id(c.license)},
+					   {"UNBOUNDED_NVIDIA_LICENSE_STATE", license_state_name(c.license)},
+					   {"UNBOUNDED_NVIDIA_LICENSE_PREVIOUS_STATE", license_state_name(*before)},
+					   {"UNBOUNDED_NVIDIA_LICENSE_ROTATION", std::to_string(static_cast<long long>(c.license_rotation))}};
+			if (c.license_expiry > 0)
+				fields.push_back({"UNBOUNDED_NVIDIA_LICENSE_EXPIRY", std::to_string(static_cast<long long>(c.license_expiry))});
+			const std::string what = license_state_sentence(c);
+			if (c.license == LicenseState::Unlicensed)
+				log::warning(what, fields);
+			else
+				log::notice(what, fields);
+		}
 	if (auto w = fs::write_file_atomic_at(state_fd, COUNTERS_FILE, state_display, c.serialize(),
 					      {.mode = 0600, .fsync = false, .skip_if_unchanged = false});
 	    !w)

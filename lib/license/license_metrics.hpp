@@ -1,10 +1,12 @@
 // The license reloader's metrics for node_exporter's textfile collector
 // (unbounded-nvidia-license.prom in metrics_dir): runs by outcome as counters kept across runs in
-// the state directory, the last run and the last applied rotation. Never fails a run.
+// the state directory, the last run and the last applied rotation, and whether nvidia-gridd holds a
+// license (license_state.hpp), since when, until when, and for which rotation. Never fails a run.
 #pragma once
 
 #include "context.hpp"
 #include "license_reload.hpp"
+#include "license_state.hpp"
 
 #include <map>
 #include <string>
@@ -14,12 +16,31 @@ namespace unbounded {
 struct LicenseCounters {
 	std::map<std::string, double> runs;  // outcome -> runs
 	double last_applied = 0;             // Unix time of the last applied rotation, 0 when none
+	std::string applied_invocation;      // nvidia-gridd's invocation ID right after that rotation
+	LicenseState license = LicenseState::Unknown;
+	double license_since = 0;            // Unix time the state began
+	double license_expiry = 0;           // Unix time, licensed with a known expiry only
+	double license_rotation = 0;         // last_applied when the state is of the run that rotation started
 	std::string serialize() const;
 	static LicenseCounters parse(std::string_view text);  // unknown or damaged lines are dropped
 };
 
+// What one look at nvidia-gridd found: its run and what its journal says.
+struct GriddView {
+	std::string invocation_id;
+	LicenseObservation observation;
+};
+
+// Takes `view` into the counters; returns the state before when it changed (one journal message per
+// change, never per run).
+std::optional<LicenseState> apply_license_view(LicenseCounters &c, const GriddView &view, double now_seconds);
+
 std::string license_metrics_text(const LicenseCounters &c, double now_seconds);
-// Counts `outcome` in the state directory `state_fd` and writes the metrics file.
-void record_license_metrics(const Context &ctx, int state_fd, ReloadOutcome outcome);
+// Counts `outcome` in the state directory `state_fd`, takes the license state from `view` (none at
+// boot: nvidia-gridd has not started), logs a state change, and writes the metrics file.
+void record_license_metrics(const Context &ctx, int state_fd, ReloadOutcome outcome, const std::optional<GriddView> &view);
+
+// The last recorded license state, for `--npd` (node-problem-detector): read from the state directory.
+LicenseCounters read_license_counters(const Context &ctx, int state_fd);
 
 }  // namespace unbounded

@@ -242,16 +242,56 @@ class TestNodeProblemDetector(FleetCase):
         self.assertEqual(config["plugin"], "custom")
         self.assertEqual(config["pluginConfig"]["max_output_length"], 80)
         conditions = {c["type"] for c in config["conditions"]}
-        self.assertEqual(conditions, {"NvidiaDriverNotReady", "NvidiaHostRebootPending"})
+        self.assertEqual(conditions, {"NvidiaDriverNotReady", "NvidiaHostRebootPending", "NvidiaLicenseNotAcquired"})
         reasons = [(r["condition"], r["reason"]) for r in config["rules"]]
         self.assertEqual(len(set(reasons)), len(reasons), "a reason per outcome")
+        binaries = {"/usr/bin/unbounded-nvidia-setup": SETUP, "/usr/libexec/unbounded-nvidia/unbounded-nvidia-license-reload": LICENSE_BIN}
         for rule in config["rules"]:
             self.assertIn(rule["condition"], conditions)
-            self.assertEqual(rule["path"], "/usr/bin/unbounded-nvidia-setup")
-            self.assertEqual(rule["args"][0], "verify")
+            self.assertIn(rule["path"], binaries)
+            if rule["path"] == "/usr/bin/unbounded-nvidia-setup":
+                self.assertEqual(rule["args"][0], "verify")
             # the arguments are ones the binary accepts
             m = self.machine()
-            self.assertIn(m.run(*rule["args"]).returncode, (0, 1))
+            self.assertIn(m.run(*rule["args"], binary=binaries[rule["path"]]).returncode, (0, 1))
+
+
+class TestLicenseCondition(unittest.TestCase):
+    """Issue 28: node-problem-detector's NvidiaLicenseNotAcquired, from what the reloader last recorded:
+    true once nvidia-gridd has run unlicensed or pending longer than licensing.not_acquired_after."""
+
+    def npd(self, m):
+        r = subprocess.run([LICENSE_BIN, "--root", m.path, "--npd"], capture_output=True, text=True)
+        self.assertEqual(r.stdout.count("\n"), 1, r.stdout)
+        self.assertLessEqual(len(r.stdout.strip()), 80)
+        return r.returncode, r.stdout.strip()
+
+    def state(self, m, state, age_s):
+        d = m.p("/var/lib/unbounded-nvidia/license")
+        os.makedirs(d, mode=0o700, exist_ok=True)
+        write(os.path.join(d, "metrics.state"), f"license {state}\nlicense_since {int(time.time()) - age_s}\n")
+
+    def test_the_condition_follows_the_recorded_state_and_its_age(self):
+        m = MachineRoot(self)
+        self.assertEqual(self.npd(m), (0, "unknown: no license state (licensing is not set up here)"))
+        self.state(m, "licensed", 3600)
+        self.assertEqual(self.npd(m), (0, "licensed for 60m"))
+        self.state(m, "pending", 120)
+        self.assertEqual(self.npd(m), (0, "pending for 2m (condition after 10m)"))
+        self.state(m, "unlicensed", 700)
+        self.assertEqual(self.npd(m), (1, "unlicensed for 11m (condition after 10m)"))
+        m.config("licensing:\n  not_acquired_after: 20m\n")
+        self.assertEqual(self.npd(m)[0], 0)
+        self.state(m, "pending", 1300)
+        self.assertEqual(self.npd(m), (1, "pending for 21m (condition after 20m)"))
+
+    def test_a_state_anyone_could_have_written_is_not_believed(self):
+        m = MachineRoot(self)
+        self.state(m, "licensed", 60)
+        os.chmod(m.p("/var/lib/unbounded-nvidia/license"), 0o777)
+        rc, line = self.npd(m)
+        self.assertEqual(rc, 2)
+        self.assertTrue(line.startswith("unknown: "), line)
 
 
 class TestAlertRules(unittest.TestCase):
@@ -260,7 +300,7 @@ class TestAlertRules(unittest.TestCase):
         r = subprocess.run([promtool, "check", "rules", os.path.join(FLEET, "unbounded-nvidia.rules.yml")],
                            capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        self.assertIn("SUCCESS: 6 rules found", r.stdout)
+        self.assertIn("SUCCESS: 7 rules found", r.stdout)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 import sys
 import unittest
 
@@ -552,6 +553,100 @@ systemctl show -p ActiveState --value nvidia-gridd.service > $out/gridd-state
         self.assertIn("token-2", m.read("/var/lib/unbounded-nvidia/license/applied.state"), story)
         self.assertFalse(os.path.exists(m.p("/var/lib/unbounded-nvidia/license/restarting.state")))
         self.assertEqual(m.read("/etc/nvidia/ClientConfigToken/client_configuration_token.tok"), "token-2")
+
+    def test_the_license_state_follows_what_nvidia_gridd_says_and_nothing_acts_on_it(self):
+        """Issue 28: the stand-in nvidia-gridd logs through the journal as the real one does. Licensed at
+        boot; a rotation to a token its license server refuses is applied (the daemon stays up, which is
+        all a rotation is judged by) and the state turns unlicensed, with the rotation recorded; after a
+        rotation to a good token, licensed again. One MESSAGE_ID per change, the metrics and the
+        node-problem-detector condition follow, and nothing is restarted because of the state."""
+        m = self.licensed_machine("license-state")
+        self.projected(m, "v2", "FeatureType=1\nServerAddress=nls-a\n", "token-2-REFUSED")
+        self.projected(m, "v3", "FeatureType=1\nServerAddress=nls-a\n", "token-3")
+        m.write("/etc/unbounded/nvidia.yaml", LICENSE_CONFIG + "  not_acquired_after: 3s\n")
+        metrics = "/var/lib/prometheus/node-exporter/unbounded-nvidia-license.prom"
+        os.makedirs(m.p(os.path.dirname(metrics)))  # node_exporter's textfile directory, as its package makes it
+        m.boot(f"""
+log=$out/gridd.log
+swap() {{
+	ln -s "..$1" /run/host-nvidia-licensing/..data_tmp
+	mv -T /run/host-nvidia-licensing/..data_tmp /run/host-nvidia-licensing/..data
+}}
+settled() {{  # the reloader has observed state $1 (a run after nvidia-gridd said it)
+	wait_for 30 grep -q "unbounded_nvidia_license_state{{state=\\"$1\\"}} 1" {metrics}
+}}
+npd() {{ /usr/libexec/unbounded-nvidia/unbounded-nvidia-license-reload --npd > $out/npd-$1; echo "rc=$?" >> $out/npd-$1; }}
+settled licensed
+cp {metrics} $out/licensed.prom
+npd licensed
+swap v2
+wait_for 30 sh -c "[ \\$(grep -c '^start ' /var/lib/standin/gridd.log) -ge 2 ]"
+settled unlicensed
+cp {metrics} $out/unlicensed.prom
+npd unlicensed-early
+sleep 5
+npd unlicensed-late
+starts_unlicensed=$(grep -c '^start ' /var/lib/standin/gridd.log)
+sleep 6  # several reloader runs (every 2 s) see the unlicensed daemon: none restarts it
+echo "$starts_unlicensed $(grep -c '^start ' /var/lib/standin/gridd.log)" > $out/starts-while-unlicensed
+swap v3
+wait_for 30 sh -c "[ \\$(grep -c '^start ' /var/lib/standin/gridd.log) -ge 3 ]"
+settled licensed
+cp {metrics} $out/recovered.prom
+npd recovered
+""")
+        story = "\n".join(msg for _, _, msg in m.messages("SYSLOG_IDENTIFIER=unbounded-nvidia-license-reload"))
+        self.assertEqual(m.read("/var/lib/standin/scenario-errors", ""), "", story)
+        ids = {"1ffeb0bd3c444ea7a8826604fb437cd2": "licensed", "3287c0ed1ead40f7a65c4c30fa39ca8e": "unlicensed",
+               "d070255f69604d838112fbf343ba872d": "pending", "03ce822d9b7b4d55b912d577223ee0cc": "unknown"}
+        changes = [e for e in m.journal("SYSLOG_IDENTIFIER=unbounded-nvidia-license-reload") if e.get("MESSAGE_ID") in ids]
+        states = [ids[e["MESSAGE_ID"]] for e in changes]
+        self.assertEqual([s for s in states if s in ("licensed", "unlicensed")], ["licensed", "unlicensed", "licensed"], story)
+        self.assertTrue(all(a != b for a, b in zip(states, states[1:])), f"one message per change, not per run: {states}")
+        for e in changes:
+            self.assertEqual(e["UNBOUNDED_NVIDIA_LICENSE_STATE"], ids[e["MESSAGE_ID"]])
+        unlicensed = next(e for e in changes if ids[e["MESSAGE_ID"]] == "unlicensed")
+        self.assertEqual(unlicensed["PRIORITY"], "4")  # a warning
+        self.assertNotEqual(unlicensed["UNBOUNDED_NVIDIA_LICENSE_ROTATION"], "0", "the rotation it belongs to")
+
+        def values(name):
+            text = m.read(f"/var/lib/standin/{name}.prom")
+            for secret in ("nls-a", "license.example", "token-", "Compute Server"):
+                self.assertNotIn(secret, text)
+            return {line.split()[0]: float(line.split()[1]) for line in text.splitlines() if line and not line.startswith("#")}
+
+        lic, unlic, rec = values("licensed"), values("unlicensed"), values("recovered")
+        self.assertEqual(lic['unbounded_nvidia_license_state{state="licensed"}'], 1)
+        self.assertEqual(lic["unbounded_nvidia_license_expiry_timestamp_seconds"], 1925089445)  # 2031-01-02 03:04:05 UTC
+        self.assertEqual(unlic['unbounded_nvidia_license_state{state="unlicensed"}'], 1)
+        self.assertNotIn("unbounded_nvidia_license_expiry_timestamp_seconds", unlic)
+        # "applied, and then not licensed": the state's rotation is the last applied one
+        self.assertEqual(unlic["unbounded_nvidia_license_state_rotation_timestamp_seconds"],
+                         unlic["unbounded_nvidia_license_last_applied_timestamp_seconds"])
+        self.assertGreater(unlic["unbounded_nvidia_license_last_applied_timestamp_seconds"], 0)
+        self.assertEqual(rec['unbounded_nvidia_license_state{state="licensed"}'], 1)
+        self.assertEqual(rec["unbounded_nvidia_license_state_rotation_timestamp_seconds"],
+                         rec["unbounded_nvidia_license_last_applied_timestamp_seconds"])
+        self.assertGreater(rec["unbounded_nvidia_license_last_applied_timestamp_seconds"],
+                           unlic["unbounded_nvidia_license_last_applied_timestamp_seconds"])
+        promtool = shutil.which("promtool")
+        self.assertIsNotNone(promtool, "promtool is missing: make check installs it (prometheus)")
+        for name in ("licensed", "unlicensed", "recovered"):
+            r = subprocess.run([promtool, "check", "metrics"], input=m.read(f"/var/lib/standin/{name}.prom"),
+                               capture_output=True, text=True)
+            self.assertEqual((r.returncode, r.stdout + r.stderr), (0, ""), name)
+
+        npd = {n: m.read(f"/var/lib/standin/npd-{n}").splitlines() for n in ("licensed", "unlicensed-early", "unlicensed-late", "recovered")}
+        self.assertTrue(npd["licensed"][0].startswith("licensed for "), npd)
+        self.assertEqual(npd["licensed"][1], "rc=0")
+        self.assertEqual(npd["unlicensed-late"][1], "rc=1", npd)
+        self.assertIn("unlicensed for", npd["unlicensed-late"][0])
+        self.assertEqual(npd["recovered"][1], "rc=0")
+        # Observe, never act: the unlicensed daemon was left running.
+        before, after = m.read("/var/lib/standin/starts-while-unlicensed").split()
+        self.assertEqual(before, after, story)
+        for secret in ("nls-a.license.example", "token-2-REFUSED", "Compute Server"):
+            self.assertNotIn(secret, story)
 
     def test_rotation_touch_and_rollback(self):
         m = self.gpu_machine("license")

@@ -4,6 +4,7 @@
 
 #include "unit_manager.hpp"
 
+#include <cstdio>
 #include <functional>
 #include <optional>
 #include <set>
@@ -36,7 +37,10 @@ public:
 			pid = 0;
 			active = "failed";
 		}
-		return UnitStatus{active, active == "active" ? "running" : "dead", pid, kill_signal, send_sigkill};
+		char id[33];
+		std::snprintf(id, sizeof(id), "%032x", pid);  // a run of the daemon: one per PID here
+		return UnitStatus{active, active == "active" ? "running" : "dead", pid, kill_signal, send_sigkill,
+				  active == "active" ? std::string(id) : std::string(), 0};
 	}
 	Result<void> stop(const std::string &unit, Millis timeout) override
 	{
