@@ -18,7 +18,6 @@ Usage: bench/cdi_bench.py [BUILD_DIR]   (run `make build` first)
 import json
 import os
 import shutil
-import socket
 import statistics
 import tempfile
 
@@ -74,13 +73,7 @@ def everything(m):
             make_chardev(m.p(f"/dev/dri/{node}"), 226, minor)
     write(m.p("/usr/bin/nvidia-cdi-hook"), fake_hook(["create-symlinks", "update-ldcache", "enable-cuda-compat",
                                                       "disable-device-node-modification"]), 0o755)
-    socks = []
-    for path in ("/run/nvidia-persistenced/socket", "/run/nvidia-fabricmanager/socket"):
-        os.makedirs(os.path.dirname(m.p(path)))
-        s = socket.socket(socket.AF_UNIX)
-        s.bind(m.p(path))
-        socks.append(s)
-    os.makedirs(m.p("/tmp/nvidia-mps"), mode=0o755)
+    socks = m.add_ipc()
     lib = m.p("/run/host-nvidia/0")
     for name in ("libnvidia-api.so.1", f"libnvoptix.so.{V1}"):
         shutil.copy(fixture(name), lib)

@@ -284,6 +284,20 @@ class MachineRoot:
               f"{self.IMEX_MAJOR} nvidia-caps-imex-channels\n{self.CAPS_MAJOR} nvidia-caps\n509 nvidia-uvm\n{extra}"
               "\nBlock devices:\n  7 loop\n  8 sd\n259 blkext\n")
 
+    def add_ipc(self):
+        """nvidia-persistenced's and the fabric manager's sockets (bound: the returned sockets keep them)
+        and the MPS pipe directory, as the daemons leave them."""
+        import socket
+        socks = []
+        for path in ("/run/nvidia-persistenced/socket", "/run/nvidia-fabricmanager/socket"):
+            os.makedirs(os.path.dirname(self.p(path)), exist_ok=True)
+            s = socket.socket(socket.AF_UNIX)
+            s.bind(self.p(path))
+            socks.append(s)
+        os.makedirs(self.p("/tmp/nvidia-mps"), mode=0o755, exist_ok=True)
+        os.chmod(self.p("/tmp/nvidia-mps"), 0o755)
+        return socks
+
     def add_fabric(self, nvswitches=(), gdrcopy=False, gds=()):
         """The nodes an HGX host's nvidia-nvswitch, gdrdrv and nvidia-fs drivers make (root's, 0666 as
         nvidia-modprobe and the drivers' udev rules leave them; nvswitch's are 0600 by its procfs)."""

@@ -42,6 +42,15 @@ class CdiCase(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         return m
 
+    def setup_ok(self, m):
+        r = m.setup()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r
+
+    def read(self, m, path):
+        with open(m.p(path)) as f:
+            return f.read()
+
     def generate(self, m):
         r = m.run("generate-cdi")
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -312,17 +321,9 @@ class TestGolden(CdiCase):
         self.assertIn("its nvoptix.bin is not in the staging mounts: OptiX fails in containers", r.stderr)
 
     def ipc_machine(self):
-        import socket
         m = MachineRoot(self).standard(gpus=1)
-        socks = []
-        for path in ("/run/nvidia-persistenced/socket", "/run/nvidia-fabricmanager/socket"):
-            os.makedirs(os.path.dirname(m.p(path)))
-            s = socket.socket(socket.AF_UNIX)
-            s.bind(m.p(path))
-            socks.append(s)
+        socks = m.add_ipc()
         self.addCleanup(lambda: [s.close() for s in socks])
-        os.makedirs(m.p("/tmp/nvidia-mps"), mode=0o755)
-        os.chmod(m.p("/tmp/nvidia-mps"), 0o755)
         return m
 
     def test_ipc_sockets_present_in_the_machine_are_mounted(self):

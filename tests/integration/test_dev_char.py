@@ -28,10 +28,6 @@ class TestDevCharLinks(CdiCase):
         m.add_fabric(nvswitches=[0], gdrcopy=True)
         return m
 
-    def setup_ok(self, m):
-        r = m.setup()
-        self.assertEqual(r.returncode, 0, r.stderr)
-        return r
 
     def test_every_node_of_every_spec_gets_its_link(self):
         m = self.machine()

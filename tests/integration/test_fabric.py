@@ -25,14 +25,6 @@ class FabricCase(CdiCase):
         os.makedirs(m.p("/run/udev/data"))
         return m
 
-    def setup_ok(self, m):
-        r = m.setup()
-        self.assertEqual(r.returncode, 0, r.stderr)
-        return r
-
-    def read(self, m, path):
-        with open(m.p(path)) as f:
-            return f.read()
 
     def verify(self, m):
         r = m.run("--json", "verify")

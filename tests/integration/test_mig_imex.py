@@ -29,14 +29,6 @@ class MigCase(CdiCase):
             m.add_imex_channels(imex)
         return m
 
-    def setup_ok(self, m):
-        r = m.setup()
-        self.assertEqual(r.returncode, 0, r.stderr)
-        return r
-
-    def read(self, m, path):
-        with open(m.p(path)) as f:
-            return f.read()
 
 
 class TestMigGolden(MigCase):
