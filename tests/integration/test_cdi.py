@@ -291,8 +291,7 @@ class TestGolden(CdiCase):
             m = self.optix_machine(layout)
             r = m.setup()
             self.assertEqual(r.returncode, 0, r.stderr)
-            spec = open(m.p(SPEC)).read()
-            self.assertSchemaValid(spec)
+            spec = self.check(m, f"1-gpu-optix-{layout}.yaml")
             self.assertIn("hostPath: /run/nvidia/driver/usr/share/nvidia/nvoptix.bin\n"
                           "      containerPath: /usr/share/nvidia/nvoptix.bin\n", spec, layout)
             self.assertIn(f"containerPath: /lib/{ARCH}/libnvoptix.so.{V1}\n", spec)
