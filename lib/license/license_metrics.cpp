@@ -6,6 +6,7 @@
 #include "metrics.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <ctime>
 
@@ -94,7 +95,7 @@ LicenseCounters LicenseCounters::parse(std::string_view text)
 		} else if (auto sp = line.find(' '); sp != std::string::npos) {
 			const std::string key = line.substr(0, sp), value = line.substr(sp + 1);
 			const double t = std::strtod(value.c_str(), &end);
-			const bool number = end && *end == '\0' && !value.empty() && t >= 0;
+			const bool number = end && *end == '\0' && !value.empty() && std::isfinite(t) && t >= 0;
 			if (key == "last_applied" && number)
 				c.last_applied = t;
 			else if (key == "license_since" && number)

@@ -122,6 +122,8 @@ TEST_CASE("the kept state changes once per change, keeps its start, and knows th
 	CHECK(back.applied_invocation == c.applied_invocation);
 	CHECK(LicenseCounters::parse("license bogus\napplied_invocation ../../etc\n").license == LicenseState::Unknown);
 	CHECK(LicenseCounters::parse("applied_invocation ../../etc\n").applied_invocation.empty());
+	CHECK(LicenseCounters::parse("license_since inf\nlicense_expiry nan\n").license_since == 0);
+	CHECK(LicenseCounters::parse("license_since inf\nlicense_expiry nan\n").license_expiry == 0);
 }
 
 TEST_CASE("license metrics: one state at 1, the expiry only when licensed, nothing of the server or product", "[license-state]")
