@@ -1,4 +1,5 @@
 #include "config.hpp"
+#include "side_specs.hpp"
 
 #include "bounded_parse.hpp"
 #include "format.hpp"
@@ -218,10 +219,10 @@ Result<void> check_paths(const Ctx &c, const Config &cfg)
 			return fail(c.at_line(line("driver_root"), "driver_root", std::string("must not lie in ") + system_dir + ":"));
 	// Each spec is written, and removed when its devices are gone, on its own: two keys naming one
 	// file would have a run remove what it has just written.
-	const std::pair<const char *, const std::string *> specs[] = {
-		{"cdi_spec", &cfg.cdi_spec}, {"imex_cdi_spec", &cfg.imex_cdi_spec}, {"nvswitch_cdi_spec", &cfg.nvswitch_cdi_spec},
-		{"gdrcopy_cdi_spec", &cfg.gdrcopy_cdi_spec}, {"gds_cdi_spec", &cfg.gds_cdi_spec}};
-	for (std::size_t i = 0; i < std::size(specs); i++)
+	std::vector<std::pair<const char *, const std::string *>> specs{{"cdi_spec", &cfg.cdi_spec}};
+	for (const auto &side : side_specs(cfg))
+		specs.emplace_back(side.key, side.path);
+	for (std::size_t i = 0; i < specs.size(); i++)
 		for (std::size_t j = 0; j < i; j++)
 			if (*specs[i].second == *specs[j].second) {
 				const char *key = c.lines->count(specs[i].first) ? specs[i].first : specs[j].first;
