@@ -6,6 +6,7 @@
 #include "imex.hpp"
 #include "ipc.hpp"
 #include "mig.hpp"
+#include "node_majors.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -73,7 +74,7 @@ std::map<std::string, std::string> parse_information(const std::string &text)
 
 // DRM nodes of a GPU, as nvidia-ctk adds them: /sys/bus/pci/devices/<pci>/drm/{cardN,renderDN}, when
 // the node exists in the machine.
-void add_drm_nodes(const Context &ctx, Gpu &gpu)
+void add_drm_nodes(const Context &ctx, const NodeMajors &nm, Gpu &gpu, std::vector<std::string> &warnings)
 {
 	if (gpu.pci.empty())
 		return;
@@ -84,8 +85,8 @@ void add_drm_nodes(const Context &ctx, Gpu &gpu)
 	if (!names)
 		return;
 	for (const auto &n : *names)
-		if (n.starts_with("card") || n.starts_with("renderD"))
-			if (auto node = read_device_node(ctx, "/dev/dri/" + n))
+		if (auto minor = drm_minor(n))
+			if (auto node = checked_node(ctx, "/dev/dri/" + n, nm.drm, false, *minor, "drm", warnings))
 				gpu.nodes.push_back(*node);
 }
 
@@ -113,7 +114,7 @@ GpuPartition partition_gpus(std::vector<Gpu> listed, const std::function<std::op
 Result<DeviceInventory> enumerate_devices(const Context &ctx)
 {
 	DeviceInventory inv;
-	CharMajors majors(ctx);  // /proc/devices, read once if MIG, IMEX or a fabric device needs it
+	CharMajors majors(ctx);  // /proc/devices, read once: every node is checked against its driver's major
 	// /dev, listed once: the GPU nodes when /proc has no GPUs, and the fabric devices.
 	std::vector<std::string> dev_names;
 	if (auto dev = fs::open_dir(ctx.real("/dev"))) {
@@ -122,12 +123,38 @@ Result<DeviceInventory> enumerate_devices(const Context &ctx)
 			return fail(names.error());
 		dev_names = std::move(*names);
 	}
-	for (const char *p : CONTROL_NODES)
-		if (auto n = read_device_node(ctx, p))
+	const NodeMajors nm = NodeMajors::from(majors);
+	// The GPU nodes: /dev/nvidia<N> of minor N; 254 and 255 are modeset's and the control node's.
+	// Those refused are warnings, or part of the failure when no GPU is left.
+	std::vector<std::string> refused;
+	auto gpu_node = [&](unsigned minor) -> std::optional<DeviceNode> {
+		const std::string path = "/dev/nvidia" + std::to_string(minor);
+		if (minor >= 254) {
+			if (read_device_node(ctx, path))
+				refused.push_back("Ignoring " + path + ": minor " + std::to_string(minor) +
+						  " is the NVIDIA driver's modeset or control node, not a GPU");
+			return std::nullopt;
+		}
+		return checked_node(ctx, path, nm.nvidia, false, minor, "nvidia-frontend", refused);
+	};
+	auto refusals = [&] {
+		std::string all;
+		for (const auto &r : refused)
+			all += "; " + r;
+		return all;
+	};
+	for (const char *p : CONTROL_NODES) {
+		const std::string_view name(p);
+		const bool uvm = name.starts_with("/dev/nvidia-uvm");
+		const unsigned minor = name == "/dev/nvidiactl" ? 255 : name == "/dev/nvidia-modeset" ? 254 : name == "/dev/nvidia-uvm" ? 0 : 1;
+		const std::size_t warned = inv.warnings.size();
+		if (auto n = checked_node(ctx, p, uvm ? nm.uvm : nm.nvidia, uvm && nm.uvm_unchecked, minor,
+					  uvm ? "nvidia-uvm" : "nvidia-frontend", inv.warnings))
 			inv.control.push_back(*n);
-		else if (std::string_view(p) == "/dev/nvidiactl" || std::string_view(p) == "/dev/nvidia-uvm")
+		else if (inv.warnings.size() == warned && (name == "/dev/nvidiactl" || name == "/dev/nvidia-uvm"))
 			inv.warnings.push_back(std::string(p) + " is missing or not a character device; CUDA needs it: bind the host's " + p +
 					       " into the machine (Bind= and DeviceAllow=, see the host recipes)");
+	}
 
 	const std::string gpus_dir = "/proc/driver/nvidia/gpus";
 	auto dir = fs::open_dir(ctx.real(gpus_dir));
@@ -158,10 +185,10 @@ Result<DeviceInventory> enumerate_devices(const Context &ctx)
 			listed.push_back(std::move(g));
 		}
 		const std::size_t listed_count = listed.size();
-		auto parts = partition_gpus(std::move(listed), [&](unsigned minor) { return read_device_node(ctx, "/dev/nvidia" + std::to_string(minor)); });
+		auto parts = partition_gpus(std::move(listed), gpu_node);
 		inv.gpus = std::move(parts.bound);
 		for (auto &g : inv.gpus)
-			add_drm_nodes(ctx, g);
+			add_drm_nodes(ctx, nm, g, inv.warnings);
 		inv.listed_gpus = listed_count;
 		if (!parts.unbound.empty()) {
 			std::string which;
@@ -170,7 +197,7 @@ Result<DeviceInventory> enumerate_devices(const Context &ctx)
 			if (inv.gpus.empty())
 				return fail(make_error("None of the " + std::to_string(listed_count) + " GPU(s) in " + gpus_dir +
 						       " has its /dev/nvidia<minor> in this machine (" + which +
-						       "): bind the host's /dev/nvidia<N> of the GPUs this machine is given",
+						       "): bind the host's /dev/nvidia<N> of the GPUs this machine is given" + refusals(),
 						       EXIT_NOT_READY, ENOENT));
 			inv.unbound_gpus = std::move(parts.unbound);
 			inv.warnings.push_back(std::to_string(inv.unbound_gpus.size()) + " of the " + std::to_string(listed_count) + " GPU(s) in " +
@@ -189,7 +216,7 @@ Result<DeviceInventory> enumerate_devices(const Context &ctx)
 					minors.push_back(static_cast<unsigned>(std::stoul(n.substr(6))));
 			std::sort(minors.begin(), minors.end());
 			for (unsigned m : minors) {
-				auto node = read_device_node(ctx, "/dev/nvidia" + std::to_string(m));
+				auto node = gpu_node(m);
 				if (!node)
 					continue;
 				Gpu g;
@@ -200,8 +227,9 @@ Result<DeviceInventory> enumerate_devices(const Context &ctx)
 		}
 	}
 	if (inv.gpus.empty())
-		return fail(make_error(std::string("No GPUs found in ") + (inv.source == "proc" ? gpus_dir : "/dev/nvidia<N>"),
+		return fail(make_error(std::string("No GPUs found in ") + (inv.source == "proc" ? gpus_dir : "/dev/nvidia<N>") + refusals(),
 				       EXIT_NOT_READY, ENODEV));
+	inv.warnings.insert(inv.warnings.end(), refused.begin(), refused.end());
 	auto channels = enumerate_imex_channels(ctx, majors, inv.warnings);
 	if (!channels)
 		return fail(channels.error());
