@@ -143,6 +143,7 @@ Result<fs::WriteOutcome> write_spec(const Context &ctx, Report &report, const Sp
 	auto links = ensure_dev_char_links(ctx, spec_device_nodes(cdi.devices));
 	report.details["dev_char_links_created"] = links.created;
 	report.details["dev_char_links_present"] = links.present;
+	report.details["dev_char_links_removed"] = links.removed;
 	warn(report, links.warnings);
 	return outcome;
 }

@@ -2,10 +2,13 @@
 
 #include "fs.hpp"
 
+#include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <climits>
 #include <cstring>
 #include <fcntl.h>
+#include <optional>
 #include <set>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -43,6 +46,50 @@ std::string read_link(int dirfd, const std::string &name)
 	char buf[PATH_MAX];
 	const ssize_t n = ::readlinkat(dirfd, name.c_str(), buf, sizeof(buf) - 1);
 	return n < 0 ? std::string() : std::string(buf, static_cast<std::size_t>(n));
+}
+
+// "195:0" -> 195:0; nullopt for any other name (dot-files, udev's own names).
+std::optional<dev_t> number_of(std::string_view name)
+{
+	const auto colon = name.find(':');
+	if (colon == std::string_view::npos)
+		return std::nullopt;
+	const std::string_view ma = name.substr(0, colon), mi = name.substr(colon + 1);
+	unsigned major = 0, minor = 0;
+	auto parse = [](std::string_view s, unsigned &v) {
+		return !s.empty() && s.size() <= 7 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+		       std::from_chars(s.data(), s.data() + s.size(), v).ec == std::errc();
+	};
+	if (!parse(ma, major) || !parse(mi, minor) || std::to_string(major) + ":" + std::to_string(minor) != name)
+		return std::nullopt;
+	return ::makedev(major, minor);
+}
+
+// The links of ours whose node went: named for a number none of `nodes` has, ours in form, and no
+// longer leading to a character device of that number. Everything else is left as it is.
+void remove_stale(int dirfd, const std::vector<DeviceNode> &nodes, DevCharLinks &r)
+{
+	auto names = fs::list_dir(dirfd, DEV_CHAR);
+	if (!names) {
+		r.warnings.push_back(names.error().message + "; links of nodes that went are kept");
+		return;
+	}
+	std::set<dev_t> current;
+	for (const auto &n : nodes)
+		current.insert(::makedev(n.major, n.minor));
+	for (const auto &name : *names) {
+		const auto dev = number_of(name);
+		if (!dev || current.count(*dev))
+			continue;
+		struct stat st{};
+		if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISLNK(st.st_mode) ||
+		    !ours_in_form(read_link(dirfd, name)) || leads_to(dirfd, name, *dev))
+			continue;
+		if (::unlinkat(dirfd, name.c_str(), 0) == 0)
+			r.removed++;
+		else if (errno != ENOENT)
+			r.warnings.push_back("Failed to remove " + std::string(DEV_CHAR) + "/" + name + ", whose node went: " + std::strerror(errno));
+	}
 }
 
 }  // namespace
@@ -128,6 +175,7 @@ DevCharLinks ensure_dev_char_links(const Context &ctx, const std::vector<DeviceN
 		}
 		r.created++;
 	}
+	remove_stale(dir->get(), nodes, r);
 	return r;
 }
 
