@@ -4,6 +4,7 @@
 #include "bounded_parse.hpp"
 #include "format.hpp"
 #include "fs.hpp"
+#include "ipc.hpp"
 #include "log.hpp"
 #include "sandbox.hpp"
 #include "side_specs.hpp"
@@ -313,6 +314,17 @@ std::string refresh_path_text(const Input &in, const Decision &d, const Config &
 		else
 			log::warning(v.error().message + ", not watching it for changes (the refresh timer still covers it)");
 	}
+	// The daemons' socket directories (issue 34, item 7): when nvidia-persistenced or the fabric
+	// manager stops, its socket goes and every new pod whose spec still mounts it fails to start;
+	// when it starts again, pods should get it. A refresh writes the spec for what is there now.
+	// systemd watches a directory that does not exist yet from its parent and fires when it
+	// appears; events on the parent's other entries re-arm the watch without firing (path.c, 252).
+	if (cfg.ipc_sockets)
+		for (const auto &e : IPC_ENDPOINTS)
+			if (e.kind == IpcKind::Socket) {
+				const std::string_view path(e.path);
+				u += "PathChanged=" + std::string(path.substr(0, path.rfind('/'))) + "\n";
+			}
 	u += "Unit=" + std::string(REFRESH_SERVICE) + "\n";
 	return u;
 }

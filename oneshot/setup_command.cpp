@@ -12,6 +12,7 @@
 #include "driver_discovery.hpp"
 #include "driver_root.hpp"
 #include "format.hpp"
+#include "ipc.hpp"
 #include "kernel_module.hpp"
 #include "lock.hpp"
 #include "log.hpp"
@@ -539,6 +540,23 @@ int run_setup(const Context &ctx, Report &report)
 	return apply(ctx, report, Mode::Setup, run_dir->get());
 }
 
+namespace {
+
+// Which IPC endpoints are there: a daemon that stops or starts while a refresh works is not seen by
+// the path unit watching its directory (systemd 252 drops its watches while the service runs).
+std::string ipc_presence(const Context &ctx)
+{
+	std::string s;
+	if (ctx.config.ipc_sockets)
+		for (const auto &e : IPC_ENDPOINTS) {
+			struct stat st{};
+			s += ::lstat(ctx.real(e.path).c_str(), &st) == 0 ? '1' : '0';
+		}
+	return s;
+}
+
+}  // namespace
+
 int run_refresh(const Context &ctx, Report &report)
 {
 	const RefreshConfig &rc = ctx.config.refresh;
@@ -568,13 +586,16 @@ int run_refresh(const Context &ctx, Report &report)
 					      " (refresh.settle_limit), reading it anyway";
 			warn(report, {w});
 		}
+		const std::string ipc_before = ipc_presence(ctx);
 		rc_exit = apply(ctx, report, Mode::Refresh, run_dir->get());
 		report.details["settle_waited_ms"] = settle_total.count();
 		report.details["passes"] = pass;
-		if (quiet.watch.stamp() == quiet.stamp)
+		const bool ipc_changed = ipc_presence(ctx) != ipc_before;
+		if (quiet.watch.stamp() == quiet.stamp && !ipc_changed)
 			break;
 		if (pass < MAX_PASSES)
-			log::notice(ctx.config.staging + " changed while the refresh ran, refreshing again.");
+			log::notice((ipc_changed ? std::string("An NVIDIA daemon's socket came or went") : ctx.config.staging + " changed") +
+				    " while the refresh ran, refreshing again.");
 	}
 	return rc_exit;
 }
