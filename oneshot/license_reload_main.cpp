@@ -81,29 +81,43 @@ struct Args {
 // line of at most 80 characters): NvidiaLicenseNotAcquired is true when nvidia-gridd has run
 // unlicensed or pending for longer than licensing.not_acquired_after. Reads what the reloader's last
 // run recorded; it observes, and so does this: nothing is restarted for it.
+// One line of at most 80 characters in every case, as `unbounded-nvidia-setup verify --npd` writes it:
+// node-problem-detector shows it as the condition's message.
+void npd_print(const std::string &text)
+{
+	std::string line = printable(log::machine_view(text));
+	if (line.size() > 80) {
+		std::size_t cut = 77;
+		while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80)
+			cut--;
+		line = line.substr(0, cut) + "...";
+	}
+	std::printf("%s\n", line.c_str());
+}
+
 int npd_license(const Context &ctx)
 {
 	const std::string &state_dir = ctx.config.licensing.state_dir;
 	auto dir = fs::open_dir(ctx.real(state_dir));
 	if (!dir) {
-		std::printf("unknown: no license state (licensing is not set up here)\n");
+		npd_print("unknown: no license state (licensing is not set up here)");
 		return 0;
 	}
 	if (auto t = fs::check_trusted(dir->get(), state_dir, /*directory=*/true); !t) {
-		std::printf("unknown: %s\n", printable(t.error().message).substr(0, 70).c_str());
+		npd_print("unknown: " + t.error().message);
 		return 2;
 	}
 	const LicenseCounters c = read_license_counters(ctx, dir->get());
 	const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 	const double age = c.license_since > 0 && now > c.license_since ? now - c.license_since : 0;
 	const auto minutes = [](double s) { return std::to_string(static_cast<long long>(s / 60)) + "m"; };
-	const char *state = license_state_name(c.license);
+	const std::string state = license_state_name(c.license);
 	if (c.license == LicenseState::Unlicensed || c.license == LicenseState::Pending) {
 		const double limit = std::chrono::duration<double>(ctx.config.licensing.not_acquired_after).count();
-		std::printf("%s for %s (condition after %s)\n", state, minutes(age).c_str(), minutes(limit).c_str());
+		npd_print(state + " for " + minutes(age) + " (condition after " + minutes(limit) + ")");
 		return age >= limit ? 1 : 0;
 	}
-	std::printf("%s for %s\n", state, minutes(age).c_str());
+	npd_print(state + " for " + minutes(age));
 	return 0;
 }
 
@@ -158,6 +172,8 @@ int run(int argc, char **argv)
 	auto cfg = load_config(config_flag.empty() ? ctx.real(DEFAULT_CONFIG_PATH) : config_flag, !config_flag.empty());
 	if (!cfg) {
 		log::error(cfg.error().message);
+		if (args.npd)  // node-problem-detector reads one line in every case: "unknown", and why
+			npd_print("unknown: " + cfg.error().message);
 		return EXIT_USAGE;
 	}
 	ctx.config = std::move(*cfg);

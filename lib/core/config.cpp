@@ -269,7 +269,8 @@ Result<Config> parse_config(std::string_view yaml_text, const std::string &displ
 		{"reload_interval", duration_handler(c, lic.reload_interval, Millis(1000))},
 		{"settle_time", duration_handler(c, lic.settle_time)},
 		{"stop_timeout", duration_handler(c, lic.stop_timeout, Millis(1000))},
-		{"not_acquired_after", duration_handler(c, lic.not_acquired_after)},
+		// 0 would raise NvidiaLicenseNotAcquired the moment nvidia-gridd starts, before it could ask.
+		{"not_acquired_after", duration_handler(c, lic.not_acquired_after, Millis(1000))},
 		{"gridd_unit",
 		 [&](const YAML::Node &v, const std::string &key) -> Result<void> {
 			 auto s = scalar(c, v, key);

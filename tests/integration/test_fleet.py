@@ -294,6 +294,36 @@ class TestLicenseCondition(unittest.TestCase):
         self.assertTrue(line.startswith("unknown: "), line)
 
 
+    def test_a_configuration_error_still_answers_one_line(self):
+        """Issue 34, item 10: node-problem-detector shows the line; an empty one says nothing."""
+        m = MachineRoot(self)
+        self.state(m, "licensed", 60)
+        m.config("licensing:\n  not_a_key: 1\n")
+        rc, line = self.npd(m)
+        self.assertEqual(rc, 2)
+        self.assertTrue(line.startswith("unknown: "), line)
+        self.assertIn("nvidia.yaml:2", line)
+
+    def test_a_condition_that_fires_at_once_is_a_configuration_error(self):
+        """Issue 34: not_acquired_after 0 would raise the condition at every pending moment."""
+        m = MachineRoot(self)
+        self.state(m, "pending", 1)
+        for zero in ("0", "0s", "0m", "500ms"):
+            m.config(f"licensing:\n  not_acquired_after: {zero}\n")
+            rc, line = self.npd(m)
+            self.assertEqual(rc, 2, line)
+            self.assertTrue(line.startswith("unknown: "), line)
+            self.assertIn("nvidia.yaml:2", line)
+            # the whole message (the journal, stderr) names the file, the line and the key
+            r = m.run(binary=LICENSE_BIN)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("/etc/unbounded/nvidia.yaml:2: ", r.stderr)
+            self.assertIn("'licensing.not_acquired_after'", r.stderr)
+        m.config("licensing:\n  not_acquired_after: 1s\n")
+        self.assertEqual(self.npd(m)[0], 1)  # a second is allowed, and it has passed
+        m.config("licensing:\n  not_acquired_after: 1m\n")
+        self.assertEqual(self.npd(m), (0, "pending for 0m (condition after 1m)"))
+
 class TestAlertRules(unittest.TestCase):
     def test_promtool_accepts_the_rules(self):
         promtool = tool("promtool", "prometheus")
