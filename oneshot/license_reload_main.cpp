@@ -107,11 +107,15 @@ int npd_license(const Context &ctx)
 		npd_print("unknown: " + t.error().message);
 		return 2;
 	}
-	const LicenseCounters c = read_license_counters(ctx, dir->get());
+	LicenseCounters c = read_license_counters(ctx, dir->get());
 	const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+	// The record may be older than the license's expiry: the clock decides, as on the reloader's run.
+	judge_license_expiry(c, now);
 	const double age = c.license_since > 0 && now > c.license_since ? now - c.license_since : 0;
 	const auto minutes = [](double s) { return std::to_string(static_cast<long long>(s / 60)) + "m"; };
-	const std::string state = license_state_name(c.license);
+	std::string state = license_state_name(c.license);
+	if (c.license == LicenseState::Unlicensed && c.license_expiry > 0)
+		state += " (expired)";
 	if (c.license == LicenseState::Unlicensed || c.license == LicenseState::Pending) {
 		const double limit = std::chrono::duration<double>(ctx.config.licensing.not_acquired_after).count();
 		npd_print(state + " for " + minutes(age) + " (condition after " + minutes(limit) + ")");
@@ -222,7 +226,7 @@ int run(int argc, char **argv)
 		// After the run, whatever it did: the state of the nvidia-gridd that runs now. Observed
 		// only, and after every decision of the run is taken (README: licensing you can see).
 		if (report)
-			gridd = observe_gridd(ctx, **units);
+			gridd = observe_gridd(ctx, **units, read_license_counters(ctx, state->get()));
 	}
 	if (!report) {
 		log::error(report.error().message);

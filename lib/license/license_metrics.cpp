@@ -14,6 +14,9 @@ namespace unbounded {
 namespace {
 
 constexpr const char *COUNTERS_FILE = "metrics.state";
+// A journal cursor is a few hex fields (~150 bytes); anything longer or with other bytes is damage.
+constexpr std::size_t MAX_CURSOR = 512;
+constexpr const char *CURSOR_CHARS = "0123456789abcdefABCDEFxXsimbt=;";
 constexpr ReloadOutcome ALL_OUTCOMES[] = {
 	ReloadOutcome::Disabled, ReloadOutcome::NoSource, ReloadOutcome::Unchanged, ReloadOutcome::Recorded,
 	ReloadOutcome::KnownBad, ReloadOutcome::Applied,  ReloadOutcome::RolledBack, ReloadOutcome::Failed,
@@ -49,6 +52,9 @@ std::string license_state_sentence(const LicenseCounters &c)
 		return "nvidia-gridd holds a license" + rotation +
 		       (c.license_expiry > 0 ? ", until " + utc_text(c.license_expiry) : std::string()) + ".";
 	case LicenseState::Unlicensed:
+		if (c.license_expiry > 0)
+			return "nvidia-gridd's license expired at " + utc_text(c.license_expiry) + rotation +
+			       " and was not renewed: compute is throttled. Nothing is restarted for this; check the license server.";
 		return "nvidia-gridd is running without a license" + rotation +
 		       " (it failed to acquire one, or lost it): compute is throttled once the grace period ends. "
 		       "Nothing is restarted for this; check the licensing Secret and the license server.";
@@ -74,6 +80,10 @@ std::string LicenseCounters::serialize() const
 	s += "license_since " + std::to_string(static_cast<long long>(license_since)) + "\n";
 	s += "license_expiry " + std::to_string(static_cast<long long>(license_expiry)) + "\n";
 	s += "license_rotation " + std::to_string(static_cast<long long>(license_rotation)) + "\n";
+	if (!license_invocation.empty())
+		s += "license_invocation " + license_invocation + "\n";
+	if (!journal_cursor.empty())
+		s += "journal_cursor " + journal_cursor + "\n";
 	return s;
 }
 
@@ -106,25 +116,48 @@ LicenseCounters LicenseCounters::parse(std::string_view text)
 				c.license_rotation = t;
 			else if (key == "license")
 				c.license = license_state_from_name(value).value_or(LicenseState::Unknown);
-			else if (key == "applied_invocation" && value.size() == 32 &&
+			else if ((key == "applied_invocation" || key == "license_invocation") && value.size() == 32 &&
 				 value.find_first_not_of("0123456789abcdef") == std::string::npos)
-				c.applied_invocation = value;
+				(key == "applied_invocation" ? c.applied_invocation : c.license_invocation) = value;
+			else if (key == "journal_cursor" && !value.empty() && value.size() <= MAX_CURSOR &&
+				 value.find_first_not_of(CURSOR_CHARS) == std::string::npos)
+				c.journal_cursor = value;  // sd-journal's "s=...;i=...;b=...;m=...;t=...;x=...", nothing else
 		}
 	}
 	return c;
+}
+
+bool judge_license_expiry(LicenseCounters &c, double now_seconds)
+{
+	if (c.license != LicenseState::Licensed || c.license_expiry <= 0 || now_seconds <= c.license_expiry + LICENSE_EXPIRY_MARGIN_S)
+		return false;
+	c.license = LicenseState::Unlicensed;
+	c.license_since = c.license_expiry;
+	return true;
 }
 
 std::optional<LicenseState> apply_license_view(LicenseCounters &c, const GriddView &view, double now_seconds)
 {
 	const LicenseObservation &o = view.observation;
 	const LicenseState before = c.license;
-	c.license = o.state;
-	c.license_expiry = o.state == LicenseState::Licensed && o.expiry ? static_cast<double>(*o.expiry) : 0;
+	const bool new_run = view.invocation_id != c.license_invocation;
+	c.license_invocation = view.invocation_id;
+	c.journal_cursor = view.journal_cursor;
 	// The rotation this state belongs to: the one whose restart began the nvidia-gridd run observed.
 	c.license_rotation = !view.invocation_id.empty() && view.invocation_id == c.applied_invocation ? c.last_applied : 0;
-	if (before == o.state && c.license_since > 0)
+	LicenseCounters now = c;
+	now.license = o.state;
+	now.license_expiry = o.state == LicenseState::Licensed && o.expiry ? static_cast<double>(*o.expiry) : 0;
+	now.license_since = o.since_usec ? static_cast<double>(o.since_usec / 1000000) : now_seconds;
+	const bool expired = judge_license_expiry(now, now_seconds);
+	const bool changed = before != now.license || c.license_since <= 0;
+	// An expired license keeps its expiry (the state's cause) only while it is what the state is of.
+	c.license = now.license;
+	c.license_expiry = now.license == LicenseState::Licensed || expired ? now.license_expiry : 0;
+	if (changed || (now.license == LicenseState::Pending && new_run))
+		c.license_since = now.license_since;
+	if (!changed)
 		return std::nullopt;
-	c.license_since = o.since_usec ? static_cast<double>(o.since_usec / 1000000) : now_seconds;
 	return before;
 }
 
@@ -169,21 +202,25 @@ void record_license_metrics(const Context &ctx, int state_fd, ReloadOutcome outc
 		c.last_applied = now;
 		c.applied_invocation = view ? view->invocation_id : std::string();
 	}
+	std::optional<LicenseState> before;
 	if (view)
-		if (auto before = apply_license_view(c, *view, now)) {
-			// Only the state, its times and the rotation's time: never a server, product or token.
-			log::Fields fields{{"MESSAGE_ID", license_state_message_id(c.license)},
-					   {"UNBOUNDED_NVIDIA_LICENSE_STATE", license_state_name(c.license)},
-					   {"UNBOUNDED_NVIDIA_LICENSE_PREVIOUS_STATE", license_state_name(*before)},
-					   {"UNBOUNDED_NVIDIA_LICENSE_ROTATION", std::to_string(static_cast<long long>(c.license_rotation))}};
-			if (c.license_expiry > 0)
-				fields.push_back({"UNBOUNDED_NVIDIA_LICENSE_EXPIRY", std::to_string(static_cast<long long>(c.license_expiry))});
-			const std::string what = license_state_sentence(c);
-			if (c.license == LicenseState::Unlicensed)
-				log::warning(what, fields);
-			else
-				log::notice(what, fields);
-		}
+		before = apply_license_view(c, *view, now);
+	else if (judge_license_expiry(c, now))  // no look at nvidia-gridd (boot): the clock still counts
+		before = LicenseState::Licensed;
+	if (before) {
+		// Only the state, its times and the rotation's time: never a server, product or token.
+		log::Fields fields{{"MESSAGE_ID", license_state_message_id(c.license)},
+				   {"UNBOUNDED_NVIDIA_LICENSE_STATE", license_state_name(c.license)},
+				   {"UNBOUNDED_NVIDIA_LICENSE_PREVIOUS_STATE", license_state_name(*before)},
+				   {"UNBOUNDED_NVIDIA_LICENSE_ROTATION", std::to_string(static_cast<long long>(c.license_rotation))}};
+		if (c.license_expiry > 0)
+			fields.push_back({"UNBOUNDED_NVIDIA_LICENSE_EXPIRY", std::to_string(static_cast<long long>(c.license_expiry))});
+		const std::string what = license_state_sentence(c);
+		if (c.license == LicenseState::Unlicensed)
+			log::warning(what, fields);
+		else
+			log::notice(what, fields);
+	}
 	if (auto w = fs::write_file_atomic_at(state_fd, COUNTERS_FILE, state_display, c.serialize(),
 					      {.mode = 0600, .fsync = false, .skip_if_unchanged = false});
 	    !w)

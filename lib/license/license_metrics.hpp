@@ -21,6 +21,8 @@ struct LicenseCounters {
 	double license_since = 0;            // Unix time the state began
 	double license_expiry = 0;           // Unix time, licensed with a known expiry only
 	double license_rotation = 0;         // last_applied when the state is of the run that rotation started
+	std::string license_invocation;      // nvidia-gridd's run the state is of
+	std::string journal_cursor;          // that run's journal, derived up to here (gridd_journal.hpp)
 	std::string serialize() const;
 	static LicenseCounters parse(std::string_view text);  // unknown or damaged lines are dropped
 };
@@ -29,10 +31,19 @@ struct LicenseCounters {
 struct GriddView {
 	std::string invocation_id;
 	LicenseObservation observation;
+	std::string journal_cursor = {};  // what the observation was derived up to (a default: older brace-inits)
 };
 
+// A license past its expiry by more than this is not held, whatever nvidia-gridd said last: the
+// margin covers a clock a little apart from the license server's.
+inline constexpr double LICENSE_EXPIRY_MARGIN_S = 60;
+
+// Licensed with a known expiry that `now_seconds` is past (by the margin): unlicensed since the
+// expiry, which is kept (the "(expired)" of --npd, the journal's sentence). Returns whether it turned.
+bool judge_license_expiry(LicenseCounters &c, double now_seconds);
+
 // Takes `view` into the counters; returns the state before when it changed (one journal message per
-// change, never per run).
+// change, never per run). A new run of nvidia-gridd that is pending starts a new pending period.
 std::optional<LicenseState> apply_license_view(LicenseCounters &c, const GriddView &view, double now_seconds);
 
 std::string license_metrics_text(const LicenseCounters &c, double now_seconds);

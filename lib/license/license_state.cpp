@@ -29,11 +29,18 @@ bool has(const std::string &text, std::string_view needle) { return text.find(ne
 //   "Valid GRID license not found. GPU features and performance will be restricted. ..."
 //   "License expired" / "License has expired", "Unlicensed (Restricted)"
 //   "License returned successfully."            (it gave the license back, as at a stop)
+//   "Failed to renew license from <server>", "License renewal failed" (the guide's renewal events: the
+//                                                client keeps the lease until its expiry and retries)
 // Startup lines ("Started (1976)", "vGPU Software package (1)", "Platform detection successful (2)",
 // bottlerocket-kernel-kit PR 285) and configuration complaints say nothing about the license yet.
 bool acquired(const std::string &m)
 {
 	return (has(m, "license acquired") || has(m, "license renewed") || has(m, "acquired license")) && has(m, "success");
+}
+
+bool renewal_failed(const std::string &m)
+{
+	return has(m, "failed to renew") || has(m, "unable to renew") || has(m, "renewal failed") || has(m, "license renewal fail");
 }
 
 bool not_licensed(const std::string &m)
@@ -115,10 +122,33 @@ GriddLineMeaning classify_gridd_line(std::string_view message)
 	if (acquired(m)) {
 		r.kind = GriddLineMeaning::Kind::Acquired;
 		r.expiry = parse_gridd_expiry(message);
+	} else if (renewal_failed(m)) {
+		r.kind = GriddLineMeaning::Kind::RenewalFailed;
 	} else if (not_licensed(m)) {
 		r.kind = GriddLineMeaning::Kind::NotLicensed;
 	}
 	return r;
+}
+
+void take_gridd_line(LicenseObservation &o, const GriddLine &line)
+{
+	const auto meaning = classify_gridd_line(line.message);
+	switch (meaning.kind) {
+	case GriddLineMeaning::Kind::Nothing: return;
+	case GriddLineMeaning::Kind::RenewalFailed:
+		if (o.state == LicenseState::Licensed && o.expiry)
+			return;  // still held until its expiry
+		[[fallthrough]];
+	case GriddLineMeaning::Kind::NotLicensed:
+		o.state = LicenseState::Unlicensed;
+		o.expiry.reset();
+		break;
+	case GriddLineMeaning::Kind::Acquired:
+		o.state = LicenseState::Licensed;
+		o.expiry = meaning.expiry;
+		break;
+	}
+	o.since_usec = line.realtime_usec;
 }
 
 LicenseObservation derive_license_state(const std::vector<GriddLine> &lines, bool running, std::uint64_t started_usec)
@@ -128,15 +158,8 @@ LicenseObservation derive_license_state(const std::vector<GriddLine> &lines, boo
 		return o;
 	o.state = LicenseState::Pending;
 	o.since_usec = started_usec;
-	for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
-		const auto meaning = classify_gridd_line(it->message);
-		if (meaning.kind == GriddLineMeaning::Kind::Nothing)
-			continue;
-		o.state = meaning.kind == GriddLineMeaning::Kind::Acquired ? LicenseState::Licensed : LicenseState::Unlicensed;
-		o.expiry = meaning.expiry;
-		o.since_usec = it->realtime_usec;
-		break;
-	}
+	for (const auto &line : lines)
+		take_gridd_line(o, line);
 	return o;
 }
 

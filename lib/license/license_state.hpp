@@ -24,7 +24,9 @@ std::optional<LicenseState> license_state_from_name(std::string_view name);
 
 // What one nvidia-gridd message says about the license.
 struct GriddLineMeaning {
-	enum class Kind { Nothing, Acquired, NotLicensed } kind = Kind::Nothing;
+	// RenewalFailed: a renewal did not go through; the lease still runs to its expiry (nvidia-gridd
+	// retries), so it ends a license only where no expiry is known.
+	enum class Kind { Nothing, Acquired, NotLicensed, RenewalFailed } kind = Kind::Nothing;
 	std::optional<std::int64_t> expiry;  // Unix time, from "Expiry: ..." of an acquisition, when it printed one
 };
 GriddLineMeaning classify_gridd_line(std::string_view message);
@@ -43,6 +45,10 @@ struct LicenseObservation {
 	std::optional<std::int64_t> expiry;  // licensed only
 	std::uint64_t since_usec = 0;        // the deciding message's time; for pending, nvidia-gridd's start
 };
+
+// Takes one message, oldest first, into `o`: an acquisition or a loss decides; a failed renewal keeps
+// a license whose expiry is known (the clock ends it, license_metrics.hpp) and ends any other.
+void take_gridd_line(LicenseObservation &o, const GriddLine &line);
 
 // The state from nvidia-gridd's messages of its current run, oldest first: the newest message that
 // says something decides. `running` false: Unknown whatever the lines say.

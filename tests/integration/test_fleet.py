@@ -324,6 +324,22 @@ class TestLicenseCondition(unittest.TestCase):
         m.config("licensing:\n  not_acquired_after: 1m\n")
         self.assertEqual(self.npd(m), (0, "pending for 0m (condition after 1m)"))
 
+    def test_a_license_past_its_expiry_is_not_licensed(self):
+        """Issue 34, item 9: the recorded expiry is compared with the clock (a minute's margin)."""
+        m = MachineRoot(self)
+        d = m.p("/var/lib/unbounded-nvidia/license")
+        os.makedirs(d, mode=0o700, exist_ok=True)
+        now = int(time.time())
+        write(os.path.join(d, "metrics.state"), f"license licensed\nlicense_since {now - 7200}\nlicense_expiry {now - 700}\n")
+        self.assertEqual(self.npd(m), (1, "unlicensed (expired) for 11m (condition after 10m)"))
+        write(os.path.join(d, "metrics.state"), f"license licensed\nlicense_since {now - 7200}\nlicense_expiry {now - 200}\n")
+        self.assertEqual(self.npd(m), (0, "unlicensed (expired) for 3m (condition after 10m)"))
+        write(os.path.join(d, "metrics.state"), f"license licensed\nlicense_since {now - 7200}\nlicense_expiry {now - 30}\n")
+        self.assertEqual(self.npd(m), (0, "licensed for 120m"), "within the margin")
+        write(os.path.join(d, "metrics.state"), f"license licensed\nlicense_since {now - 7200}\nlicense_expiry {now + 3600}\n")
+        self.assertEqual(self.npd(m), (0, "licensed for 120m"))
+
+
 class TestAlertRules(unittest.TestCase):
     def test_promtool_accepts_the_rules(self):
         promtool = tool("promtool", "prometheus")

@@ -1,6 +1,7 @@
 // Issue 28: whether nvidia-gridd holds a license, derived from its journal lines (written from the
 // messages NVIDIA's Client Licensing User Guide and field reports show, in each wording), and what
 // the reloader keeps and publishes of it.
+#include "gridd_journal.hpp"
 #include "license_metrics.hpp"
 #include "license_state.hpp"
 
@@ -21,7 +22,268 @@ std::vector<GriddLine> lines(std::initializer_list<const char *> messages)
 	return out;
 }
 
+// nvidia-gridd's journal of one run, walked as sd-journal walks it, counting the entries it hands out.
+class FakeGriddJournal final : public GriddJournalSource {
+public:
+	std::vector<GriddJournalEntry> entries;  // oldest first
+	std::size_t handed = 0;
+
+	void log(const std::string &message)
+	{
+		const std::size_t n = serial_++;
+		entries.push_back({"s=0;i=" + std::to_string(n), {1'796'140'800'000'000 + n * 1'000'000, message}});
+	}
+	void log_many(std::size_t n, const std::string &message)
+	{
+		for (std::size_t i = 0; i < n; i++)
+			log(message);
+	}
+	void vacuum(std::size_t oldest) { entries.erase(entries.begin(), entries.begin() + static_cast<std::ptrdiff_t>(oldest)); }
+
+	Result<void> seek_head() override
+	{
+		pos_ = -1;
+		return {};
+	}
+	Result<void> seek_tail() override
+	{
+		pos_ = static_cast<std::ptrdiff_t>(entries.size());
+		return {};
+	}
+	Result<bool> seek_cursor(const std::string &cursor) override
+	{
+		for (std::size_t i = 0; i < entries.size(); i++)
+			if (entries[i].cursor == cursor) {
+				pos_ = static_cast<std::ptrdiff_t>(i);
+				return true;
+			}
+		return false;
+	}
+	Result<std::optional<GriddJournalEntry>> next() override
+	{
+		if (pos_ + 1 >= static_cast<std::ptrdiff_t>(entries.size())) {
+			pos_ = static_cast<std::ptrdiff_t>(entries.size());
+			return std::optional<GriddJournalEntry>();
+		}
+		handed++;
+		return std::optional<GriddJournalEntry>(entries[static_cast<std::size_t>(++pos_)]);
+	}
+	Result<std::optional<GriddJournalEntry>> previous() override
+	{
+		if (pos_ <= 0) {
+			pos_ = -1;
+			return std::optional<GriddJournalEntry>();
+		}
+		handed++;
+		return std::optional<GriddJournalEntry>(entries[static_cast<std::size_t>(--pos_)]);
+	}
+
+private:
+	std::ptrdiff_t pos_ = -1;
+	std::size_t serial_ = 0;
+};
+
+constexpr std::uint64_t STARTED = 1'796'140'700'000'000;
+const char *const ACQUIRED = "License acquired successfully. (Info: s, p; Expiry: 2026-12-2 16:0:0 GMT)";
+const char *const NOISE = "Calling load_byte_array(tra)";
+
+// One reloader run's look: the memo from the record, the read, the record updated.
+GriddJournalRead look(FakeGriddJournal &j, LicenseCounters &c, const std::string &invocation, double now = 1'796'141'000)
+{
+	auto read = read_gridd_license(j, gridd_journal_memo(c, invocation), STARTED);
+	REQUIRE(read);
+	apply_license_view(c, GriddView{invocation, read->observation, read->cursor}, now);
+	return *read;
+}
+
+const std::string RUN_A = std::string(31, '0') + "a", RUN_B = std::string(31, '0') + "b";
+
 }  // namespace
+
+TEST_CASE("issue 34: a license acquired 5,000 lines ago is still licensed; the next run reads only what is newer", "[license-state]")
+{
+	FakeGriddJournal j;
+	j.log("Started (1976)");
+	j.log(ACQUIRED);
+	j.log_many(MAX_GRIDD_ENTRIES + 1, NOISE);  // more than one pass may read
+	LicenseCounters c;
+	auto read = look(j, c, RUN_A);
+	CHECK(read.complete);
+	CHECK(c.license == LicenseState::Licensed);
+	CHECK(c.license_expiry == 1796227200);
+	CHECK(c.license_since == 1'796'140'801);  // the acquisition's time, not nvidia-gridd's start
+	CHECK(read.entries <= 2 * MAX_GRIDD_ENTRIES);
+	CHECK(c.journal_cursor == j.entries.back().cursor);
+	CHECK(c.license_invocation == RUN_A);
+
+	// The record survives the state file; the next run reads the new entries and the memo's own.
+	c = LicenseCounters::parse(c.serialize());
+	CHECK(c.journal_cursor == j.entries.back().cursor);
+	j.log_many(10, NOISE);
+	j.handed = 0;
+	read = look(j, c, RUN_A);
+	CHECK(j.handed == 11);
+	CHECK(c.license == LicenseState::Licensed);
+	CHECK(c.license_expiry == 1796227200);
+
+	// What is newer decides.
+	j.log("Failed to acquire license from 10.31.20.45");
+	j.log_many(3, NOISE);
+	j.handed = 0;
+	look(j, c, RUN_A);
+	CHECK(j.handed == 4);
+	CHECK(c.license == LicenseState::Unlicensed);
+}
+
+TEST_CASE("issue 34: a cursor of another run, one the journal lost, or a damaged one is not trusted", "[license-state]")
+{
+	FakeGriddJournal j;
+	j.log(ACQUIRED);
+	j.log_many(20, NOISE);
+	LicenseCounters c;
+	look(j, c, RUN_A);
+	REQUIRE(c.license == LicenseState::Licensed);
+	// Another run of nvidia-gridd (or another boot): its memo says nothing of this run.
+	CHECK_FALSE(gridd_journal_memo(c, RUN_B));
+	CHECK_FALSE(gridd_journal_memo(c, ""));
+	CHECK(gridd_journal_memo(c, RUN_A));
+	FakeGriddJournal b;  // run B's entries: it has said nothing yet
+	b.log_many(3, NOISE);
+	look(b, c, RUN_B);
+	CHECK(c.license == LicenseState::Pending);
+	CHECK(c.license_since == STARTED / 1'000'000);
+
+	// The memo's entry vacuumed: what is left is newer than what the memo covered, and is read.
+	FakeGriddJournal v;
+	v.log(ACQUIRED);
+	v.log_many(MAX_GRIDD_ENTRIES + 10, NOISE);
+	LicenseCounters cv;
+	look(v, cv, RUN_A);
+	REQUIRE(cv.license == LicenseState::Licensed);
+	v.log_many(MAX_GRIDD_ENTRIES + 10, NOISE);
+	v.vacuum(MAX_GRIDD_ENTRIES + 100);
+	auto read = look(v, cv, RUN_A);
+	CHECK(read.complete);
+	CHECK(cv.license == LicenseState::Licensed);
+	v.log("License returned successfully.");
+	v.vacuum(v.entries.size() - 1);
+	look(v, cv, RUN_A);
+	CHECK(cv.license == LicenseState::Unlicensed);
+
+	// The state file is ours, but read as damage-prone as any other.
+	for (const char *bad : {"journal_cursor s=0;i=1\x1b[2J\n", "journal_cursor ../../etc/shadow\n", "journal_cursor \n",
+				"license_invocation 123\n", "license_invocation ../../../../../../../../../../etc\n"}) {
+		const LicenseCounters p = LicenseCounters::parse(bad);
+		CHECK(p.journal_cursor.empty());
+		CHECK(p.license_invocation.empty());
+	}
+	CHECK(LicenseCounters::parse("journal_cursor " + std::string(600, 'a') + "\n").journal_cursor.empty());
+	CHECK(LicenseCounters::parse("journal_cursor s=ab;i=1f;b=00;m=2;t=5;x=9\n").journal_cursor == "s=ab;i=1f;b=00;m=2;t=5;x=9");
+}
+
+TEST_CASE("issue 34: a journal past two passes' worth is caught up over runs, each bounded", "[license-state]")
+{
+	FakeGriddJournal j;
+	j.log(ACQUIRED);
+	j.log_many(3 * MAX_GRIDD_ENTRIES, NOISE);
+	LicenseCounters c;
+	auto read = look(j, c, RUN_A);
+	CHECK_FALSE(read.complete);
+	CHECK(read.entries <= 2 * MAX_GRIDD_ENTRIES);
+	CHECK(c.license == LicenseState::Licensed);  // as of the entry it read up to
+	int runs = 1;
+	while (!read.complete && runs < 4) {
+		read = look(j, c, RUN_A);
+		runs++;
+		CHECK(read.entries <= 2 * MAX_GRIDD_ENTRIES);
+		CHECK(c.license == LicenseState::Licensed);
+	}
+	CHECK(read.complete);
+	CHECK(runs == 3);  // each run's second pass goes on by a pass's worth
+	CHECK(c.journal_cursor == j.entries.back().cursor);
+}
+
+TEST_CASE("issue 34: a new run of nvidia-gridd that is pending starts a new pending period", "[license-state]")
+{
+	LicenseCounters c;
+	GriddView v{RUN_A, {LicenseState::Pending, std::nullopt, 1'796'140'100'000'000}, ""};
+	apply_license_view(c, v, 1'796'140'200);
+	CHECK(c.license_since == 1'796'140'100);
+	v.observation.since_usec = 1'796'140'150'000'000;  // same run, later look: the start is kept
+	CHECK_FALSE(apply_license_view(c, v, 1'796'140'300));
+	CHECK(c.license_since == 1'796'140'100);
+	v = GriddView{RUN_B, {LicenseState::Pending, std::nullopt, 1'796'140'900'000'000}, ""};  // restarted
+	apply_license_view(c, v, 1'796'141'000);
+	CHECK(c.license == LicenseState::Pending);
+	CHECK(c.license_since == 1'796'140'900);
+}
+
+TEST_CASE("issue 34: past its expiry a license is not held, in the record, the metrics and the journal's change", "[license-state]")
+{
+	const std::int64_t expiry = 1796227200;  // 2026-12-02 16:00:00 UTC
+	LicenseCounters c;
+	GriddView v{RUN_A, {LicenseState::Licensed, expiry, 1'796'140'800'000'000}, "s=0;i=1"};
+	CHECK(apply_license_view(c, v, expiry - 3600));
+	CHECK(c.license == LicenseState::Licensed);
+	// Within the margin: still licensed, no change.
+	CHECK_FALSE(apply_license_view(c, v, expiry + LICENSE_EXPIRY_MARGIN_S - 1));
+	CHECK(c.license == LicenseState::Licensed);
+	// Past it: a change to unlicensed, since the expiry, the expiry kept as its cause.
+	auto before = apply_license_view(c, v, expiry + 600);
+	REQUIRE(before);
+	CHECK(*before == LicenseState::Licensed);
+	CHECK(c.license == LicenseState::Unlicensed);
+	CHECK(c.license_since == expiry);
+	CHECK(c.license_expiry == expiry);
+	const std::string text = license_metrics_text(c, expiry + 600);
+	CHECK(text.find("unbounded_nvidia_license_state{state=\"unlicensed\"} 1\n") != std::string::npos);
+	CHECK(text.find("unbounded_nvidia_license_state{state=\"licensed\"} 0\n") != std::string::npos);
+	CHECK(text.find("unbounded_nvidia_license_expiry_timestamp_seconds") == std::string::npos);
+	// The next look: no second change; a renewal makes it licensed again, until the new expiry.
+	CHECK_FALSE(apply_license_view(c, v, expiry + 900));
+	v.observation = {LicenseState::Licensed, expiry + 86400, static_cast<std::uint64_t>(expiry + 1000) * 1'000'000};
+	before = apply_license_view(c, v, expiry + 1000);
+	REQUIRE(before);
+	CHECK(c.license == LicenseState::Licensed);
+	CHECK(c.license_expiry == expiry + 86400);
+	// The record judged alone, as --npd does.
+	LicenseCounters r = LicenseCounters::parse("license licensed\nlicense_since 100\nlicense_expiry 1000\n");
+	CHECK_FALSE(judge_license_expiry(r, 1000 + LICENSE_EXPIRY_MARGIN_S));
+	CHECK(judge_license_expiry(r, 1000 + LICENSE_EXPIRY_MARGIN_S + 1));
+	CHECK(r.license == LicenseState::Unlicensed);
+	CHECK(r.license_since == 1000);
+}
+
+TEST_CASE("issue 34: a failed renewal keeps a lease with a known expiry and ends any other", "[license-state]")
+{
+	for (const char *m : {"Failed to renew license from 10.31.20.45", "License renewal failed", "Unable to renew license"})
+		CHECK(classify_gridd_line(m).kind == Kind::RenewalFailed);
+	auto o = derive_license_state(lines({ACQUIRED, "Failed to renew license from s"}), true, STARTED);
+	CHECK(o.state == LicenseState::Licensed);
+	CHECK(o.expiry == std::optional<std::int64_t>(1796227200));
+	o = derive_license_state(lines({"License acquired successfully. (Info: http://10.31.20.45:7070/request; GRID-Virtual-WS,2.0)",
+					"Failed to renew license from s"}),
+				 true, STARTED);
+	CHECK(o.state == LicenseState::Unlicensed);
+	CHECK(derive_license_state(lines({"Failed to renew license from s"}), true, STARTED).state == LicenseState::Unlicensed);
+	// Through the journal: the renewal failure newer than the acquisition, with noise between.
+	FakeGriddJournal j;
+	j.log("License acquired successfully. (Info: http://10.31.20.45:7070/request; GRID-Virtual-WS,2.0)");
+	j.log_many(50, NOISE);
+	j.log("Failed to renew license from 10.31.20.45");
+	j.log_many(50, NOISE);
+	LicenseCounters c;
+	look(j, c, RUN_A);
+	CHECK(c.license == LicenseState::Unlicensed);
+	FakeGriddJournal k;
+	k.log(ACQUIRED);
+	k.log("Failed to renew license from 10.31.20.45");
+	LicenseCounters ck;
+	look(k, ck, RUN_A, 1'796'141'000);
+	CHECK(ck.license == LicenseState::Licensed);
+	look(k, ck, RUN_A, 1796227200 + 3600);  // the lease ran out unrenewed
+	CHECK(ck.license == LicenseState::Unlicensed);
+}
 
 TEST_CASE("each documented wording of an acquisition is licensed, with its expiry when it printed one", "[license-state]")
 {
