@@ -15,7 +15,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Build and test dependencies, all from Debian bookworm main.
 BUILD_DEPS := meson ninja-build g++ pkg-config libsystemd-dev libmount-dev nlohmann-json3-dev \
 	libyaml-cpp-dev catch2 systemd scdoc
-TEST_DEPS := python3 python3-jsonschema python3-yaml util-linux strace
+# systemd-journal-remote: the unit tier writes a journal file for the sd-journal reader of nvidia-gridd.
+TEST_DEPS := python3 python3-jsonschema python3-yaml util-linux strace systemd-journal-remote
 # The system tier boots a mkosi image with systemd-nspawn.
 SYSTEM_DEPS := systemd-container mkosi debootstrap
 PACKAGE_DEPS := debhelper dpkg-dev fakeroot lintian man-db groff-base git

@@ -4,8 +4,12 @@
 #include "gridd_journal.hpp"
 #include "license_metrics.hpp"
 #include "license_state.hpp"
+#include "temp_dir.hpp"
 
 #include <catch2/catch.hpp>
+#include <cstdlib>
+#include <sys/stat.h>
+#include <unistd.h>
 
 using namespace unbounded;
 
@@ -411,4 +415,65 @@ TEST_CASE("license metrics: one state at 1, the expiry only when licensed, nothi
 	text = license_metrics_text(c, 1'796'141'000);
 	CHECK(text.find("unbounded_nvidia_license_expiry_timestamp_seconds") == std::string::npos);
 	CHECK(text.find("unbounded_nvidia_license_state{state=\"unlicensed\"} 1\n") != std::string::npos);
+}
+
+TEST_CASE("issue 34: the sd-journal source reads a real journal file as the fake does", "[license-state]")
+{
+	// systemd-journal-remote writes journal files from the export format (Debian's
+	// systemd-journal-remote, in make's test dependencies): no journald needed.
+	const char *remote = "/lib/systemd/systemd-journal-remote";
+	INFO(remote << " is required (Debian package systemd-journal-remote; make deps installs it)");
+	REQUIRE(::access(remote, X_OK) == 0);
+	test::TempDir t;
+	std::string exported;
+	auto entry = [&](const std::string &message, const std::string &run, int i) {
+		exported += "__REALTIME_TIMESTAMP=" + std::to_string(1'796'140'800'000'000 + i * 1'000'000ull) +
+			    "\n__MONOTONIC_TIMESTAMP=" + std::to_string(1'000'000 + i * 1'000'000ull) +
+			    "\n_BOOT_ID=0123456789abcdef0123456789abcdef\n_SYSTEMD_UNIT=nvidia-gridd.service\n_SYSTEMD_INVOCATION_ID=" + run +
+			    "\nMESSAGE=" + message + "\n\n";
+	};
+	int i = 0;
+	entry("Started (1976)", RUN_A, i++);
+	entry(ACQUIRED, RUN_A, i++);
+	for (std::size_t n = 0; n <= MAX_GRIDD_ENTRIES; n++)
+		entry(NOISE, RUN_A, i++);
+	entry("Failed to acquire license from 10.31.20.45", RUN_B, i++);  // another run's: not this one's
+	t.write("export", exported);
+	::mkdir((t / "journal").c_str(), 0755);
+	const std::string cmd = std::string(remote) + " -o " + (t / "journal/system.journal") + " - < " + (t / "export") + " 2>/dev/null";
+	REQUIRE(std::system(cmd.c_str()) == 0);
+
+	auto j = open_gridd_journal("nvidia-gridd.service", RUN_A, t / "journal");
+	REQUIRE(j);
+	auto read = read_gridd_license(**j, std::nullopt, STARTED);
+	REQUIRE(read);
+	CHECK(read->complete);
+	CHECK(read->observation.state == LicenseState::Licensed);
+	CHECK(read->observation.expiry == std::optional<std::int64_t>(1796227200));
+	CHECK(read->entries <= 2 * MAX_GRIDD_ENTRIES);
+	LicenseCounters c;
+	apply_license_view(c, GriddView{RUN_A, read->observation, read->cursor}, 1'796'141'000);
+	c = LicenseCounters::parse(c.serialize());
+	REQUIRE_FALSE(c.journal_cursor.empty());  // sd-journal's cursor survives the state file's parser
+	// The next run: only the memo's own entry is read.
+	j = open_gridd_journal("nvidia-gridd.service", RUN_A, t / "journal");
+	REQUIRE(j);
+	read = read_gridd_license(**j, gridd_journal_memo(c, RUN_A), STARTED);
+	REQUIRE(read);
+	CHECK(read->entries == 1);
+	CHECK(read->observation.state == LicenseState::Licensed);
+	// A cursor the journal does not hold: everything is read again, nothing is made up.
+	c.journal_cursor = "s=0123;i=1;b=2;m=3;t=4;x=5";
+	j = open_gridd_journal("nvidia-gridd.service", RUN_A, t / "journal");
+	REQUIRE(j);
+	read = read_gridd_license(**j, gridd_journal_memo(c, RUN_A), STARTED);
+	REQUIRE(read);
+	CHECK(read->observation.state == LicenseState::Licensed);
+	// Run B's journal holds its own failure only.
+	j = open_gridd_journal("nvidia-gridd.service", RUN_B, t / "journal");
+	REQUIRE(j);
+	read = read_gridd_license(**j, gridd_journal_memo(c, RUN_B), STARTED);
+	REQUIRE(read);
+	CHECK(read->entries == 1);
+	CHECK(read->observation.state == LicenseState::Unlicensed);
 }
