@@ -412,6 +412,46 @@ units after
         self.assertEqual(m.read("/var/lib/standin/verify-swapped.rc").strip(), "0", m.read("/var/lib/standin/verify-swapped.err"))
         self.assertNothingRestarted(m, "boot", "after")
 
+    def test_a_daemon_that_stops_and_starts_again_is_followed_within_seconds(self):
+        """Issue 34, item 7: nvidia-persistenced stops (its socket goes) and starts again while the
+        machine runs. The refresh path unit, watching /run/nvidia-persistenced (from /run until it
+        exists), drops the socket's mount from the spec and adds it back within seconds, long before
+        the refresh timer (5 min), so no new pod is given a mount of a socket that is not there."""
+        m = self.refresh_machine("ipc-restart")
+        # A stand-in for the daemon's socket: systemd makes it on start and removes it on stop.
+        m.write("/etc/systemd/system/fake-persistenced.socket",
+                "[Socket]\nListenStream=/run/nvidia-persistenced/socket\nRemoveOnStop=yes\n")
+        m.write("/etc/systemd/system/fake-persistenced.service", "[Service]\nExecStart=/bin/sleep infinity\n")
+        mount = "hostPath: /run/nvidia-persistenced/socket"
+        scenario = REFRESH_SCENARIO_RECORD + f"""
+units boot
+grep -c '{mount}' /etc/cdi/nvidia.yaml > $out/mounted-at-boot
+for step in started stopped again; do
+	date +%s.%N > $out/t0-$step
+	if [ $step = stopped ]; then systemctl stop fake-persistenced.socket; else systemctl start fake-persistenced.socket; fi
+	if [ $step = stopped ]; then
+		wait_for 20 sh -c "! grep -q '{mount}' /etc/cdi/nvidia.yaml"
+	else
+		wait_for 20 grep -q '{mount}' /etc/cdi/nvidia.yaml
+	fi
+	date +%s.%N > $out/t1-$step
+	wait_for 10 sh -c '! systemctl is-active -q unbounded-nvidia-refresh.service'
+	record $step
+done
+units after
+"""
+        m.boot(scenario)
+        story = self.story(m)
+        self.assertEqual(m.read("/var/lib/standin/scenario-errors", ""), "", story)
+        self.assertEqual(m.read("/var/lib/standin/mounted-at-boot").strip(), "0")
+        for step, present in (("started", True), ("stopped", False), ("again", True)):
+            self.assertEqual(mount in m.read(f"/var/lib/standin/spec-{step}.yaml"), present, (step, story))
+            self.assertEqual(m.read(f"/var/lib/standin/verify-{step}.rc").strip(), "0", m.read(f"/var/lib/standin/verify-{step}.err"))
+            took = float(m.read(f"/var/lib/standin/t1-{step}")) - float(m.read(f"/var/lib/standin/t0-{step}"))
+            print(f"# {step}: the spec followed the socket in {took:.2f} s", flush=True)
+            self.assertLess(took, self.SETTLE + 15, step)
+        self.assertNothingRestarted(m, "boot", "after")
+
 
 LICENSE_CONFIG = """licensing:
   jitter: 1s
