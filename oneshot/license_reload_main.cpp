@@ -125,6 +125,18 @@ int npd_license(const Context &ctx)
 	return 0;
 }
 
+// A usage error is on stderr; with --npd anywhere on the line node-problem-detector reads stdout too.
+int usage_error(int argc, char **argv, const std::string &what)
+{
+	std::fprintf(stderr, "unbounded-nvidia-license-reload: %s\n", what.c_str());
+	for (int i = 1; i < argc; i++)
+		if (std::string_view(argv[i]) == "--npd") {
+			npd_print("unknown: " + what);
+			break;
+		}
+	return EXIT_USAGE;
+}
+
 // 0 to go on, -1 for a clean exit (--help, --version), else the exit status.
 int parse_args(int argc, char **argv, Args &a)
 {
@@ -150,14 +162,11 @@ int parse_args(int argc, char **argv, Args &a)
 			return -1;
 		case 'V': std::printf("unbounded-nvidia-license-reload %s\n", PROJECT_VERSION); return -1;
 		default:
-			std::fprintf(stderr, "unbounded-nvidia-license-reload: unknown or incomplete option '%s' (see --help)\n", argv[optind - 1]);
-			return EXIT_USAGE;
+			return usage_error(argc, argv, "unknown or incomplete option '" + printable(argv[optind - 1]) + "' (see --help)");
 		}
 	}
-	if (optind < argc) {
-		std::fprintf(stderr, "unbounded-nvidia-license-reload: unexpected argument '%s'\n", argv[optind]);
-		return EXIT_USAGE;
-	}
+	if (optind < argc)
+		return usage_error(argc, argv, "unexpected argument '" + printable(argv[optind]) + "'");
 	return 0;
 }
 

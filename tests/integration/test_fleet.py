@@ -304,6 +304,15 @@ class TestLicenseCondition(unittest.TestCase):
         self.assertTrue(line.startswith("unknown: "), line)
         self.assertIn("nvidia.yaml:2", line)
 
+    def test_a_usage_error_still_answers_one_line(self):
+        m = MachineRoot(self)
+        for args in (["--npd", "--bogus"], ["--bogus", "--npd"], ["--npd", "extra"]):
+            r = subprocess.run([LICENSE_BIN, "--root", m.path, *args], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertEqual(r.stdout.count("\n"), 1, r.stdout)
+            self.assertTrue(r.stdout.startswith("unknown: "), r.stdout)
+            self.assertLessEqual(len(r.stdout.strip()), 80)
+
     def test_a_condition_that_fires_at_once_is_a_configuration_error(self):
         """Issue 34: not_acquired_after 0 would raise the condition at every pending moment."""
         m = MachineRoot(self)
