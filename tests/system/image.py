@@ -12,9 +12,8 @@ SOURCE = os.environ.get("SOURCE_ROOT", os.path.abspath(os.path.join(os.path.dirn
 CACHE = os.environ.get("UNBOUNDED_TEST_CACHE", "/var/tmp/unbounded-nvidia-test")
 
 
-def config_key():
+def config_key(conf):
     h = hashlib.sha256()
-    conf = os.path.join(SOURCE, "mkosi.conf.d")
     for dirpath, dirnames, filenames in os.walk(conf):
         dirnames.sort()
         for n in sorted(filenames):
@@ -24,37 +23,38 @@ def config_key():
     return h.hexdigest()[:16]
 
 
-_failure = None
+_failures = {}
 
 
-def base_image():
-    """Path of the cached base image, building it (about a minute) when the configuration changed."""
-    global _failure
-    if _failure:  # one failed build per run is enough: every test reports it
-        raise RuntimeError(_failure)
-    os.makedirs(CACHE, exist_ok=True)
-    key = config_key()
-    image = os.path.join(CACHE, f"image-{key}")
-    with open(os.path.join(CACHE, "lock"), "w") as lock:
+def base_image(workdir=SOURCE, cache=CACHE):
+    """Path of the cached base image, building it (about a minute) when the configuration changed.
+    `workdir` holds the mkosi.conf.d/ to build (the containerd tier has its own); `cache` is where
+    that image is kept."""
+    if workdir in _failures:  # one failed build per run is enough: every test reports it
+        raise RuntimeError(_failures[workdir])
+    os.makedirs(cache, exist_ok=True)
+    key = config_key(os.path.join(workdir, "mkosi.conf.d"))
+    image = os.path.join(cache, f"image-{key}")
+    with open(os.path.join(cache, "lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if os.path.isfile(os.path.join(image, "usr/lib/systemd/systemd")):
             return image
-        for old in os.listdir(CACHE):
+        for old in os.listdir(cache):
             if old.startswith("image-"):
-                shutil.rmtree(os.path.join(CACHE, old), ignore_errors=True)
+                shutil.rmtree(os.path.join(cache, old), ignore_errors=True)
         for leftover in (image, image + ".manifest"):
             if os.path.lexists(leftover):
                 shutil.rmtree(leftover, ignore_errors=True) if os.path.isdir(leftover) else os.unlink(leftover)
         # mkosi 14 runs apt in systemd-nspawn: like every nspawn here it needs its own mount namespace
         # with a tmpfs /run, and must keep our unit.
         # mkosi 14 reads mkosi.conf.d/ from the working directory (not from -C), so run it there.
-        cmd = (f"mount -t tmpfs tmpfs /run && cd '{SOURCE}' && mkosi --nspawn-keep-unit --force "
-               f"--output-dir '{CACHE}' --output '{image}' build")
-        log = os.path.join(CACHE, "mkosi.log")
+        cmd = (f"mount -t tmpfs tmpfs /run && cd '{workdir}' && mkosi --nspawn-keep-unit --force "
+               f"--output-dir '{cache}' --output '{image}' build")
+        log = os.path.join(cache, "mkosi.log")
         with open(log, "w") as f:
             r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", cmd], stdout=f, stderr=subprocess.STDOUT)
         if r.returncode != 0 or not os.path.isfile(os.path.join(image, "usr/lib/systemd/systemd")):
             tail = open(log).read()[-3000:]
-            _failure = f"mkosi build of a directory image failed ({r.returncode}), log {log}:\n{tail}"
-            raise RuntimeError(_failure)
+            _failures[workdir] = f"mkosi build of a directory image failed ({r.returncode}), log {log}:\n{tail}"
+            raise RuntimeError(_failures[workdir])
         return image

@@ -33,16 +33,18 @@ host_turn() {  # host_turn N: the host side of the test does its step N while th
 
 
 class Machine:
-    def __init__(self, testcase, name):
+    def __init__(self, testcase, name, base=None, real_containerd=False):
+        """`base`: another cached image than the system tier's (the containerd tier's trixie);
+        `real_containerd`: keep the image's own containerd.service instead of the stand-in."""
         self.tmp = tempfile.mkdtemp(prefix=f"unbounded-sys-{name}-", dir=os.environ.get("UNBOUNDED_TEST_CACHE_TMP"))
         testcase.addCleanup(shutil.rmtree, self.tmp, True)
         self.image = os.path.join(self.tmp, "image")
-        subprocess.run(["cp", "-a", "--reflink=auto", base_image(), self.image], check=True)
+        subprocess.run(["cp", "-a", "--reflink=auto", base or base_image(), self.image], check=True)
         r = subprocess.run(["meson", "install", "-C", BUILD, "--no-rebuild", "--quiet", "--destdir", self.image],
                            capture_output=True, text=True)
         if r.returncode != 0:
             raise RuntimeError(f"meson install into the image failed:\n{r.stdout}{r.stderr}")
-        self._install_standins()
+        self._install_standins(real_containerd)
         os.makedirs(self.p("/var/log/journal"), exist_ok=True)  # persistent journal, read after shutdown
         self.binds = []
         self.init_args = []  # passed to systemd as PID 1 (systemd.setenv=..., as a kernel command line would)
@@ -57,10 +59,12 @@ class Machine:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         return path
 
-    def _install_standins(self):
+    def _install_standins(self, real_containerd=False):
         wants = self.p("/etc/systemd/system/multi-user.target.wants")
         os.makedirs(wants, exist_ok=True)
         for unit in ("containerd.service", "kubelet.service", "nvidia-gridd.service", "unbounded-test-scenario.service"):
+            if unit == "containerd.service" and real_containerd:
+                continue
             shutil.copy(os.path.join(STANDINS, unit), self.p("/etc/systemd/system"))
             os.symlink(f"/etc/systemd/system/{unit}", os.path.join(wants, unit))
         shutil.copy(os.path.join(STANDINS, "fake-nvidia-module.service"), self.p("/etc/systemd/system"))
@@ -108,7 +112,7 @@ class Machine:
             os.makedirs(self.p("/var/lib/fake-proc-driver"), exist_ok=True)
             self.bind(os.path.dirname(d), "/var/lib/fake-proc-driver", read_only=True)
 
-    def boot(self, scenario="", host_turns=()):
+    def boot(self, scenario="", host_turns=(), timeout=BOOT_TIMEOUT):
         """Boots the machine, lets the scenario script run, and returns when it has powered off.
         `host_turns` are what the host does while the machine runs: the scenario hands the turn over
         with `host_turn N` (it waits until turn N, a callable run here, is done)."""
@@ -120,7 +124,7 @@ class Machine:
         log = open(os.path.join(self.tmp, "console.log"), "w+")
         p = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c", cmd],
                              stdout=log, stderr=subprocess.STDOUT, text=True, env={**os.environ, **self.nspawn_env})
-        deadline = time.monotonic() + BOOT_TIMEOUT
+        deadline = time.monotonic() + timeout
         turns = list(host_turns)
         done = 0
         while p.poll() is None and time.monotonic() < deadline:
@@ -134,7 +138,7 @@ class Machine:
             p.kill()
             p.wait()
             log.seek(0)
-            raise AssertionError(f"machine did not power off within {BOOT_TIMEOUT}s:\n{log.read()[-4000:]}")
+            raise AssertionError(f"machine did not power off within {timeout}s:\n{log.read()[-4000:]}")
         log.seek(0)
         self.console = log.read()
         log.close()
