@@ -25,6 +25,8 @@ FLEET_DEPS := prometheus prometheus-node-exporter
 # The consumer tier runs containers from the spec with Debian's podman (and runc: crun 1.8 refuses
 # this machine's cgroup v1 hierarchy).
 CONSUMER_DEPS := podman runc
+# The containerd tier makes its CRI client from the CRI's api.proto at test time and runs it here.
+CONTAINERD_DEPS := protobuf-compiler python3-grpcio python3-protobuf binutils
 
 .PHONY: all deps demo check check-arm64 check-builds check-sanitizers gpu-check build clean
 
@@ -48,7 +50,7 @@ build: deps $(BUILD)/build.ninja
 demo: build
 	tests/demo.sh $(BUILD)
 
-check: EXTRA_DEPS = $(SYSTEM_DEPS) $(PACKAGE_DEPS) $(FLEET_DEPS) $(CONSUMER_DEPS)
+check: EXTRA_DEPS = $(SYSTEM_DEPS) $(PACKAGE_DEPS) $(FLEET_DEPS) $(CONSUMER_DEPS) $(CONTAINERD_DEPS)
 check: build
 	tests/debian/fetch-nvidia-debs.sh $(BUILD)/nvidia-debs
 	meson test -C $(BUILD) --print-errorlogs
