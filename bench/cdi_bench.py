@@ -22,7 +22,7 @@ import statistics
 import tempfile
 
 from benchlib import scratch_base, timed
-from harness import SETUP, V1, MachineRoot, fixture, make_chardev, write
+from harness import SETUP, V1, MachineRoot, fixture, make_chardev, pe_image, write
 from test_cdi import fake_hook
 
 BASELINE = os.environ.get("BASELINE_SETUP_BIN")
@@ -80,7 +80,7 @@ def everything(m):
     write(os.path.join(lib, "nvoptix.bin"), "optix data\n" * 1000)
     os.makedirs(os.path.join(lib, "nvidia/wine"))
     for dll in ("nvngx.dll", "_nvngx.dll"):
-        write(os.path.join(lib, "nvidia/wine", dll), "MZ a PE file")
+        write(os.path.join(lib, "nvidia/wine", dll), pe_image(b" a PE file"))
     share = m.p("/run/host-nvidia/3")
     for rel, text in (("glvnd/egl_vendor.d/10_nvidia.json", '{"ICD": {"library_path": "libEGL_nvidia.so.0"}}'),
                       ("vulkan/icd.d/nvidia_icd.json", '{"ICD": {"library_path": "libGLX_nvidia.so.0"}}'),

@@ -123,6 +123,12 @@ def proc_version_text(version, open_module=False):
             "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n")
 
 
+def pe_image(payload=b""):
+    """The start of a Windows PE file, as the DLSS DLLs are: the DOS header ("MZ", e_lfanew at 0x3c pointing
+    just past it) and the "PE\\0\\0" signature there, then `payload`."""
+    return b"MZ" + b"\0" * 58 + (64).to_bytes(4, "little") + b"PE\0\0" + payload
+
+
 def write(path, content, mode=0o644):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "wb" if isinstance(content, bytes) else "w") as f:

@@ -13,7 +13,7 @@ import time
 import unittest
 
 import cdi_schema
-from harness import ARCH, IS_ROOT, PLUGIN_SPEC, SETUP, V1, V2, MachineRoot, fixture, main, plugin_spec, snapshot, write
+from harness import ARCH, IS_ROOT, PLUGIN_SPEC, SETUP, V1, V2, MachineRoot, fixture, main, pe_image, plugin_spec, snapshot, write
 
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "golden", "cdi")
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
@@ -243,8 +243,8 @@ class TestGolden(CdiCase):
         shutil.copy(fixture("libnvidia-api.so.1"), lib)
         wine = os.path.join(lib, "nvidia/wine")
         os.makedirs(wine)
-        write(os.path.join(wine, "nvngx.dll"), "MZ\x90\x00 a PE file")
-        write(os.path.join(wine, "_nvngx.dll"), "MZ\x90\x00 another PE file")
+        write(os.path.join(wine, "nvngx.dll"), pe_image(b" a PE file"))
+        write(os.path.join(wine, "_nvngx.dll"), pe_image(b" another PE file"))
         write(os.path.join(wine, "nvngx_dlssg.dll"), "MZ not one we take")
         r = m.setup()
         self.assertEqual(r.returncode, 0, r.stderr)
