@@ -251,6 +251,7 @@ class ContainerdTier(unittest.TestCase):
             make_chardev(node, major, minor)
             m.bind(node, f"/dev/{name}")
         m.fake_module(proc_version_text(cls.v1))
+        cls.fake_proc_devices(m)
         for i, uid in enumerate(UUIDS):
             bus = f"0000:{0x18 + i:02x}:00.0"
             info = m.host(f"proc-driver/nvidia/gpus/{bus}/information")
@@ -282,6 +283,23 @@ class ContainerdTier(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         shutil.rmtree(getattr(cls, "tmp", "/nonexistent"), ignore_errors=True)
+
+    @staticmethod
+    def fake_proc_devices(m):
+        """The drivers' majors in /proc/devices, as on a host with the NVIDIA modules loaded (setup takes
+        a node only with its driver's major): this host's list with nvidia-frontend and nvidia-uvm
+        added, bound over /proc/devices before setup by a unit like the fake module's."""
+        with open("/proc/devices") as f:
+            lines = f.read().splitlines()
+        at = lines.index("Character devices:") + 1
+        lines[at:at] = ["195 nvidia-frontend", "509 nvidia-uvm"]
+        m.write("/var/lib/unbounded-test/proc-devices", "\n".join(lines) + "\n")
+        m.write("/etc/systemd/system/fake-proc-devices.service",
+                "[Unit]\nDescription=Fake /proc/devices with the NVIDIA majors (containerd tier)\nDefaultDependencies=no\n"
+                "After=local-fs.target\nBefore=sysinit.target unbounded-nvidia-setup.service\n\n[Service]\nType=oneshot\n"
+                "RemainAfterExit=yes\nExecStart=/bin/mount --bind /var/lib/unbounded-test/proc-devices /proc/devices\n")
+        os.makedirs(m.p("/etc/systemd/system/sysinit.target.wants"), exist_ok=True)
+        os.symlink("/etc/systemd/system/fake-proc-devices.service", m.p("/etc/systemd/system/sysinit.target.wants/fake-proc-devices.service"))
 
     @staticmethod
     def version(host):
