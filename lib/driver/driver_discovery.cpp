@@ -6,6 +6,7 @@
 #include "format.hpp"
 #include "fs.hpp"
 #include "graphics_config.hpp"
+#include "pe.hpp"
 #include "staging_layout.hpp"
 
 #include <algorithm>
@@ -196,8 +197,8 @@ public:
 		if (st_.trees().empty())
 			return fail(make_error("No staging mounts found"));
 		for (auto step : {&Discovery::list_scan_dirs, &Discovery::choose_version, &Discovery::select_entries,
-				  &Discovery::add_libraries, &Discovery::add_helpers, &Discovery::add_firmware, &Discovery::add_graphics_configs,
-				  &Discovery::check_firmware, &Discovery::check_native, &Discovery::add_wine_dlls, &Discovery::add_optix_data, &Discovery::check_closure})
+				  &Discovery::add_libraries, &Discovery::add_helpers, &Discovery::add_firmware,
+				  &Discovery::check_firmware, &Discovery::check_native, &Discovery::add_graphics_configs, &Discovery::add_wine_dlls, &Discovery::add_optix_data, &Discovery::check_closure})
 			if (auto r = (this->*step)(); !r)
 				return fail(r.error());
 		for (auto &[dest, f] : by_dest_)
@@ -547,7 +548,7 @@ private:
 
 	// 5c. The DLSS DLLs for Proton (WINE_DLLS), where a tree holds nvidia/wine/: a tree that is a host
 	// lib dir. After check_native, which settles the multiarch they go under. A file of that name that
-	// is not a PE file ("MZ") is skipped with a warning.
+	// is not a PE file (pe.hpp) is skipped with a warning.
 	Result<void> add_wine_dlls()
 	{
 		for (std::size_t t = 0; t < st_.trees().size(); t++) {
@@ -570,11 +571,8 @@ private:
 					why = "larger than " + format_bytes(MAX_WINE_DLL_BYTES);
 				else if (auto fd = st_.open_regular(*src); !fd)
 					why = fd.error().message;
-				else {
-					char magic[2] = {};
-					if (::pread(fd->get(), magic, sizeof(magic), 0) != 2 || magic[0] != 'M' || magic[1] != 'Z')
-						why = "not a Windows PE file";
-				}
+				else if (!pe::is_pe_file(fd->get(), src->st.st_size))
+					why = "not a Windows PE file";
 				if (!why.empty()) {
 					out_.warnings.push_back("Skipping " + display + ": " + why);
 					continue;
@@ -586,9 +584,11 @@ private:
 	}
 
 	// 5b. The graphics configuration files (graphics_config.hpp), where the host bound their directory.
-	// Only NVIDIA's: by name, then by the library they name. Another vendor's file of the same name,
-	// or one that is not what it claims, is skipped with a warning; a missing one is not an error
-	// (most compute hosts bind none of these directories).
+	// Only NVIDIA's: by name, then by the library they name, which must be where a pod's loader will
+	// look for it (after check_native: the root's libraries and multiarch are known). Another vendor's
+	// file of the same name, one that is not what it claims, one naming a library the pod cannot
+	// load, or a link that leads out of the staging mounts, is skipped with a warning; a missing one
+	// is not an error (most compute hosts bind none of these directories).
 	// Cheap on the boot path: a tree's own root is already listed (the names pass
 	// could_be_driver_file), and a parent directory is looked into only when its first component
 	// is a directory of the tree (one fstatat each, remembered per tree).
@@ -628,8 +628,14 @@ private:
 					const std::string rel = fs::join(dir, kind.name);
 					const std::string display = fs::join(st_.trees()[t].display, rel);
 					auto src = resolve_optional(t, rel, "graphics configuration file");
-					if (!src)
+					if (!src) {
+						if (auto r = st_.resolve(t, rel); !r && (r.error().errnum == ENOENT || r.error().errnum == ENOTDIR) &&
+										   is_link(t, dir, kind.name)) {
+							out_.warnings.push_back(r.error().message + ", skipping this graphics configuration file");
+							break;
+						}
 						continue;
+					}
 					if (!S_ISREG(src->st.st_mode)) {
 						out_.warnings.push_back("Skipping " + display + ", not a regular file");
 						break;
@@ -643,8 +649,11 @@ private:
 					std::string why;
 					if (!text)
 						why = text.error().message;
-					else if (graphics_config::nvidia_library_of(kind, *text, src->display, why).empty() && why.empty())
-						why = src->display + " names no library";
+					else if (const auto lib = graphics_config::nvidia_library_of(kind, *text, src->display, why); lib.empty()) {
+						if (why.empty())
+							why = src->display + " names no library";
+					} else
+						why = graphics_config::unloadable(lib, "/lib/" + out_.multiarch, [&](std::string_view n) { return in_libdir(n); });
 					if (!why.empty()) {
 						out_.warnings.push_back("Skipping " + display + ": " + why);
 						break;
@@ -655,6 +664,26 @@ private:
 			}
 		}
 		return {};
+	}
+
+	// Whether tree/dir/name is a symlink (not followed): a link that does not resolve is a file the host
+	// meant to give, unlike a name that is not there.
+	bool is_link(std::size_t tree, const std::string &dir, const char *name) const
+	{
+		auto d = st_.open_dir(tree, dir);
+		struct stat st{};
+		return d && *d && ::fstatat(d->get(), name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode);
+	}
+
+	// Whether the root's native lib dir has a library of this file name or SONAME (a link of the root).
+	bool in_libdir(std::string_view name) const
+	{
+		const std::string dir = "lib/" + out_.multiarch + "/";
+		for (const auto &[dest, f] : by_dest_)
+			if (f.kind == FileKind::Library && dest.starts_with(dir) && dest.find('/', dir.size()) == std::string::npos &&
+			    (std::string_view(dest).substr(dir.size()) == name || (f.soname && *f.soname == name)))
+				return true;
+		return false;
 	}
 
 	// 5e. nvoptix.bin (OPTIX_DATA), when the root has libnvoptix.so.<version>: first beside it, then

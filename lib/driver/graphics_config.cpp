@@ -5,8 +5,60 @@
 #include "fs.hpp"
 
 #include <nlohmann/json.hpp>
+#include <set>
+#include <vector>
 
 namespace unbounded::graphics_config {
+namespace {
+
+// The first key that an object of `text` repeats, compared as the loaders compare them: glvnd and
+// the Vulkan loader read these files with cJSON, whose cJSON_GetObjectItem() matches a key without
+// regard to ASCII case and returns the first match, while nlohmann keeps the last. A file with two
+// "library_path" (or "ICD" and "icd") would be judged by one value and loaded by the other: such a
+// file is refused rather than judged either way (NVIDIA's never repeat a key). Keys are compared
+// unescaped ("library_pat\u0068" is "library_path" to both parsers).
+class RepeatedKeys : public nlohmann::json_sax<nlohmann::json> {
+public:
+	std::string repeated;
+
+	bool null() override { return true; }
+	bool boolean(bool) override { return true; }
+	bool number_integer(number_integer_t) override { return true; }
+	bool number_unsigned(number_unsigned_t) override { return true; }
+	bool number_float(number_float_t, const string_t &) override { return true; }
+	bool string(string_t &) override { return true; }
+	bool binary(binary_t &) override { return true; }
+	bool start_object(std::size_t) override
+	{
+		objects_.emplace_back();
+		return true;
+	}
+	bool key(string_t &k) override
+	{
+		std::string folded = k;
+		for (char &c : folded)
+			if (c >= 'A' && c <= 'Z')
+				c = static_cast<char>(c - 'A' + 'a');
+		if (!objects_.back().insert(std::move(folded)).second) {
+			repeated = k;
+			return false;
+		}
+		return true;
+	}
+	bool end_object() override
+	{
+		objects_.pop_back();
+		return true;
+	}
+	bool start_array(std::size_t) override { return true; }
+	bool end_array() override { return true; }
+	bool parse_error(std::size_t, const std::string &, const nlohmann::detail::exception &) override { return false; }
+
+private:
+	std::vector<std::set<std::string>> objects_;
+};
+
+}  // namespace
 
 std::string nvidia_library_of(const Kind &kind, std::string_view text, const std::string &display, std::string &why)
 {
@@ -22,13 +74,26 @@ std::string nvidia_library_of(const Kind &kind, std::string_view text, const std
 			why = r.error().message;
 			return {};
 		}
+		RepeatedKeys keys;
+		(void)nlohmann::json::sax_parse(text, &keys);  // valid JSON: it stops only at a repeated key
+		if (!keys.repeated.empty()) {
+			why = display + " repeats the key \"" + printable(keys.repeated) +
+			      "\" in one object: loaders take the first, so it is not judged by either";
+			return {};
+		}
 		auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-		for (const char *top : {"ICD", "layer"})
-			if (j.is_object() && j.contains(top) && j[top].is_object() && j[top].contains("library_path") &&
-			    j[top]["library_path"].is_string())
-				library = j[top]["library_path"].get<std::string>();
+		// Each kind by the one key its loader reads. A layer file with "layers" (a list the Vulkan
+		// loader reads instead of "layer") would load what this check never saw.
+		const char *top = kind.content == Content::Layer ? "layer" : "ICD";
+		if (j.is_object() && j.contains(top) && j[top].is_object() && j[top].contains("library_path") &&
+		    j[top]["library_path"].is_string())
+			library = j[top]["library_path"].get<std::string>();
+		if (kind.content == Content::Layer && j.is_object() && j.contains("layers")) {
+			why = display + " has a \"layers\" list, which the Vulkan loader reads instead of its \"layer\"";
+			return {};
+		}
 		if (j.is_discarded() || library.empty()) {
-			why = display + " is not an ICD or layer file (no ICD.library_path or layer.library_path)";
+			why = display + (kind.content == Content::Layer ? " is not a layer file (no layer.library_path)" : " is not an ICD file (no ICD.library_path)");
 			return {};
 		}
 	}
@@ -39,6 +104,24 @@ std::string nvidia_library_of(const Kind &kind, std::string_view text, const std
 		return {};
 	}
 	return library;
+}
+
+std::string unloadable(std::string_view library, const std::string &libdir, const std::function<bool(std::string_view)> &in_root)
+{
+	const std::string name = fs::basename(std::string(library));
+	const std::string shown = printable(library);
+	if (library.find('/') != std::string_view::npos) {
+		// An absolute path is opened as it is: the spec mounts the driver's libraries at libdir,
+		// whatever the image and hook (the /usr/lib64 binds exist only without update-ldcache). A
+		// relative one the Vulkan loader takes from the file's directory, glvnd from the process's.
+		if (library.front() != '/')
+			return "it names " + shown + ", a relative path no loader resolves to the driver's libraries in a pod";
+		if (library != libdir + "/" + name)
+			return "it names " + shown + ", where the CDI spec mounts nothing in a pod (the driver's libraries are in " + libdir + "/)";
+	}
+	if (!in_root(name))
+		return "it names " + shown + ", which the driver root does not hold (no " + name + " in the staging mounts)";
+	return {};
 }
 
 }  // namespace unbounded::graphics_config

@@ -9,6 +9,7 @@
 
 #include "error.hpp"
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,7 +17,8 @@
 namespace unbounded::graphics_config {
 
 enum class Content {
-	Json,     // {"ICD": {"library_path": ...}} or {"layer": {"library_path": ...}}
+	Icd,      // {"ICD": {"library_path": ...}}: glvnd's EGL vendors, EGL platforms, Vulkan ICDs
+	Layer,    // {"layer": {"library_path": ...}}: a Vulkan layer
 	IcdList,  // OpenCL's .icd: one line, the library's name
 };
 
@@ -32,14 +34,14 @@ struct Kind {
 // Where loaders look by default: glvnd and the Vulkan loader search /usr/share (and /etc), the OpenCL
 // ICD loader /etc/OpenCL/vendors only.
 inline constexpr Kind KINDS[] = {
-	{"10_nvidia.json", "usr/share/glvnd/egl_vendor.d", "glvnd/egl_vendor.d", Content::Json},
-	{"15_nvidia_gbm.json", "usr/share/egl/egl_external_platform.d", "egl/egl_external_platform.d", Content::Json},
-	{"10_nvidia_wayland.json", "usr/share/egl/egl_external_platform.d", "egl/egl_external_platform.d", Content::Json},
-	{"09_nvidia_wayland2.json", "usr/share/egl/egl_external_platform.d", "egl/egl_external_platform.d", Content::Json},
-	{"nvidia_icd.json", "usr/share/vulkan/icd.d", "vulkan/icd.d", Content::Json},
-	{"nvidia_icd.x86_64.json", "usr/share/vulkan/icd.d", "vulkan/icd.d", Content::Json},
-	{"nvidia_icd.aarch64.json", "usr/share/vulkan/icd.d", "vulkan/icd.d", Content::Json},
-	{"nvidia_layers.json", "usr/share/vulkan/implicit_layer.d", "vulkan/implicit_layer.d", Content::Json},
+	{"10_nvidia.json", "usr/share/glvnd/egl_vendor.d", "glvnd/egl_vendor.d", Content::Icd},
+	{"15_nvidia_gbm.json", "usr/share/egl/egl_external_platform.d", "egl/egl_external_platform.d", Content::Icd},
+	{"10_nvidia_wayland.json", "usr/share/egl/egl_external_platform.d", "egl/egl_external_platform.d", Content::Icd},
+	{"09_nvidia_wayland2.json", "usr/share/egl/egl_external_platform.d", "egl/egl_external_platform.d", Content::Icd},
+	{"nvidia_icd.json", "usr/share/vulkan/icd.d", "vulkan/icd.d", Content::Icd},
+	{"nvidia_icd.x86_64.json", "usr/share/vulkan/icd.d", "vulkan/icd.d", Content::Icd},
+	{"nvidia_icd.aarch64.json", "usr/share/vulkan/icd.d", "vulkan/icd.d", Content::Icd},
+	{"nvidia_layers.json", "usr/share/vulkan/implicit_layer.d", "vulkan/implicit_layer.d", Content::Layer},
 	{"nvidia.icd", "etc/OpenCL/vendors", "OpenCL/vendors", Content::IcdList},
 };
 
@@ -49,5 +51,10 @@ inline constexpr std::size_t MAX_BYTES = 64 * 1024;
 // The library a configuration file names, when its text is one of NVIDIA's: "" and `why` set when it is
 // not (another vendor's, malformed, too deep or too large).
 std::string nvidia_library_of(const Kind &kind, std::string_view text, const std::string &display, std::string &why);
+
+// Why a pod's loader would not load `library` (what a config of NVIDIA's names), "" when it would.
+// `libdir` is the driver's lib dir in the container ("/lib/x86_64-linux-gnu"); `in_root` says whether
+// the root holds a file or SONAME link of that name there.
+std::string unloadable(std::string_view library, const std::string &libdir, const std::function<bool(std::string_view)> &in_root);
 
 }  // namespace unbounded::graphics_config
