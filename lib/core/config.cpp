@@ -219,16 +219,43 @@ Result<void> check_paths(const Ctx &c, const Config &cfg)
 			return fail(c.at_line(line("driver_root"), "driver_root", std::string("must not lie in ") + system_dir + ":"));
 	// Each spec is written, and removed when its devices are gone, on its own: two keys naming one
 	// file would have a run remove what it has just written.
+	// In the machine /var/run is /run, so both spellings are one file.
+	auto same_file = [](const std::string &a, const std::string &b) {
+		auto canon = [](const std::string &p) { return p.starts_with("/var/run/") ? p.substr(4) : p; };
+		return canon(a) == canon(b);
+	};
 	std::vector<std::pair<const char *, const std::string *>> specs{{"cdi_spec", &cfg.cdi_spec}};
 	for (const auto &side : side_specs(cfg))
 		specs.emplace_back(side.key, side.path);
 	for (std::size_t i = 0; i < specs.size(); i++)
 		for (std::size_t j = 0; j < i; j++)
-			if (*specs[i].second == *specs[j].second) {
+			if (same_file(*specs[i].second, *specs[j].second)) {
 				const char *key = c.lines->count(specs[i].first) ? specs[i].first : specs[j].first;
 				return fail(c.at_line(line(key), key, std::string(specs[j].first) + " and " + specs[i].first + " name the same file (" +
 										 *specs[i].second + "):"));
 			}
+	// A spec of ours is overwritten on every run and removed as ours when its devices go: it must be
+	// no file another writer owns.
+	for (const auto &[key, path] : specs) {
+		const std::string name = fs::basename(*path);
+		std::string owner;
+		if (same_file(*path, cfg.device_plugin_spec))
+			owner = "device_plugin_spec, the device plugin's spec";
+		// The vendors' own name spaces, whatever the directory or extension: the device plugin's
+		// k8s.device-plugin.nvidia.com-<class>.json (gpu, gdrcopy, gds, mofed) and the DRA driver's
+		// k8s.gpu.nvidia.com-claim_<uid>.yaml; nvidia-ctk's nvidia-cdi-refresh writes /var/run/cdi/nvidia.yaml.
+		else if (name.starts_with("k8s.device-plugin.nvidia.com-"))
+			owner = "the NVIDIA device plugin's name (k8s.device-plugin.nvidia.com-*.json)";
+		else if (name.starts_with("k8s.gpu.nvidia.com-"))
+			owner = "the NVIDIA DRA driver's name (k8s.gpu.nvidia.com-claim_*.yaml)";
+		else if (same_file(*path, "/var/run/cdi/nvidia.yaml"))
+			owner = "nvidia-ctk's spec (nvidia-cdi-refresh writes /var/run/cdi/nvidia.yaml)";
+		if (!owner.empty()) {
+			const char *at = c.lines->count(key) ? key : "device_plugin_spec";
+			return fail(c.at_line(line(at), at, std::string(key) + " names " + *path + ", which is " + owner +
+								 ": setup would overwrite it and remove it as its own:"));
+		}
+	}
 	return {};
 }
 
