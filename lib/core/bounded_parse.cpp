@@ -174,9 +174,68 @@ std::string in_our_words(const char *what)
 	return printable(w);
 }
 
+// A JSON syntax error as an operator reads it: where (byte, line, column of the byte the parser
+// stopped at) and what was expected there and found instead, in our words. nlohmann says where it
+// was ("while parsing object key") and what its lexer made of the input ("invalid literal; last
+// read: '...'"), text that names the library's states, not the file's content.
+std::string json_syntax_error(std::string_view text, std::size_t position, std::string_view what)
+{
+	std::size_t at = position == 0 ? 0 : std::min(position - 1, text.size());  // 0-based, the byte read last
+	auto has = [&](std::string_view s) { return what.find(s) != std::string_view::npos; };
+	// A whole token the parser did not expect (a string where ':' belongs) was read to its end: said
+	// at its first byte. A token the lexer refused ("invalid literal") is said where it stopped.
+	if (at < text.size() && !has("invalid")) {
+		auto token_char = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '+' || ch == '-'; };
+		if (text[at] == '"' && at > 0) {
+			for (std::size_t i = at; i-- > 0;) {
+				std::size_t slashes = 0;
+				while (slashes < i && text[i - 1 - slashes] == '\\')
+					slashes++;
+				if (text[i] == '"' && slashes % 2 == 0) {
+					at = i;
+					break;
+				}
+			}
+		} else if (token_char(text[at])) {
+			while (at > 0 && token_char(text[at - 1]))
+				at--;
+		}
+	}
+	std::size_t line = 1, line_start = 0;
+	for (std::size_t i = 0; i < at; i++)
+		if (text[i] == '\n') {
+			line++;
+			line_start = i + 1;
+		}
+	std::string expected = "valid JSON";
+	if (has("; expected end of input"))  // not "unexpected end of input"
+		expected = "the end of the file after the value";
+	else if (has("while parsing object key"))
+		expected = "a key in double quotes";
+	else if (has("while parsing object separator"))
+		expected = "':' after the key";
+	else if (has("while parsing object"))
+		expected = "',' or '}' after a member of the object";
+	else if (has("while parsing array"))
+		expected = "',' or ']' after an element of the array";
+	else if (has("while parsing value"))
+		expected = "a value (an object, array, string, number, true, false or null)";
+	std::string found;
+	if (at >= text.size() || has("unexpected end of input"))
+		found = "the end of the file";
+	else if (has("invalid string"))
+		found = "a string with a control character, bad escape or invalid UTF-8";
+	else if (has("invalid number"))
+		found = "a malformed number";
+	else
+		found = "'" + printable(text.substr(at, 1)) + "'";
+	return "byte " + std::to_string(at + 1) + ", line " + std::to_string(line) + ", column " + std::to_string(at - line_start + 1) +
+	       ": expected " + expected + ", found " + found;
+}
+
 class JsonLimits : public nlohmann::json_sax<nlohmann::json> {
 public:
-	explicit JsonLimits(const ParseLimits &limits) : limits_(limits) {}
+	explicit JsonLimits(const ParseLimits &limits, std::string_view text) : limits_(limits), text_(text) {}
 	std::string error;
 
 	bool null() override { return node(); }
@@ -193,7 +252,7 @@ public:
 	bool end_array() override { return close(); }
 	bool parse_error(std::size_t position, const std::string &, const nlohmann::detail::exception &ex) override
 	{
-		error = "is not valid JSON (byte " + std::to_string(position) + ", " + in_our_words(ex.what()) + ")";
+		error = "is not valid JSON (" + json_syntax_error(text_, position, ex.what()) + ")";
 		return false;
 	}
 
@@ -221,6 +280,7 @@ private:
 	}
 
 	const ParseLimits &limits_;
+	std::string_view text_;
 	unsigned depth_ = 0;
 	std::size_t nodes_ = 0;
 };
@@ -253,7 +313,7 @@ Result<nlohmann::ordered_json> parse_yaml_bounded(std::string_view text, const s
 
 Result<void> check_json_bounded(std::string_view text, const std::string &display, const ParseLimits &limits)
 {
-	JsonLimits sax(limits);
+	JsonLimits sax(limits, text);
 	bool ok = false;
 	try {
 		ok = nlohmann::json::sax_parse(text, &sax);
