@@ -227,13 +227,31 @@ private:
 		return w;
 	}
 
+	// A flavour cap that bit: which tree, how many, and the first few it dropped by name.
+	std::string cap_message(std::size_t tree, std::size_t kept, const std::vector<std::string> &ignored) const
+	{
+		constexpr std::size_t NAMED = 3;
+		std::string names;
+		for (std::size_t i = 0; i < ignored.size() && i < NAMED; i++)
+			names += (names.empty() ? "" : ", ") + printable(ignored[i]);
+		if (ignored.size() > NAMED)
+			names += " and " + std::to_string(ignored.size() - NAMED) + " more";
+		return fs::join(st_.trees()[tree].display, staging_layout::FLAVOUR_PARENT) + " holds " +
+		       std::to_string(kept + ignored.size()) + " directories, more than the " + std::to_string(staging_layout::MAX_FLAVOURS) +
+		       " flavour directories looked at (current first, then by name): ignoring " + names;
+	}
+
 	// 1. The scanned directories. A host lib dir holds thousands of names; they are listed unsorted
 	// and only the few that can matter are kept (and sorted) later. Listings come from the memo when
 	// the directory's identity is unchanged.
 	Result<void> list_scan_dirs()
 	{
 		for (std::size_t t = 0; t < st_.trees().size(); t++) {
-			const auto dirs = staging_layout::scan_dirs(st_.trees()[t].fd.get());
+			std::vector<std::string> ignored;
+			const auto flavour_names = staging_layout::flavours(st_.trees()[t].fd.get(), &ignored);
+			if (!ignored.empty())
+				capped_.push_back(cap_message(t, flavour_names.size(), ignored));
+			const auto dirs = staging_layout::scan_dirs(flavour_names);
 			for (std::size_t i = 0; i < dirs.size(); i++) {
 				const std::string &dir = dirs[i];
 				auto dfd = st_.open_dir(t, dir);
@@ -287,8 +305,11 @@ private:
 					keep_first(nvml_versions, *v);
 			}
 		}
+		std::string capped;
+		for (const auto &c : capped_)
+			capped += "; " + c;
 		if (cuda_versions.empty())
-			return fail(make_error("No libcuda.so.<version> found in the staging mounts (" + where() + ")", EXIT_NOT_READY, ENOENT));
+			return fail(make_error("No libcuda.so.<version> found in the staging mounts (" + where() + ")" + capped, EXIT_NOT_READY, ENOENT));
 		std::string version;
 		if (cuda_versions.size() == 1) {
 			version = cuda_versions.begin()->first;
@@ -316,6 +337,66 @@ private:
 		}
 		out_.libcuda_display = cuda_versions[version];
 		out_.version = version;
+		for (const auto &c : capped_)
+			out_.warnings.push_back(c);
+		find_other_drivers();
+		return {};
+	}
+
+	// 2b. Where another driver lives: a scanned directory with a libcuda.so.<v> of another version
+	// and none of this one (Debian's nvidia/<flavour>/ of the other flavour, or a tree that is one).
+	// Nothing is taken from it, nor through a link into it, whatever the name: a file without the
+	// version in its name (libnvidia-api.so.1, nvidia-smi) would otherwise come from the other
+	// driver. A flavour of that name elsewhere (a tree bound from /usr/lib/nvidia/<flavour>, a link
+	// through one) is the other driver's too, unless this driver has a flavour of the same name.
+	void find_other_drivers()
+	{
+		std::set<std::string> ours;
+		for (const auto &l : listings_) {
+			std::optional<std::string> other;
+			bool mine = false;
+			for (const auto &n : l.names)
+				if (auto v = version_suffix(n, "libcuda.so.")) {
+					if (*v == out_.version)
+						mine = true;
+					else if (!other)
+						other = v;
+				}
+			const std::string prefix = std::string(staging_layout::FLAVOUR_PARENT) + "/";
+			const std::string flavour = l.dir.starts_with(prefix) && l.dir.find('/', prefix.size()) == std::string::npos
+							    ? l.dir.substr(prefix.size()) : std::string();
+			if (mine && !flavour.empty())
+				ours.insert(flavour);
+			if (mine || !other)
+				continue;
+			other_drivers_.push_back(OtherDriver{l.tree, l.dir, *other});
+			if (!flavour.empty())
+				other_flavours_.emplace(flavour, *other);
+			out_.notes.push_back("Taking nothing from " + fs::join(st_.trees()[l.tree].display, l.dir) + ", which holds driver " +
+					     *other + ", not " + out_.version);
+		}
+		for (const auto &f : ours)
+			other_flavours_.erase(f);
+		for (std::size_t t = 0; t < st_.trees().size(); t++)
+			for (const auto &[f, v] : other_flavours_)
+				if (st_.trees()[t].host_prefix.ends_with("/" + std::string(staging_layout::FLAVOUR_PARENT) + "/" + f)) {
+					other_drivers_.push_back(OtherDriver{t, "", v});
+					out_.notes.push_back("Taking nothing from " + st_.trees()[t].display + " (the host's " + st_.trees()[t].host_prefix +
+							     "), which is driver " + v + "'s, not " + out_.version + "'s");
+				}
+	}
+
+	// Why tree/rel, or a file reached through `via`, is another driver's ("" when it is not).
+	std::string other_driver_of(std::size_t tree, const std::string &rel, const std::vector<std::string> &via = {}) const
+	{
+		const std::string dir = fs::dirname(rel) == "." ? std::string() : fs::dirname(rel);
+		for (const auto &o : other_drivers_)
+			if (o.tree == tree && (o.dir.empty() || dir == o.dir || dir.starts_with(o.dir + "/")))
+				return "a file of driver " + o.version + " (" + fs::join(st_.trees()[tree].display, o.dir) + "), not " + out_.version;
+		for (const auto &target : via)
+			for (const auto &[f, v] : other_flavours_)
+				if (target.find("/" + std::string(staging_layout::FLAVOUR_PARENT) + "/" + f + "/") != std::string::npos)
+					return "through " + target + ", a file of driver " + v + " (flavour " + f + "), not " + out_.version;
 		return {};
 	}
 
@@ -333,6 +414,8 @@ private:
 								", its name has characters no driver file has");
 					continue;
 				}
+				if (keep && !other_driver_of(l.tree, fs::join(l.dir, n)).empty())
+					continue;  // said once for the directory
 				if (keep)
 					entries_.push_back(Entry{l.tree, fs::join(l.dir, n), n, vdpau, display_of(l.tree, l.dir, n), l.scan_index});
 			}
@@ -366,6 +449,8 @@ private:
 		if (!S_ISREG(r->st.st_mode))
 			return fail(errno_error(EINVAL, "Refusing " + e.display + (e.display == r->display ? "" : " (-> " + r->display + ")") +
 							      ", not a regular file"));
+		if (auto why = other_driver_of(r->tree, r->rel, r->via); !why.empty())
+			return fail(make_error("Refusing " + e.display + " (-> " + r->display + "), " + why, EXIT_NOT_READY, EXDEV));
 		return r;
 	}
 
@@ -448,9 +533,23 @@ private:
 				return r;
 		// Optional like the companions, and an unreadable ELF header is only a warning: nothing of
 		// the driver depends on them. Each architecture's goes to its own lib dir.
-		for (const auto &e : entries_)
-			if (is_unversioned_library(e.name) && !e.vdpau)
+		// One that cannot be resolved (Debian's lib dir link into /etc/alternatives, or into the other
+		// flavour) is not missed when its flavour's own file is taken.
+		std::vector<std::pair<const Entry *, std::string>> unresolved_optional;
+		for (const auto &e : entries_) {
+			if (!is_unversioned_library(e.name) || e.vdpau)
+				continue;
+			if (auto src = resolve_regular(e); !src)
+				unresolved_optional.emplace_back(&e, src.error().message);
+			else
 				(void)add_optional_library(e, /*broken_elf_fatal=*/false);
+		}
+		for (const auto &[e, why] : unresolved_optional) {
+			if (const DriverFile *taken = taken_elsewhere(*e))
+				out_.notes.push_back("Skipping " + e->display + ": " + why + "; " + e->name + " is taken from " + taken->source.display);
+			else
+				out_.warnings.push_back(why + ", skipping this optional library");
+		}
 		return {};
 	}
 
@@ -482,8 +581,15 @@ private:
 	std::optional<ResolvedFile> resolve_optional(std::size_t tree, const std::string &rel, std::string_view what)
 	{
 		auto src = st_.resolve(tree, rel);
-		if (src)
+		if (src && !other_driver_of(tree, rel).empty())
+			return std::nullopt;  // in another driver's directory: said once for the directory
+		if (src) {
+			if (auto why = other_driver_of(src->tree, src->rel, src->via); !why.empty()) {
+				out_.warnings.push_back("Skipping " + fs::join(st_.trees()[tree].display, rel) + " (-> " + src->display + "), " + why);
+				return std::nullopt;
+			}
 			return std::move(*src);
+		}
 		if (src.error().errnum != ENOENT && src.error().errnum != ENOTDIR)
 			out_.warnings.push_back(src.error().message + ", skipping this " + std::string(what));
 		return std::nullopt;
@@ -838,9 +944,18 @@ private:
 		return {};
 	}
 
+	struct OtherDriver {
+		std::size_t tree;
+		std::string dir;      // "" for the whole tree
+		std::string version;  // of its libcuda
+	};
+
 	const DiscoveryInput &in_;
 	const Staging &st_;
 	DriverSet out_;
+	std::vector<std::string> capped_;              // flavour caps that bit (cap_message)
+	std::vector<OtherDriver> other_drivers_;       // find_other_drivers()
+	std::map<std::string, std::string> other_flavours_;  // flavour name -> the other driver's version
 	std::vector<Listing> listings_;
 	std::vector<Entry> entries_;
 	std::map<std::string, DriverFile> by_dest_;

@@ -191,6 +191,7 @@ Result<ResolvedFile> Staging::resolve(std::size_t tree, std::string_view rel) co
 	if (!cur)
 		return fail(last_errno_error("Failed to duplicate fd of " + trees_[tree].display));
 	int hops = 0;
+	std::vector<std::string> via;
 	std::set<std::pair<std::size_t, std::string>> visited;  // the links passed, (tree, path in it)
 
 	auto reopen = [&]() -> Result<void> {
@@ -237,6 +238,7 @@ Result<ResolvedFile> Staging::resolve(std::size_t tree, std::string_view rel) co
 			std::vector<std::string> tcomps;
 			visited.emplace(tree, fs::join(join_comps(comps), c));
 			if (!target.empty() && target.front() == '/') {
+				via.push_back(target);
 				auto mapped = map_absolute(tree, target, here, start_display, visited);
 				if (!mapped)
 					return fail(mapped.error());
@@ -270,6 +272,7 @@ Result<ResolvedFile> Staging::resolve(std::size_t tree, std::string_view rel) co
 		f.dir = std::move(cur);
 		f.name = std::move(c);
 		f.st = st;
+		f.via = std::move(via);
 		return f;
 	}
 	return fail(errno_error(EISDIR, "Failed to resolve " + start_display));

@@ -41,6 +41,7 @@ struct ResolvedFile {
 	UniqueFd dir;             // O_PATH fd of the containing directory
 	std::string name;         // last component
 	struct stat st{};         // lstat of the final (non-symlink) file
+	std::vector<std::string> via;  // the absolute symlink targets followed, in order (host paths)
 };
 
 // The most staging trees a run holds open (one O_PATH fd each, for the whole discovery). A host binds

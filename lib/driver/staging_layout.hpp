@@ -28,24 +28,30 @@ inline constexpr int FIRST_GSP_DRIVER_MAJOR = 510;
 
 // The flavour directories under nvidia/ of the tree at `tree_fd`: real directories only (a symlink,
 // such as Debian's /usr/lib/nvidia/nvidia -> /etc/alternatives/nvidia, is not followed), "current"
-// first (what Debian's alternatives select unless told otherwise), then by name. A tree without
-// nvidia/ has none.
-inline std::vector<std::string> flavours(int tree_fd)
+// first (what Debian's alternatives select unless told otherwise), then by name, at most MAX_FLAVOURS:
+// "current" is never among those the cap drops. Those it drops go to `ignored` (by name), for the
+// caller to say. A tree without nvidia/ has none.
+inline std::vector<std::string> flavours(int tree_fd, std::vector<std::string> *ignored = nullptr)
 {
 	std::vector<std::string> out;
 	UniqueFd dir(::openat(tree_fd, FLAVOUR_PARENT, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
 	if (!dir)
 		return out;
-	auto names = fs::list_dir(dir.get(), FLAVOUR_PARENT);
+	auto names = fs::list_dir(dir.get(), FLAVOUR_PARENT);  // sorted
 	if (!names)
 		return out;
+	std::stable_partition(names->begin(), names->end(), [](const std::string &n) { return n == "current"; });
 	for (const auto &n : *names) {
 		struct stat st{};
-		if (out.size() < MAX_FLAVOURS && is_plain_file_name(n) && ::fstatat(dir.get(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-		    S_ISDIR(st.st_mode))
+		if (!is_plain_file_name(n) || ::fstatat(dir.get(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
+			continue;
+		if (out.size() < MAX_FLAVOURS)
 			out.push_back(n);
+		else if (ignored)
+			ignored->push_back(n);
+		else
+			break;
 	}
-	std::stable_partition(out.begin(), out.end(), [](const std::string &n) { return n == "current"; });
 	return out;
 }
 

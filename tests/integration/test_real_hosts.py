@@ -4,6 +4,7 @@ NVVM, its i386 libraries and GSP firmware, the tesla-535 flavour, trixie's 550),
 installs them (debian_hosts.py), and bound into the machine the way the README's host recipes say. One case
 per recipe row, and one per way a real host failed before."""
 
+import contextlib
 import json
 import os
 import shutil
@@ -14,7 +15,22 @@ import yaml
 
 import cdi_schema
 import debian_hosts as dh
-from harness import ARCH, MachineRoot, main
+from harness import ARCH, MachineRoot, fixture, main, preload
+
+
+def envs():
+    """Each case with openat2 and with it forced absent (no_openat2_shim.so), as the units' sandbox runs the
+    binary: the answers must not depend on which path walk resolved the paths."""
+    return (("openat2", None), ("openat2 forced absent", {"LD_PRELOAD": preload(fixture("no_openat2_shim.so"))}))
+
+
+@contextlib.contextmanager
+def labelled(label):
+    """Not subTest(): the TAP result reports only whole tests, and a failing subtest would vanish."""
+    try:
+        yield
+    except AssertionError as e:
+        raise AssertionError(f"[{label}] {e}") from e
 
 LIB = "/usr/lib/x86_64-linux-gnu"
 LIB32 = "/usr/lib/i386-linux-gnu"
@@ -297,6 +313,126 @@ class TestFlavours(RealHostCase):
             flavour = "tesla-535" if v == self.vtesla else "current"
             self.assertRegularCopy(m, f"libcuda.so.{v}", host.p(f"{LIB}/nvidia/{flavour}/libcuda.so.{v}"))
             self.assertFalse(any(n.startswith("libcuda.so.5") and not n.endswith(v) for n in os.listdir(m.libdir())))
+
+
+class TestFlavourIsolation(RealHostCase):
+    """Issue 34, items 1 and 2: Debian with two flavours staged, nvidia/current at 550 and nvidia/tesla-535 at
+    535, the 535 module loaded; and flavour directories that sort before current."""
+
+    API = "libnvidia-api.so.1"
+
+    def two_flavours(self):
+        """tesla-535 installed first, then trixie's 550: the alternatives select current, as they do until the
+        admin switches them, while the loaded module is 535. Each flavour has its own NVAPI (Debian's
+        libnvidia-api1 and its tesla sibling: nvidia/<flavour>/libnvidia-api.so.1, with the lib dir's
+        alternatives link), distinguishable by a marker after the ELF."""
+        host = dh.HostTree(tempfile.mkdtemp(prefix="flavours-", dir=self.tmp))
+        dh.install_debian(host, "bookworm-tesla-535")
+        dh.install_debian(host, "trixie-550")
+        for flavour in ("current", "tesla-535"):
+            path = host.p(f"{LIB}/nvidia/{flavour}/{self.API}")
+            shutil.copy(fixture(self.API), path)
+            with open(path, "ab") as f:
+                f.write(f"flavour {flavour}".encode())
+        alt = f"/etc/alternatives/nvidia--{self.API}-x86_64-linux-gnu"
+        host.symlink(alt, f"{LIB}/{self.API}")
+        host.symlink(f"{LIB}/nvidia/current/{self.API}", alt)
+        self.assertEqual(os.readlink(host.p("/etc/alternatives/nvidia--nvidia-smi")), "/usr/lib/nvidia/current/nvidia-smi")
+        return host
+
+    def assertOnlyTesla(self, m, host, r):
+        v = self.vtesla
+        self.assertRegularCopy(m, self.API, host.p(f"{LIB}/nvidia/tesla-535/{self.API}"))
+        self.assertRegularCopy(m, f"libcuda.so.{v}", host.p(f"{LIB}/nvidia/tesla-535/libcuda.so.{v}"))
+        with open(os.path.join(m.driver_root(), "bin", "nvidia-smi"), "rb") as a, \
+                open(host.p("/usr/lib/nvidia/tesla-535/nvidia-smi"), "rb") as b:
+            self.assertEqual(a.read(), b.read(), "nvidia-smi is not the 535 driver's")
+        # Nothing of the 550 driver: no file whose bytes are one of current's, no warning about its copies.
+        current = set()
+        for d in (f"{LIB}/nvidia/current", "/usr/lib/nvidia/current"):
+            for n in os.listdir(host.p(d)):
+                path = os.path.join(host.p(d), n)
+                if os.path.isfile(path) and not os.path.islink(path):
+                    with open(path, "rb") as f:
+                        current.add(f.read())
+        for dirpath, _, names in os.walk(m.driver_root()):
+            for n in names:
+                path = os.path.join(dirpath, n)
+                if os.path.isfile(path) and not os.path.islink(path) and not n.startswith("."):
+                    with open(path, "rb") as f:
+                        self.assertNotIn(f.read(), current, f"{path} is the 550 driver's")
+        self.assertEqual([w for w in self.warnings(r.result) if "Ignoring" in w or "550" in w], [])
+
+    def test_every_file_comes_from_the_chosen_flavour(self):
+        """Item 1: the lib dir, current's directory as a tree of its own and tesla's smi directory bound;
+        libnvidia-api.so.1 (no version in its name) was taken from current (550) into the 535 root, with a
+        warning that the 535 copy was ignored."""
+        host = self.two_flavours()
+        for label, env in envs():
+            with labelled(label):
+                m = self.machine(host, [LIB, f"{LIB}/nvidia/current", "/usr/lib/nvidia/tesla-535"], self.vtesla)
+                r = m.setup(env=env)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual(r.result["driver_version"], self.vtesla)
+                self.assertOnlyTesla(m, host, r)
+                self.assertTrue(any("/run/host-nvidia/0/nvidia/current" in n and "550.163.01" in n for n in r.result["notes"]),
+                                r.result["notes"])
+                rc, j = self.verify(m)
+                self.assertEqual(rc, 0, j)
+
+    def test_links_into_the_other_flavour_are_not_followed_there(self):
+        """Item 1 through the alternatives: /etc/alternatives and /usr/bin bound, their links selecting current
+        (550): the lib dir's libnvidia-api.so.1 and /usr/bin/nvidia-smi lead into the 550 driver's files, which
+        are not taken; the 535 driver's own are."""
+        host = self.two_flavours()
+        for label, env in envs():
+            with labelled(label):
+                m = self.machine(host, [LIB, "/etc/alternatives", "/usr/bin", "/usr/lib/nvidia/tesla-535"], self.vtesla)
+                r = m.setup(env=env)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertOnlyTesla(m, host, r)
+                self.assertTrue(any("/run/host-nvidia/0/libnvidia-api.so.1" in n for n in r.result["notes"]), r.result["notes"])
+
+    def test_current_is_looked_at_before_the_cap(self):
+        """Item 2: 32 flavour directories that sort before current ("a00".."a31", as a host with old
+        flavours might have) dropped current, and setup failed with "No libcuda.so.<version> found". current
+        first, always; the cap that bites says so, naming what it ignored."""
+        host = dh.HostTree(tempfile.mkdtemp(prefix="many-flavours-", dir=self.tmp))
+        shutil.copytree(self.trixie.root, host.root, symlinks=True, dirs_exist_ok=True, copy_function=os.link)
+        for i in range(32):
+            os.makedirs(host.p(f"{LIB}/nvidia/a{i:02d}"))
+        v = self.v550
+        for label, env in envs():
+            with labelled(label):
+                m = self.machine(host, [LIB, "/usr/lib/nvidia/current"], v)
+                r = m.setup(env=env)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertRegularCopy(m, f"libcuda.so.{v}", host.p(f"{LIB}/nvidia/current/libcuda.so.{v}"))
+                cap = [w for w in self.warnings(r.result) if "flavour directories" in w]
+                self.assertEqual(len(cap), 1, r.result["warnings"])
+                self.assertIn("/run/host-nvidia/0/nvidia", cap[0])
+                self.assertIn("33", cap[0])
+                self.assertIn("32", cap[0])
+                self.assertIn("a31", cap[0])
+                self.assertNotIn("a30", cap[0])
+
+    def test_a_cap_that_drops_the_driver_says_so_in_the_failure(self):
+        """Item 2: the driver's flavour beyond the cap (tesla-535 after current and 31 others): the failure
+        names the cap and what it ignored, not only "No libcuda.so.<version> found"."""
+        host = dh.HostTree(tempfile.mkdtemp(prefix="many-flavours-", dir=self.tmp))
+        shutil.copytree(self.tesla.root, host.root, symlinks=True, dirs_exist_ok=True, copy_function=os.link)
+        for i in range(31):
+            os.makedirs(host.p(f"{LIB}/nvidia/b{i:02d}"))
+        os.makedirs(host.p(f"{LIB}/nvidia/current"))
+        for label, env in envs():
+            with labelled(label):
+                m = self.machine(host, [LIB, "/usr/lib/nvidia/tesla-535"], self.vtesla)
+                r = m.setup(env=env)
+                self.assertEqual(r.returncode, 1, r.stderr)
+                self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+                self.assertIn("No libcuda.so.<version> found", r.stderr)
+                self.assertIn("tesla-535", r.stderr)
+                self.assertIn("32 flavour directories", r.stderr)
 
 
 class TestOtherFamilies(RealHostCase):
