@@ -34,4 +34,10 @@ std::vector<Problem> check_live_state(const Context &ctx, Report &report, const 
 // refresh only warn about it (failing them would keep containerd, and so the plugin, from starting).
 std::optional<Problem> check_device_plugin(const Context &ctx, const std::string &driver_version);
 
+// Whether containerd will give pods our devices (CDI on, a cdiVersion it accepts, no spec shadowing
+// ours) and the DRA driver's claim specs: details and metrics counts into the report, each finding
+// logged with its MESSAGE_ID. For verify, returns the findings that make it not ready (already
+// logged) and adds the rest to the warnings; setup and refresh get none back.
+std::vector<Problem> record_consumer(const Context &ctx, Report &report, bool verify);
+
 }  // namespace unbounded

@@ -46,6 +46,14 @@ std::string setup_metrics_text(const Report &report, double now_seconds, double 
 	m.gauge("unbounded_nvidia_gpus", "GPUs in the CDI spec", number_of(d, "gpus"));
 	m.gauge("unbounded_nvidia_cdi_devices", "Devices in the CDI spec", number_of(d, "cdi_devices"));
 	m.gauge("unbounded_nvidia_warnings", "Warnings of the last run (verify --json lists them)", static_cast<double>(report.warnings.size()));
+	if (auto it = d.find("consumer_findings"); it != d.end() && it->is_object())
+		for (const auto &[check, n] : it->items())
+			m.gauge("unbounded_nvidia_consumer_findings",
+				"What keeps containerd from giving pods our devices, by check (verify --json says which file)",
+				n.is_number() ? n.get<double>() : 0, {{"check", check}});
+	if (auto it = d.find("dra_claims"); it != d.end() && it->is_object() && it->contains("claim_specs"))
+		m.gauge("unbounded_nvidia_dra_claim_specs", "The DRA driver's per-claim CDI specs on this machine",
+			(*it)["claim_specs"].is_number() ? (*it)["claim_specs"].get<double>() : 0);
 	if (d.contains("expected_gpus")) {
 		const double expected = number_of(d, "expected_gpus"), offered = number_of(d, "gpus");
 		m.gauge("unbounded_nvidia_expected_gpus", "GPUs this machine should see (expected_gpus)", expected);

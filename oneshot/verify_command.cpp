@@ -188,6 +188,9 @@ int run_verify(const Context &ctx, Report &report)
 			log::error(p->message, {{"MESSAGE_ID", message_id::DEVICE_PLUGIN_SPEC_STALE}, {"UNBOUNDED_NVIDIA_PATH", p->path}});
 			report.problems.push_back(std::move(*p));
 		}
+	// What containerd will do with the specs: a right root and spec serve no pod when CDI is off.
+	const std::vector<Problem> consumer = record_consumer(ctx, report, /*verify=*/true);
+	report.problems.insert(report.problems.end(), consumer.begin(), consumer.end());
 	// What the host has staged, beside what is live: a refresh keeps a root the module still needs.
 	std::string staged_note;
 	if (report.problems.empty()) {
@@ -223,7 +226,8 @@ int run_verify(const Context &ctx, Report &report)
 	if (report.outcome.empty() || (gpus_missing && report.problems.size() == 1))
 		report.outcome = gpus_missing && report.problems.size() == 1 ? "gpus-missing" : "not-ready";
 	for (const auto &p : report.problems)
-		if (p.path != ctx.config.device_plugin_spec)
+		if (p.path != ctx.config.device_plugin_spec &&
+		    std::none_of(consumer.begin(), consumer.end(), [&](const Problem &c) { return c.message == p.message; }))
 			log::error("Not ready: " + p.message, {{"MESSAGE_ID", message_id::VERIFY_FAILED}, {"UNBOUNDED_NVIDIA_PATH", p.path}});
 	return EXIT_NOT_READY;
 }

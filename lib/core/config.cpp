@@ -342,6 +342,7 @@ Result<Config> parse_config(std::string_view yaml_text, const std::string &displ
 		{"gds_cdi_spec", path_handler(c, cfg.gds_cdi_spec)},
 		{"device_plugin_spec", path_handler(c, cfg.device_plugin_spec)},
 		{"cdi_hook", path_handler(c, cfg.cdi_hook)},
+		{"containerd_config", path_handler(c, cfg.containerd_config)},
 		{"staging_timeout", duration_handler(c, cfg.staging_timeout)},
 		{"metrics_dir", path_handler(c, cfg.metrics_dir)},
 		{"ipc_sockets", bool_handler(c, cfg.ipc_sockets)},

@@ -62,6 +62,9 @@ struct Config {
 	std::string gds_cdi_spec = "/etc/cdi/nvidia-gds.yaml";
 	std::string device_plugin_spec = "/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json";
 	std::string cdi_hook = "/usr/bin/nvidia-cdi-hook";
+	// containerd's configuration, read by verify to tell whether containerd will use our spec
+	// (lib/consumer/containerd.hpp); containerd --config names another.
+	std::string containerd_config = "/etc/containerd/config.toml";
 	Millis staging_timeout{30'000};
 	LicensingConfig licensing;
 	RefreshConfig refresh;

@@ -17,6 +17,12 @@ inline constexpr const char *CDI_SPEC_REMOVED = "d35cfe781ba94c2293fcd820d99139a
 inline constexpr const char *LICENSE_APPLIED = "bcafdef73f1d4c3aba44e70fd75ca0d6";
 inline constexpr const char *LICENSE_ROLLED_BACK = "60946feb744847e99a94e6d6a04d7df9";
 inline constexpr const char *LICENSE_FAILED = "9628df5a7bc046b99b9ed4dc36ba15a6";
+// What the machine's container runtime will do with our specs (lib/consumer/consumer_check.hpp).
+inline constexpr const char *CONTAINERD_CDI_OFF = "e65de5f20dc342469402381e78c24cc1";
+inline constexpr const char *CDI_VERSION_REFUSED = "f7bdc2d4002e4779907f0b8d59ef9662";
+inline constexpr const char *CDI_SPEC_SHADOWED = "c8fdcdb042c947a0b4f51bc3dfe48bc5";
+inline constexpr const char *DRA_CLAIM_SPEC_STALE = "ca4f2b522335499d8673c32f16a7b3a3";
+inline constexpr const char *CONTAINERD_CONFIG_UNKNOWN = "c9b01f03c7b7455f8a9bdeea4f62e074";
 // nvidia-gridd's license state, logged by the reloader when it changes (license_state.hpp).
 inline constexpr const char *LICENSE_ACQUIRED = "1ffeb0bd3c444ea7a8826604fb437cd2";
 inline constexpr const char *LICENSE_NOT_ACQUIRED = "3287c0ed1ead40f7a65c4c30fa39ca8e";

@@ -1,0 +1,351 @@
+#include "consumer_check.hpp"
+
+#include "bounded_parse.hpp"
+#include "cdi_check.hpp"
+#include "confined_open.hpp"
+#include "containerd.hpp"
+#include "message_ids.hpp"
+#include "side_specs.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <fcntl.h>
+#include <set>
+#include <unistd.h>
+
+namespace unbounded {
+namespace {
+
+using json = nlohmann::ordered_json;
+using Clock = std::chrono::steady_clock;
+
+// What a directory a pod can write may cost: the CDI library reads every .json and .yaml file there,
+// we read at most this many per directory, each within MAX_SPEC_BYTES, and check the hostPaths of at
+// most MAX_CHECKED foreign specs, all within one time budget.
+constexpr std::size_t MAX_SPECS_PER_DIR = 256;
+constexpr std::size_t MAX_CHECKED = 64;
+constexpr std::chrono::milliseconds SCAN_BUDGET{1000};
+constexpr std::size_t OWN_SPEC_CAP = 16u << 20;  // ours: 6,000 IMEX channels are 2.1 MB
+constexpr std::string_view DRA_PREFIX = "k8s.gpu.nvidia.com-claim_";
+
+struct SpecFile {
+	std::size_t dir = 0;   // index in the directory list: a later one wins
+	std::string path;      // as the machine sees it
+	std::string name;
+	bool ours = false;
+	std::string kind, cdi_version;
+	std::set<std::string> devices;
+	json doc;
+};
+
+bool spec_extension(std::string_view n)
+{
+	return (n.ends_with(".json") || n.ends_with(".yaml")) && n.size() > 5;
+}
+
+std::string list_names(const std::set<std::string> &names)
+{
+	std::string out;
+	std::size_t i = 0;
+	for (const auto &n : names) {
+		if (i == 3) {
+			out += " and " + std::to_string(names.size() - 3) + " more";
+			break;
+		}
+		out += (i++ ? ", " : "") + printable(n);
+	}
+	return out;
+}
+
+std::string join_dirs(const std::vector<std::string> &dirs)
+{
+	std::string out;
+	for (const auto &d : dirs)
+		out += (out.empty() ? "" : ", ") + printable(d);
+	return out;
+}
+
+// The first release of containerd whose CDI library accepts the version (for the advice).
+const char *containerd_for(std::string_view cdi_version)
+{
+	if (compare_cdi_versions(cdi_version, "0.5.0") <= 0)
+		return "1.7.0";
+	if (compare_cdi_versions(cdi_version, "0.6.0") <= 0)
+		return "1.7.12";
+	if (compare_cdi_versions(cdi_version, "0.7.0") <= 0)
+		return "1.7.16";
+	if (compare_cdi_versions(cdi_version, "0.8.0") <= 0)
+		return "1.7.27 or 2.0.0";
+	if (compare_cdi_versions(cdi_version, "1.0.0") <= 0)
+		return "2.0.5";
+	return "2.2.1";
+}
+
+class SpecScan {
+public:
+	SpecScan(const Context &ctx, std::vector<std::string> dirs, ConsumerReport &out)
+		: ctx_(ctx), dirs_(std::move(dirs)), out_(out), deadline_(Clock::now() + SCAN_BUDGET),
+		  root_(::open(ctx.root.empty() ? "/" : ctx.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC))
+	{
+		ours_.insert(normalize_run_path(ctx.config.cdi_spec));
+		for (const auto &side : side_specs(ctx.config))
+			ours_.insert(normalize_run_path(*side.path));
+	}
+
+	std::vector<SpecFile> specs;
+
+	void run()
+	{
+		for (std::size_t i = 0; i < dirs_.size() && root_; i++)
+			read_dir(i);
+	}
+
+	void warn(std::string check, const char *id, std::string path, std::string message)
+	{
+		out_.findings.push_back(ConsumerFinding{std::move(check), id, Problem{std::move(path), std::move(message)}, true});
+	}
+
+	bool out_of_time() const { return Clock::now() > deadline_; }
+
+private:
+	void read_dir(std::size_t index)
+	{
+		const std::string &dir = dirs_[index];
+		auto fd = open_confined(root_.get(), dir, ConfinedOpen{Confinement::InRoot, O_RDONLY | O_DIRECTORY, true});
+		if (!fd)
+			return;  // a directory that is not there holds no spec
+		auto names = fs::list_dir(fd->get(), dir, true, [](std::string_view n) { return spec_extension(n); });
+		if (!names)
+			return;
+		if (names->size() > MAX_SPECS_PER_DIR)
+			warn("shadowed", message_id::CDI_SPEC_SHADOWED, dir,
+			     dir + " holds " + std::to_string(names->size()) + " CDI specs: only the first " +
+				     std::to_string(MAX_SPECS_PER_DIR) + " were checked for specs that shadow ours");
+		for (std::size_t k = 0; k < names->size() && k < MAX_SPECS_PER_DIR; k++) {
+			if (out_of_time()) {
+				warn("shadowed", message_id::CDI_SPEC_SHADOWED, dir,
+				     "Stopped reading the CDI specs in " + dir + " after " + std::to_string(k) +
+					     " of them: reading them takes more than the budget for files a pod can write");
+				return;
+			}
+			read_spec(index, fd->get(), (*names)[k]);
+		}
+	}
+
+	void read_spec(std::size_t index, int dirfd, const std::string &name)
+	{
+		SpecFile s;
+		s.dir = index;
+		s.name = name;
+		s.path = fs::join(dirs_[index], name);
+		s.ours = ours_.count(normalize_run_path(s.path)) > 0;
+		// The CDI library follows symlinks; so do we, inside the machine root, never blocking, and
+		// only into a regular file of bounded size.
+		auto fd = open_confined(dirfd, name, ConfinedOpen{Confinement::InRoot, O_RDONLY | O_NONBLOCK | O_NOCTTY, true});
+		if (!fd || !fs::require_regular(fd->get(), s.path))
+			return;
+		auto text = fs::read_fd(fd->get(), s.path, s.ours ? OWN_SPEC_CAP : MAX_SPEC_BYTES);
+		if (!text)
+			return;
+		auto doc = parse_yaml_document(*text, s.path);
+		if (!doc || !doc->is_object())
+			return;  // the CDI library skips it too; only a spec it reads can shadow ours
+		auto str = [&](const char *key) {
+			return doc->contains(key) && (*doc)[key].is_string() ? (*doc)[key].get<std::string>() : std::string();
+		};
+		s.kind = str("kind");
+		s.cdi_version = str("cdiVersion");
+		if (doc->contains("devices") && (*doc)["devices"].is_array())
+			for (const auto &d : (*doc)["devices"])
+				if (d.is_object() && d.contains("name") && d["name"].is_string())
+					s.devices.insert(d["name"].get<std::string>());
+		if (!s.ours)
+			s.doc = std::move(*doc);
+		specs.push_back(std::move(s));
+	}
+
+	const Context &ctx_;
+	std::vector<std::string> dirs_;
+	ConsumerReport &out_;
+	const Clock::time_point deadline_;
+	const UniqueFd root_;
+	std::set<std::string> ours_;
+};
+
+void problem(ConsumerReport &out, const char *check, const char *id, std::string path, std::string message)
+{
+	out.findings.push_back(ConsumerFinding{check, id, Problem{std::move(path), std::move(message)}, false});
+}
+
+void check_containerd(const ContainerdView &v, const Context &ctx, ConsumerReport &out)
+{
+	json &j = out.containerd;
+	j["found"] = v.found;
+	if (!v.found)
+		return;
+	j["version"] = v.version ? json(v.version->text) : json(nullptr);
+	j["version_source"] = v.version_source;
+	j["config"] = v.config;
+	j["config_files"] = v.config_files;
+	j["cdi_enabled"] = v.cdi_enabled ? json(*v.cdi_enabled) : json(nullptr);
+	j["cdi_enabled_from"] = v.cdi_enabled_from;
+	j["cdi_spec_dirs"] = v.cdi_spec_dirs;
+	j["max_cdi_version"] = v.max_cdi_version.empty() ? json(nullptr) : json(v.max_cdi_version);
+	for (const auto &w : v.warnings)
+		out.findings.push_back(ConsumerFinding{"containerd-config", message_id::CONTAINERD_CONFIG_UNKNOWN, Problem{v.config, w}, true});
+	if (v.version && v.max_cdi_version.empty()) {
+		problem(out, "cdi-disabled", message_id::CONTAINERD_CDI_OFF, v.version_source,
+			"containerd " + v.version->text + " has no CDI support (" + v.version_source +
+				"): pods get no GPU from " + ctx.config.cdi_spec + "; CDI needs containerd 1.7 or later");
+		return;
+	}
+	if (v.cdi_enabled && !*v.cdi_enabled) {
+		const std::string file = v.cdi_enabled_from.starts_with("/") ? v.cdi_enabled_from : v.config;
+		problem(out, "cdi-disabled", message_id::CONTAINERD_CDI_OFF, file,
+			"CDI is off in containerd " + (v.version ? v.version->text : std::string("(version unknown)")) + " (" +
+				printable(v.cdi_enabled_from) + "): pods get no GPU from " + ctx.config.cdi_spec + ". Set enable_cdi = true under " +
+				v.cdi_section + " in " + printable(file) + " and restart containerd");
+	}
+	const std::string ours = normalize_run_path(fs::dirname(ctx.config.cdi_spec));
+	const bool listed = std::any_of(v.cdi_spec_dirs.begin(), v.cdi_spec_dirs.end(),
+					[&](const std::string &d) { return normalize_run_path(d) == ours; });
+	if (!listed) {
+		const std::string file = v.cdi_spec_dirs_from.starts_with("/") ? v.cdi_spec_dirs_from : v.config;
+		problem(out, "cdi-spec-dirs", message_id::CONTAINERD_CDI_OFF, file,
+			"containerd reads CDI specs from " + join_dirs(v.cdi_spec_dirs) + " (cdi_spec_dirs in " + printable(file) +
+				"), not from " + fs::dirname(ctx.config.cdi_spec) + " where " + ctx.config.cdi_spec + " is: add it to cdi_spec_dirs under " +
+				v.cdi_section);
+	}
+}
+
+void check_versions(const ContainerdView &v, const std::vector<SpecFile> &specs, ConsumerReport &out)
+{
+	if (v.max_cdi_version.empty())
+		return;
+	for (const auto &s : specs)
+		if (s.ours && !s.cdi_version.empty() && compare_cdi_versions(s.cdi_version, v.max_cdi_version) > 0)
+			problem(out, "cdi-version", message_id::CDI_VERSION_REFUSED, s.path,
+				s.path + " has cdiVersion " + printable(s.cdi_version) + " but containerd " + v.version->text + " (" +
+					v.version_source + ") accepts at most " + v.max_cdi_version +
+					": it refuses the spec and pods get none of its devices; that spec needs containerd " +
+					containerd_for(s.cdi_version) + " or later");
+}
+
+void check_shadowing(const std::vector<SpecFile> &specs, ConsumerReport &out)
+{
+	for (const auto &o : specs) {
+		if (!o.ours || o.kind.empty())
+			continue;
+		for (const auto &f : specs) {
+			if (f.ours || f.kind != o.kind)
+				continue;
+			std::set<std::string> both;
+			std::set_intersection(o.devices.begin(), o.devices.end(), f.devices.begin(), f.devices.end(),
+					      std::inserter(both, both.begin()));
+			const char *wins = f.dir > o.dir ? "theirs" : f.dir == o.dir ? "neither" : "ours";
+			out.shadowing.push_back(json{{"file", printable(f.path)},
+						     {"ours", o.path},
+						     {"kind", printable(o.kind)},
+						     {"devices", json(std::vector<std::string>(both.begin(), both.end()))},
+						     {"wins", both.empty() ? "both" : wins}});
+			std::string msg;
+			if (both.empty())
+				msg = printable(f.path) + " is a second CDI spec of kind " + printable(o.kind) + " beside " + o.path +
+				      ": a device it adds under our kind is not ours, and it shadows ours once the device names meet. Remove it";
+			else if (f.dir > o.dir)
+				msg = printable(f.path) + " defines " + printable(o.kind) + "=" + list_names(both) + " as " + o.path +
+				      " does, and wins (a later CDI directory overrides an earlier one): pods get its devices and mounts, "
+				      "not ours. Remove it (nvidia-cdi-refresh writes /var/run/cdi/nvidia.yaml; mask it)";
+			else if (f.dir == o.dir)
+				msg = printable(f.path) + " defines " + printable(o.kind) + "=" + list_names(both) + " as " + o.path +
+				      " does, in the same directory: the CDI library refuses both and pods asking for them fail. Remove it";
+			else
+				msg = printable(f.path) + " defines " + printable(o.kind) + "=" + list_names(both) + " as " + o.path +
+				      " does; ours wins (a later CDI directory), but a change of cdi_spec_dirs would hand pods its devices. Remove it";
+			problem(out, "shadowed", message_id::CDI_SPEC_SHADOWED, printable(f.path), std::move(msg));
+		}
+	}
+}
+
+bool under(std::string_view path, std::string_view root)
+{
+	return path.size() > root.size() && path.starts_with(root) && path[root.size()] == '/';
+}
+
+// Whether any mount of the spec, top-level or of a device, has its hostPath under `root`.
+bool mounts_under(const json &doc, const std::string &root)
+{
+	auto edits_under = [&](const json &e) {
+		if (!e.is_object() || !e.contains("mounts") || !e["mounts"].is_array())
+			return false;
+		return std::any_of(e["mounts"].begin(), e["mounts"].end(), [&](const json &m) {
+			return m.is_object() && m.contains("hostPath") && m["hostPath"].is_string() && under(m["hostPath"].get<std::string>(), root);
+		});
+	};
+	if (doc.contains("containerEdits") && edits_under(doc["containerEdits"]))
+		return true;
+	if (doc.contains("devices") && doc["devices"].is_array())
+		for (const auto &d : doc["devices"])
+			if (d.is_object() && d.contains("containerEdits") && edits_under(d["containerEdits"]))
+				return true;
+	return false;
+}
+
+// The DRA driver's per-claim specs, and any other spec that mounts files of the driver root (a
+// writer we do not know of): checked like the device plugin's, as warnings naming the claim.
+void check_dra(const Context &ctx, SpecScan &scan, std::vector<SpecFile> &specs, ConsumerReport &out)
+{
+	std::size_t claims = 0, checked = 0;
+	json stale_list = json::array();
+	const std::string plugin = normalize_run_path(ctx.config.device_plugin_spec);
+	for (auto &s : specs) {
+		if (s.ours || normalize_run_path(s.path) == plugin)
+			continue;
+		const bool claim = s.name.starts_with(DRA_PREFIX);
+		const bool in_root = claim || mounts_under(s.doc, ctx.config.driver_root);
+		if (!in_root)
+			continue;
+		claims += claim;
+		if (checked == MAX_CHECKED || scan.out_of_time()) {
+			scan.warn("dra-stale", message_id::DRA_CLAIM_SPEC_STALE, s.path,
+				  "Not checking the hostPaths of " + printable(s.path) + " and the specs after it: more than " +
+					  std::to_string(MAX_CHECKED) + " specs that use the driver root, or out of time");
+			break;
+		}
+		checked++;
+		std::vector<Problem> problems;
+		check_cdi_host_paths(ctx, s.doc, printable(s.path), problems, FOREIGN_SPEC_BUDGET);
+		if (problems.empty())
+			continue;
+		const std::string uid = claim ? printable(s.name.substr(DRA_PREFIX.size(), s.name.size() - DRA_PREFIX.size() - 5)) : "";
+		stale_list.push_back(json{{"file", printable(s.path)}, {"claim", claim ? json(uid) : json(nullptr)},
+					  {"problem", problems.front().message}});
+		scan.warn("dra-stale", message_id::DRA_CLAIM_SPEC_STALE, printable(s.path),
+			  "The CDI spec of " + (claim ? "the DRA claim " + uid : printable(s.path)) + " is stale: " + problems.front().message +
+				  (claim ? ". Its pod fails to start until the DRA driver prepares the claim again (delete the pod)" : ""));
+	}
+	out.dra = json{{"claim_specs", claims}, {"checked", checked}, {"stale", std::move(stale_list)}};
+}
+
+}  // namespace
+
+std::size_t ConsumerReport::count(std::string_view check) const
+{
+	return static_cast<std::size_t>(std::count_if(findings.begin(), findings.end(), [&](const auto &f) { return f.check == check; }));
+}
+
+ConsumerReport check_consumer(const Context &ctx)
+{
+	ConsumerReport out;
+	const ContainerdView view = read_containerd(ctx);
+	check_containerd(view, ctx, out);
+	// Without containerd the CDI library's defaults, which CRI-O and podman share.
+	SpecScan scan(ctx, view.found ? view.cdi_spec_dirs : std::vector<std::string>{"/etc/cdi", "/var/run/cdi"}, out);
+	scan.run();
+	check_versions(view, scan.specs, out);
+	check_shadowing(scan.specs, out);
+	check_dra(ctx, scan, scan.specs, out);
+	return out;
+}
+
+}  // namespace unbounded

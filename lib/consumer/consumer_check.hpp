@@ -1,0 +1,40 @@
+// Will the container runtime give pods our devices? `verify` is asked by the host's reconcile loop
+// whether GPU pods work, and a right driver root and spec are not enough: containerd 1.7 has CDI off
+// by default, refuses a cdiVersion newer than its CDI library, and a spec in /var/run/cdi (written by
+// a pod: hostile) overrides the same device in /etc/cdi. The DRA driver's per-claim specs point into
+// the driver root and go stale after a driver change like the device plugin's.
+// From files only, within the budgets of the device plugin's check (cdi_check.hpp).
+#pragma once
+
+#include "context.hpp"
+#include "driver_root.hpp"
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace unbounded {
+
+struct ConsumerFinding {
+	std::string check;       // "cdi-disabled", "cdi-spec-dirs", "cdi-version", "shadowed", "dra-stale", "containerd-config"
+	const char *message_id;  // message_ids.hpp
+	Problem problem;
+	bool warning = false;    // never makes verify not ready (claims come and go; an unreadable config)
+};
+
+// Every check name, for metrics that show a zero as well as a count.
+inline constexpr const char *CONSUMER_CHECKS[] = {"cdi-disabled", "cdi-spec-dirs", "cdi-version", "shadowed", "dra-stale",
+						  "containerd-config"};
+
+struct ConsumerReport {
+	std::vector<ConsumerFinding> findings;
+	nlohmann::ordered_json containerd = nlohmann::ordered_json::object();  // verify --json "containerd"
+	nlohmann::ordered_json shadowing = nlohmann::ordered_json::array();    // "cdi_shadowing"
+	nlohmann::ordered_json dra = nlohmann::ordered_json::object();         // "dra_claims"
+
+	std::size_t count(std::string_view check) const;
+};
+
+ConsumerReport check_consumer(const Context &ctx);
+
+}  // namespace unbounded

@@ -1,0 +1,326 @@
+#include "containerd.hpp"
+
+#include "bounded_parse.hpp"
+#include "confined_open.hpp"
+#include "fs.hpp"
+#include "toml_reader.hpp"
+
+#include <array>
+#include <charconv>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <set>
+#include <unistd.h>
+
+namespace unbounded {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr const char *DPKG_STATUS = "/var/lib/dpkg/status";
+constexpr std::size_t MAX_CONFIG_BYTES = 1u << 20;  // containerd's own default config is 10 KiB
+constexpr std::size_t MAX_CONFIG_FILES = 32;        // the main file and what it imports, transitively
+
+UniqueFd open_root(const Context &ctx)
+{
+	return UniqueFd(::open(ctx.root.empty() ? "/" : ctx.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+}
+
+// A root-owned file of the machine, resolved inside its root (a configuration may well be a symlink),
+// opened without blocking and read only when it is a regular file of bounded size.
+Result<std::string> read_machine_file(int root_fd, const std::string &path, std::size_t cap)
+{
+	auto fd = open_confined(root_fd, path, ConfinedOpen{Confinement::InRoot, O_RDONLY | O_NONBLOCK | O_NOCTTY, true});
+	if (!fd)
+		return fail(errno_error(fd.error().errnum, "Failed to open " + path));
+	if (auto r = fs::require_regular(fd->get(), path); !r)
+		return fail(r.error());
+	return fs::read_fd(fd->get(), path, cap);
+}
+
+// The installed containerd package's version from dpkg's database, read in blocks (the file may be
+// megabytes; only the package's own paragraph is kept).
+struct PackageVersion {
+	std::string package, version;
+};
+std::optional<PackageVersion> dpkg_version(int root_fd)
+{
+	auto fd = open_confined(root_fd, DPKG_STATUS, ConfinedOpen{Confinement::InRoot, O_RDONLY | O_NONBLOCK | O_NOCTTY, true});
+	if (!fd || !fs::require_regular(fd->get(), DPKG_STATUS))
+		return std::nullopt;
+	std::string pending, package, version;
+	bool installed = false;
+	std::optional<PackageVersion> found;
+	auto line = [&](std::string_view l) {
+		if (l.empty()) {
+			if ((package == "containerd" || package == "containerd.io") && installed && !version.empty())
+				found = PackageVersion{package, version};
+			package.clear(), version.clear(), installed = false;
+		} else if (l.starts_with("Package: ")) {
+			package = std::string(l.substr(9));
+		} else if (l.starts_with("Status: ")) {
+			installed = l.ends_with(" installed");
+		} else if (l.starts_with("Version: ")) {
+			version = std::string(l.substr(9));
+		}
+	};
+	char buf[65536];
+	for (;;) {
+		const ssize_t n = ::read(fd->get(), buf, sizeof buf);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		pending.append(buf, static_cast<std::size_t>(n));
+		std::size_t start = 0, nl;
+		while ((nl = pending.find('\n', start)) != std::string::npos) {
+			line(std::string_view(pending).substr(start, nl - start));
+			start = nl + 1;
+		}
+		pending.erase(0, start);
+		if (pending.size() > 65536)
+			pending.clear();  // no field we read is that long
+		if (found)
+			break;
+	}
+	if (!found) {
+		line(pending);
+		line("");
+	}
+	return found;
+}
+
+// The CRI plugin table that holds enable_cdi and cdi_spec_dirs, by the file's `version`, as the
+// containerd that reads it names it: 2.x migrates version-2 files' "io.containerd.grpc.v1.cri" keys to
+// "io.containerd.cri.v1.runtime".
+const json *cri_table(const json &doc, long file_version)
+{
+	if (!doc.contains("plugins") || !doc["plugins"].is_object())
+		return nullptr;
+	const json &plugins = doc["plugins"];
+	const char *name = file_version >= 3 ? "io.containerd.cri.v1.runtime" : file_version == 2 ? "io.containerd.grpc.v1.cri" : "cri";
+	auto it = plugins.find(name);
+	return it != plugins.end() && it->is_object() ? &*it : nullptr;
+}
+
+std::string cri_section_name(long file_version)
+{
+	return file_version >= 3 ? "[plugins.'io.containerd.cri.v1.runtime']"
+	       : file_version == 2 ? "[plugins.\"io.containerd.grpc.v1.cri\"]"
+				  : "[plugins.cri]";
+}
+
+// containerd's imports: paths relative to the importing file's directory, a '*' pattern in the last
+// component globbed (filepath.Glob), sorted.
+std::vector<std::string> resolve_imports(int root_fd, const std::string &file, const json &doc, std::vector<std::string> &warnings)
+{
+	std::vector<std::string> out;
+	if (!doc.contains("imports"))
+		return out;
+	if (!doc["imports"].is_array()) {
+		warnings.push_back(file + ": imports is not an array of paths, not following it");
+		return out;
+	}
+	for (const auto &v : doc["imports"]) {
+		if (!v.is_string())
+			continue;
+		std::string p = v.get<std::string>();
+		if (p.empty())
+			continue;
+		if (p[0] != '/')
+			p = fs::join(fs::dirname(file), p);
+		const std::string base = fs::basename(p);
+		if (base.find_first_of("*?[") == std::string::npos) {
+			out.push_back(p);
+			continue;
+		}
+		const std::string dir = fs::dirname(p);
+		auto dfd = open_confined(root_fd, dir, ConfinedOpen{Confinement::InRoot, O_RDONLY | O_DIRECTORY, true});
+		if (!dfd)
+			continue;  // a pattern that matches nothing is no error to containerd
+		auto names = fs::list_dir(dfd->get(), dir);
+		if (!names)
+			continue;
+		for (const auto &n : *names)
+			if (::fnmatch(base.c_str(), n.c_str(), FNM_PERIOD) == 0)
+				out.push_back(fs::join(dir, n));
+	}
+	return out;
+}
+
+long file_version_of(const json &doc)
+{
+	return doc.contains("version") && doc["version"].is_number_integer() ? doc["version"].get<long>() : 1;
+}
+
+}  // namespace
+
+std::optional<ContainerdVersion> parse_containerd_version(std::string_view v)
+{
+	if (auto colon = v.find(':'); colon != std::string_view::npos && colon < 4)
+		v.remove_prefix(colon + 1);  // the epoch
+	ContainerdVersion out;
+	int *parts[] = {&out.major, &out.minor, &out.patch};
+	const char *p = v.data(), *end = v.data() + v.size();
+	for (int i = 0; i < 3; i++) {
+		auto r = std::from_chars(p, end, *parts[i]);
+		if (r.ec != std::errc())
+			return std::nullopt;
+		p = r.ptr;
+		if (i < 2) {
+			if (p == end || *p != '.')
+				return std::nullopt;
+			p++;
+		}
+	}
+	out.text = std::to_string(out.major) + "." + std::to_string(out.minor) + "." + std::to_string(out.patch);
+	return out;
+}
+
+std::string max_cdi_version_for(const ContainerdVersion &v)
+{
+	// The CDI library each release vendors (containerd's go.mod at each tag).
+	if (v.major < 1 || (v.major == 1 && v.minor < 7))
+		return "";
+	if (v.major == 1) {
+		if (v.minor > 7 || v.patch >= 27)
+			return "0.8.0";
+		if (v.patch >= 16)
+			return "0.7.0";
+		if (v.patch >= 12)
+			return "0.6.0";
+		return "0.5.0";
+	}
+	if (v.major == 2 && v.minor == 0)
+		return v.patch >= 5 ? "1.0.0" : "0.8.0";
+	if (v.major == 2 && (v.minor == 1 || (v.minor == 2 && v.patch == 0)))
+		return "1.0.0";
+	return "1.1.0";
+}
+
+int compare_cdi_versions(std::string_view a, std::string_view b)
+{
+	auto parse = [](std::string_view s) {
+		std::array<int, 3> n{0, 0, 0};
+		const char *p = s.data(), *end = s.data() + s.size();
+		for (int &x : n) {
+			auto r = std::from_chars(p, end, x);
+			p = r.ptr;
+			if (p != end && *p == '.')
+				p++;
+		}
+		return n;
+	};
+	const auto x = parse(a), y = parse(b);
+	return x < y ? -1 : x > y ? 1 : 0;
+}
+
+std::string normalize_run_path(std::string_view path)
+{
+	std::string p(path);
+	while (p.size() > 1 && p.back() == '/')
+		p.pop_back();
+	if (p == "/var/run" || p.starts_with("/var/run/"))
+		p = p.substr(4);
+	return p;
+}
+
+ContainerdView read_containerd(const Context &ctx)
+{
+	ContainerdView view;
+	view.config = ctx.config.containerd_config;
+	const UniqueFd root = open_root(ctx);
+	if (!root)
+		return view;
+	if (auto pkg = dpkg_version(root.get())) {
+		view.found = true;
+		view.version = parse_containerd_version(pkg->version);
+		view.version_source = std::string(DPKG_STATUS) + " (" + pkg->package + " " + printable(pkg->version) + ")";
+	} else {
+		for (const char *bin : {"/usr/bin/containerd", "/usr/local/bin/containerd"}) {
+			struct stat st{};
+			if (::fstatat(root.get(), bin + 1, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+				view.found = true;
+				view.version_source = bin;
+				break;
+			}
+		}
+	}
+	if (!view.found)
+		return view;
+	const bool v2 = view.version && view.version->major >= 2;
+	if (view.version) {
+		view.max_cdi_version = max_cdi_version_for(*view.version);
+	} else {
+		view.warnings.push_back("containerd's version is unknown (" + view.version_source +
+					" is not in dpkg's database): which cdiVersion it accepts is not checked");
+	}
+	// Defaults of the version, then each file in containerd's merge order: a file's plugin table
+	// replaces the whole table of an earlier one (mergeConfig), so a drop-in that sets another CRI
+	// key under the same plugin drops enable_cdi = true set in config.toml.
+	if (view.version && !view.max_cdi_version.empty()) {
+		view.cdi_enabled = v2;
+		view.cdi_enabled_from = "default of containerd " + view.version->text;
+	} else if (view.version) {
+		view.cdi_enabled = false;
+		view.cdi_enabled_from = "containerd " + view.version->text + " has no CDI support";
+	}
+	view.cdi_section = v2 ? "[plugins.'io.containerd.cri.v1.runtime']" : "[plugins.\"io.containerd.grpc.v1.cri\"]";
+	view.cdi_spec_dirs = {"/etc/cdi", "/var/run/cdi"};
+	view.cdi_spec_dirs_from = "default";
+	std::vector<std::string> pending{view.config};
+	std::set<std::string> seen;
+	bool unreadable = false;
+	while (!pending.empty() && seen.size() < MAX_CONFIG_FILES) {
+		const std::string file = pending.front();
+		pending.erase(pending.begin());
+		if (!seen.insert(file).second)
+			continue;
+		auto text = read_machine_file(root.get(), file, MAX_CONFIG_BYTES);
+		if (!text) {
+			if (text.error().errnum == ENOENT && file == view.config)
+				break;  // no configuration: containerd runs on its defaults
+			view.warnings.push_back("containerd's configuration " + text.error().message + ": whether it uses CDI is not known");
+			unreadable = true;
+			continue;
+		}
+		auto doc = parse_toml_bounded(*text, file, ParseLimits{32, 100000});
+		if (!doc) {
+			view.warnings.push_back("containerd's configuration " + doc.error().message +
+						" (containerd refuses to start with it): whether it uses CDI is not known");
+			unreadable = true;
+			continue;
+		}
+		view.config_files.push_back(file);
+		const long fv = file_version_of(*doc);
+		if (const json *cri = cri_table(*doc, fv)) {
+			// The whole table replaces the one before: what it does not set is the default again.
+			if (view.version && !view.max_cdi_version.empty()) {
+				view.cdi_enabled = v2;
+				view.cdi_enabled_from = "default of containerd " + view.version->text + " (" + file + " sets " +
+							cri_section_name(fv) + " without enable_cdi)";
+			}
+			view.cdi_spec_dirs = {"/etc/cdi", "/var/run/cdi"};
+			view.cdi_spec_dirs_from = "default";
+			if (cri->contains("enable_cdi") && (*cri)["enable_cdi"].is_boolean() && !(view.version && view.max_cdi_version.empty())) {
+				view.cdi_enabled = (*cri)["enable_cdi"].get<bool>();
+				view.cdi_enabled_from = file;
+				view.cdi_section = cri_section_name(fv);
+			}
+			if (cri->contains("cdi_spec_dirs") && (*cri)["cdi_spec_dirs"].is_array()) {
+				view.cdi_spec_dirs.clear();
+				for (const auto &d : (*cri)["cdi_spec_dirs"])
+					if (d.is_string() && !d.get<std::string>().empty() && view.cdi_spec_dirs.size() < 16)
+						view.cdi_spec_dirs.push_back(d.get<std::string>());
+				view.cdi_spec_dirs_from = file;
+			}
+		}
+		for (auto &imp : resolve_imports(root.get(), file, *doc, view.warnings))
+			pending.push_back(std::move(imp));
+	}
+	if (unreadable && view.cdi_enabled_from.starts_with("default"))
+		view.cdi_enabled.reset();
+	return view;
+}
+
+}  // namespace unbounded

@@ -1,0 +1,50 @@
+// What the machine's containerd will do with CDI, read from files only (containerd may not run yet:
+// setup runs before it): its version from the package database, and from its configuration (imports
+// followed, as containerd merges them) whether CDI is on and which directories it reads specs from.
+// Facts: shared/reference/containerd-cri-and-dra.md.
+#pragma once
+
+#include "context.hpp"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace unbounded {
+
+struct ContainerdVersion {
+	int major = 0, minor = 0, patch = 0;
+	std::string text;  // "1.7.24"
+};
+
+// "1.7.24~ds1-6+b2", "1:1.7.27-1" (Docker's containerd.io) -> 1.7.24; nullopt when it is not one.
+std::optional<ContainerdVersion> parse_containerd_version(std::string_view package_version);
+
+// The highest cdiVersion the CDI library vendored by that containerd accepts ("" for 1.6 and older,
+// which have no CDI at all).
+std::string max_cdi_version_for(const ContainerdVersion &v);
+
+// -1, 0, 1 as CDI versions "0.5.0" < "0.7.0" < "1.0.0" compare.
+int compare_cdi_versions(std::string_view a, std::string_view b);
+
+struct ContainerdView {
+	bool found = false;                          // a containerd package (or binary) is installed
+	std::optional<ContainerdVersion> version;    // from the package; nullopt when unknown
+	std::string version_source;                  // "/var/lib/dpkg/status (containerd 1.7.24~ds1-6)"
+	std::string config;                          // the main configuration file, as the machine sees it
+	std::vector<std::string> config_files;       // the files read, in containerd's merge order
+	std::optional<bool> cdi_enabled;             // effective; nullopt when it cannot be told
+	std::string cdi_enabled_from;                // the file that set it, or "default of containerd X"
+	std::string cdi_section;                     // the table that holds enable_cdi for this version
+	std::vector<std::string> cdi_spec_dirs;      // effective, in priority order (later wins)
+	std::string cdi_spec_dirs_from;
+	std::string max_cdi_version;                 // "" when unknown (or no CDI)
+	std::vector<std::string> warnings;           // an unreadable or broken configuration, an unknown version
+};
+
+ContainerdView read_containerd(const Context &ctx);
+
+// "/var/run/cdi" and "/run/cdi" are one directory (/var/run is a link to /run); trailing slashes go.
+std::string normalize_run_path(std::string_view path);
+
+}  // namespace unbounded

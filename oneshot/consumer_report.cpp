@@ -1,0 +1,38 @@
+// What the container runtime will do with our specs (lib/consumer/), into a command's report: verify
+// counts a finding as not ready (pods get no GPU through containerd), except the warnings; setup and
+// refresh only record and log them: containerd is what they start, never what they wait on.
+#include "commands.hpp"
+
+#include "consumer_check.hpp"
+#include "log.hpp"
+
+namespace unbounded {
+
+std::vector<Problem> record_consumer(const Context &ctx, Report &report, bool verify)
+{
+	PhaseTimer t(report, "check_consumer");
+	ConsumerReport consumer = check_consumer(ctx);
+	report.details["containerd"] = std::move(consumer.containerd);
+	report.details["cdi_shadowing"] = std::move(consumer.shadowing);
+	report.details["dra_claims"] = std::move(consumer.dra);
+	nlohmann::ordered_json counts = nlohmann::ordered_json::object();
+	for (const char *check : CONSUMER_CHECKS)
+		counts[check] = consumer.count(check);
+	report.details["consumer_findings"] = std::move(counts);
+	std::vector<Problem> problems;
+	for (auto &f : consumer.findings) {
+		const log::Fields fields{{"MESSAGE_ID", f.message_id}, {"UNBOUNDED_NVIDIA_PATH", f.problem.path},
+					 {"UNBOUNDED_NVIDIA_CHECK", f.check}};
+		if (f.warning || !verify) {
+			log::warning(f.problem.message, fields);
+			if (verify)
+				report.warnings.push_back(f.problem.message);
+		} else {
+			log::error("Not ready: " + f.problem.message, fields);
+			problems.push_back(std::move(f.problem));
+		}
+	}
+	return problems;
+}
+
+}  // namespace unbounded

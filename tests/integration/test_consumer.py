@@ -1,0 +1,290 @@
+#!/usr/bin/env python3
+"""Issue 33, item 2: `verify` checks what containerd will do with our spec, from files only: CDI off
+(per version default, imports followed, an unreadable configuration a warning), cdi_spec_dirs without
+our directory, a cdiVersion above what that containerd's CDI library accepts, specs that shadow ours,
+and the DRA driver's per-claim specs going stale. Each case on a fake machine root through the real
+binary; the containerd version comes from dpkg's database, as on a Debian node."""
+
+import json
+import os
+import time
+import unittest
+
+from harness import ARCH, PLUGIN_SPEC, V1, V2, MachineRoot, main, plugin_spec, write
+
+SPEC = "/etc/cdi/nvidia.yaml"
+CONFIG = "/etc/containerd/config.toml"
+CRI_17 = '[plugins."io.containerd.grpc.v1.cri"]'
+CLAIM_UID = "5d2c6b7e-0f3a-4b8e-9d1c-2a7e6f5b4c3d"
+
+
+def dpkg_status(version, package="containerd"):
+    """A dpkg database with containerd installed at `version` between two other packages."""
+    return (f"Package: libc6\nStatus: install ok installed\nVersion: 2.36-9\n\n"
+            f"Package: {package}\nStatus: install ok installed\nArchitecture: amd64\nVersion: {version}\n"
+            f"Description: daemon to control runC\n\n"
+            f"Package: runc\nStatus: install ok installed\nVersion: 1.1.5+ds1-1\n")
+
+
+def dra_claim_spec(version, uid=CLAIM_UID):
+    """A per-claim spec as the DRA driver's kubelet plugin writes it, its paths under the driver root."""
+    lib = f"/run/nvidia/driver/lib/{ARCH}"
+    return json.dumps({
+        "cdiVersion": "0.5.0", "kind": "k8s.gpu.nvidia.com/claim",
+        "devices": [{"name": f"{uid}-gpu-0",
+                     "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia0"}],
+                                        "mounts": [{"hostPath": f"{lib}/libcuda.so.{version}",
+                                                    "containerPath": f"/usr/lib/{ARCH}/libcuda.so.{version}",
+                                                    "options": ["ro", "nosuid", "nodev", "bind"]}]}}]})
+
+
+def gpu_spec(devices, kind="nvidia.com/gpu"):
+    """Another writer's spec of `kind` defining `devices` (nvidia-cdi-refresh writes ours' kind)."""
+    return json.dumps({"cdiVersion": "0.5.0", "kind": kind,
+                       "devices": [{"name": d, "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia0"}]}} for d in devices]})
+
+
+class ConsumerCase(unittest.TestCase):
+    def machine(self, containerd=None, config=None, package="containerd", **kw):
+        m = MachineRoot(self).standard(**kw)
+        if containerd:
+            write(m.p("/var/lib/dpkg/status"), dpkg_status(containerd, package))
+        if config is not None:
+            write(m.p(CONFIG), config)
+        r = m.setup()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        m.setup_result = r.result
+        return m
+
+    def verify(self, m):
+        r = m.run("--json", "verify")
+        r.result = json.loads(r.stdout)
+        return r
+
+    def assertReady(self, m):
+        r = self.verify(m)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.result["problems"], [])
+        return r
+
+    def assertNotReady(self, m, path, *needles):
+        r = self.verify(m)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertEqual(r.result["outcome"], "not-ready")
+        mine = [p for p in r.result["problems"] if p["path"] == path]
+        self.assertTrue(mine, f"no problem for {path}: {r.result['problems']}")
+        for n in needles:
+            self.assertIn(n, mine[0]["message"])
+        self.assertIn(needles[0], r.stderr)
+        self.assertEqual(len(r.stderr.strip().splitlines()), len(r.result["problems"]), r.stderr)
+        return r
+
+
+class TestContainerdConfig(ConsumerCase):
+    def test_no_containerd_is_not_judged(self):
+        m = self.machine()
+        r = self.assertReady(m)
+        self.assertEqual(r.result["containerd"], {"found": False})
+
+    def test_containerd_1_7_defaults_to_cdi_off(self):
+        m = self.machine("1.7.24~ds1-6+b2")
+        r = self.assertNotReady(m, CONFIG, "CDI is off in containerd 1.7.24", "enable_cdi = true", CRI_17)
+        c = r.result["containerd"]
+        self.assertEqual((c["version"], c["cdi_enabled"], c["max_cdi_version"]), ("1.7.24", False, "0.7.0"))
+        self.assertIn("default of containerd 1.7.24", c["cdi_enabled_from"])
+        self.assertEqual(r.result["consumer_findings"]["cdi-disabled"], 1)
+
+    def test_containerd_1_7_with_cdi_enabled_is_ready(self):
+        m = self.machine("1.7.24~ds1-6", f'version = 2\n{CRI_17}\n  enable_cdi = true\n  cdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]\n')
+        r = self.assertReady(m)
+        self.assertTrue(r.result["containerd"]["cdi_enabled"])
+        self.assertEqual(r.result["containerd"]["config_files"], [CONFIG])
+
+    def test_explicit_enable_cdi_false_names_the_file(self):
+        m = self.machine("1.7.24", f'version = 2\n\n# CDI\n{CRI_17}\n  enable_cdi = false\n')
+        r = self.assertNotReady(m, CONFIG, "CDI is off", f"({CONFIG})")
+        self.assertEqual(r.result["containerd"]["cdi_enabled_from"], CONFIG)
+
+    def test_an_import_that_replaces_the_cri_table_turns_cdi_off(self):
+        # containerd's mergeConfig replaces a plugin's whole table with the imported file's: a drop-in
+        # that only sets the sandbox image drops enable_cdi = true.
+        m = self.machine("1.7.24", f'version = 2\nimports = ["conf.d/*.toml"]\n{CRI_17}\n  enable_cdi = true\n')
+        write(m.p("/etc/containerd/conf.d/50-sandbox.toml"), f'version = 2\n{CRI_17}\n  sandbox_image = "pause:local"\n')
+        r = self.assertNotReady(m, CONFIG, "CDI is off", "/etc/containerd/conf.d/50-sandbox.toml")
+        self.assertEqual(r.result["containerd"]["config_files"], [CONFIG, "/etc/containerd/conf.d/50-sandbox.toml"])
+        # ... and an import that sets it again makes it right.
+        write(m.p("/etc/containerd/conf.d/60-cdi.toml"), f'version = 2\n[plugins]\n  [plugins."io.containerd.grpc.v1.cri"]\n    enable_cdi = true\n')
+        self.assertReady(m)
+
+    def test_containerd_2_defaults_to_cdi_on(self):
+        m = self.machine("2.1.4~ds1-1")
+        r = self.assertReady(m)
+        self.assertEqual((r.result["containerd"]["cdi_enabled"], r.result["containerd"]["max_cdi_version"]), (True, "1.0.0"))
+
+    def test_containerd_2_version_3_config_with_cdi_off(self):
+        m = self.machine("2.1.4", "version = 3\n[plugins.'io.containerd.cri.v1.runtime']\n  enable_cdi = false\n")
+        self.assertNotReady(m, CONFIG, "CDI is off in containerd 2.1.4", "[plugins.'io.containerd.cri.v1.runtime']")
+
+    def test_containerd_1_6_has_no_cdi(self):
+        m = self.machine("1.6.20~ds1-1+b1")
+        self.assertNotReady(m, "/var/lib/dpkg/status (containerd 1.6.20~ds1-1+b1)", "containerd 1.6.20 has no CDI support")
+
+    def test_docker_containerd_io_package(self):
+        m = self.machine("1.7.27-1", package="containerd.io")
+        r = self.assertNotReady(m, CONFIG, "CDI is off in containerd 1.7.27")
+        self.assertIn("containerd.io 1.7.27-1", r.result["containerd"]["version_source"])
+
+    def test_cdi_spec_dirs_without_ours(self):
+        m = self.machine("1.7.24", f'version = 2\n{CRI_17}\n  enable_cdi = true\n  cdi_spec_dirs = ["/var/run/cdi"]\n')
+        self.assertNotReady(m, CONFIG, "containerd reads CDI specs from /var/run/cdi", "not from /etc/cdi", "cdi_spec_dirs")
+
+    def test_broken_config_is_a_warning_naming_the_line(self):
+        m = self.machine("1.7.24", f'version = 2\n{CRI_17}\n  enable_cdi = true\n  cdi_spec_dirs = ["/etc/cdi"\n')
+        r = self.assertReady(m)
+        self.assertIsNone(r.result["containerd"]["cdi_enabled"])
+        self.assertTrue(any(f"{CONFIG}:5:" in w and "whether it uses CDI is not known" in w for w in r.result["warnings"]),
+                        r.result["warnings"])
+
+    def test_config_that_is_a_fifo_does_not_hang(self):
+        m = self.machine("1.7.24")
+        os.makedirs(m.p("/etc/containerd"), exist_ok=True)
+        os.mkfifo(m.p(CONFIG))
+        start = time.monotonic()
+        r = self.assertReady(m)
+        self.assertLess(time.monotonic() - start, 20)
+        self.assertTrue(any("FIFO" in w for w in r.result["warnings"]), r.result["warnings"])
+
+    def test_config_symlink_resolves_inside_the_root(self):
+        m = self.machine("1.7.24")
+        write(m.p("/opt/config/containerd.toml"), f'version = 2\n{CRI_17}\n  enable_cdi = true\n')
+        os.makedirs(m.p("/etc/containerd"), exist_ok=True)
+        os.symlink("/opt/config/containerd.toml", m.p(CONFIG))
+        self.assertReady(m)
+
+    def test_setup_never_fails_on_it_and_counts_it_in_the_metrics(self):
+        m = MachineRoot(self).standard()
+        os.makedirs(m.p("/var/lib/prometheus/node-exporter"))
+        write(m.p("/var/lib/dpkg/status"), dpkg_status("1.7.24"))
+        r = m.setup()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        m.setup_result = r.result
+        self.assertIn("CDI is off in containerd 1.7.24", r.stderr)
+        self.assertEqual(m.setup_result["consumer_findings"]["cdi-disabled"], 1)
+        with open(m.p("/var/lib/prometheus/node-exporter/unbounded-nvidia-setup.prom")) as f:
+            metrics = f.read()
+        self.assertIn('unbounded_nvidia_consumer_findings{check="cdi-disabled"} 1\n', metrics)
+        self.assertIn('unbounded_nvidia_consumer_findings{check="shadowed"} 0\n', metrics)
+
+
+class TestSpecVersion(ConsumerCase):
+    def additional_gids_machine(self, containerd):
+        # A GPU node of group video (44), not world-writable: nvidia-ctk's rule gives the spec
+        # additionalGids, which need cdiVersion 0.7.0.
+        m = MachineRoot(self).standard()
+        os.chown(m.p("/dev/nvidia0"), 0, 44)
+        os.chmod(m.p("/dev/nvidia0"), 0o660)
+        write(m.p("/var/lib/dpkg/status"), dpkg_status(containerd))
+        write(m.p(CONFIG), f'version = 2\n{CRI_17}\n  enable_cdi = true\n')
+        r = m.setup()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(m.p(SPEC)) as f:
+            self.assertIn("cdiVersion: 0.7.0", f.read())  # the premise
+        return m
+
+    def test_a_spec_newer_than_containerd_accepts(self):
+        m = self.additional_gids_machine("1.7.12~ds1-1")
+        r = self.assertNotReady(m, SPEC, "cdiVersion 0.7.0", "containerd 1.7.12", "accepts at most 0.6.0", "needs containerd 1.7.16")
+        self.assertEqual(r.result["consumer_findings"]["cdi-version"], 1)
+
+    def test_the_same_spec_on_a_containerd_that_accepts_it(self):
+        self.assertReady(self.additional_gids_machine("1.7.16~ds1-1"))
+
+
+class TestShadowing(ConsumerCase):
+    def cdi_machine(self):
+        return self.machine("1.7.24", f'version = 2\n{CRI_17}\n  enable_cdi = true\n')
+
+    def test_nvidia_cdi_refresh_spec_in_var_run_cdi_wins(self):
+        m = self.cdi_machine()
+        write(m.p("/var/run/cdi/nvidia.yaml"), gpu_spec(["all", "0"]))
+        r = self.assertNotReady(m, "/var/run/cdi/nvidia.yaml", "defines nvidia.com/gpu=0, all as /etc/cdi/nvidia.yaml does, and wins")
+        self.assertEqual(r.result["cdi_shadowing"][0]["wins"], "theirs")
+        self.assertEqual(r.result["consumer_findings"]["shadowed"], 1)
+
+    def test_same_directory_makes_both_unusable(self):
+        m = self.cdi_machine()
+        write(m.p("/etc/cdi/zz-other.json"), gpu_spec(["0"]))
+        r = self.assertNotReady(m, "/etc/cdi/zz-other.json", "in the same directory", "refuses both")
+        self.assertEqual(r.result["cdi_shadowing"][0]["wins"], "neither")
+
+    def test_a_second_spec_of_our_kind(self):
+        m = self.cdi_machine()
+        write(m.p("/var/run/cdi/extra.yaml"), gpu_spec(["gpu-extra"]))
+        self.assertNotReady(m, "/var/run/cdi/extra.yaml", "is a second CDI spec of kind nvidia.com/gpu")
+
+    def test_without_containerd_the_cdi_library_defaults_apply(self):
+        m = self.machine()
+        write(m.p("/var/run/cdi/nvidia.yaml"), gpu_spec(["all"]))
+        self.assertNotReady(m, "/var/run/cdi/nvidia.yaml", "and wins")
+
+    def test_other_kinds_and_the_device_plugin_do_not_shadow(self):
+        m = self.cdi_machine()
+        write(m.p("/var/run/cdi/vendor.yaml"), gpu_spec(["0", "all"], kind="example.com/fpga"))
+        write(m.p("/var/run/cdi/notes.txt"), gpu_spec(["0"]))  # not .json/.yaml: the CDI library ignores it
+        write(m.p(PLUGIN_SPEC), plugin_spec(m, V1))
+        r = self.assertReady(m)
+        self.assertEqual(r.result["cdi_shadowing"], [])
+
+    def test_hostile_entries_in_var_run_cdi(self):
+        m = self.cdi_machine()
+        os.makedirs(m.p("/var/run/cdi"), exist_ok=True)
+        os.mkfifo(m.p("/var/run/cdi/fifo.yaml"))
+        os.symlink("/dev/zero", m.p("/var/run/cdi/zero.yaml"))
+        os.symlink("/../../../../etc/passwd", m.p("/var/run/cdi/passwd.yaml"))
+        write(m.p("/var/run/cdi/bomb.yaml"), "a: &a [" + ",".join(["*a"] * 50) + "]\n")
+        write(m.p("/var/run/cdi/big.json"), "[" * 3_000_000)
+        for i in range(300):
+            write(m.p(f"/var/run/cdi/vendor-{i:03}.json"), gpu_spec([str(i)], kind="example.com/dev"))
+        start = time.monotonic()
+        r = self.verify(m)
+        self.assertLess(time.monotonic() - start, 20)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(any("holds 305 CDI specs: only the first 256" in w for w in r.result["warnings"]), r.result["warnings"])
+
+
+class TestDraClaims(ConsumerCase):
+    def cdi_machine(self):
+        return self.machine("1.7.24", f'version = 2\n{CRI_17}\n  enable_cdi = true\n')
+
+    def claim(self, m, version, uid=CLAIM_UID):
+        path = f"/var/run/cdi/k8s.gpu.nvidia.com-claim_{uid}.yaml"
+        write(m.p(path), dra_claim_spec(version, uid))
+        return path
+
+    def test_a_current_claim_spec(self):
+        m = self.cdi_machine()
+        self.claim(m, V1)
+        r = self.assertReady(m)
+        self.assertEqual(r.result["dra_claims"], {"claim_specs": 1, "checked": 1, "stale": []})
+        self.assertFalse([w for w in r.result["warnings"] if "stale" in w or "claim" in w], r.result["warnings"])
+
+    def test_a_stale_claim_spec_is_a_warning_naming_the_claim(self):
+        m = self.cdi_machine()
+        path = self.claim(m, V2)  # written for the driver before a refresh swapped the root
+        r = self.assertReady(m)  # claims come and go: never not ready for them
+        stale = r.result["dra_claims"]["stale"]
+        self.assertEqual([(s["claim"], s["file"]) for s in stale], [(CLAIM_UID, path)])
+        self.assertTrue(any(f"the DRA claim {CLAIM_UID} is stale" in w and f"libcuda.so.{V2}" in w for w in r.result["warnings"]),
+                        r.result["warnings"])
+        self.assertIn(f"the DRA claim {CLAIM_UID} is stale", r.stderr)
+        self.assertEqual(r.result["consumer_findings"]["dra-stale"], 1)
+
+    def test_any_spec_into_the_driver_root_is_checked(self):
+        m = self.cdi_machine()
+        write(m.p("/var/run/cdi/someone-else.json"), dra_claim_spec(V2).replace("k8s.gpu.nvidia.com/claim", "example.com/gpu"))
+        r = self.assertReady(m)
+        self.assertTrue(any("/var/run/cdi/someone-else.json is stale" in w for w in r.result["warnings"]), r.result["warnings"])
+
+
+if __name__ == "__main__":
+    main()
