@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <chrono>
 #include <fcntl.h>
+#include <functional>
+#include <optional>
 #include <set>
 #include <unistd.h>
 
@@ -35,7 +37,6 @@ struct SpecFile {
 	bool ours = false;
 	std::string kind, cdi_version;
 	std::set<std::string> devices;
-	json doc;
 };
 
 bool spec_extension(std::string_view n)
@@ -81,6 +82,71 @@ const char *containerd_for(std::string_view cdi_version)
 	return "2.2.1";
 }
 
+// yaml-cpp's scanner takes memory by the nesting before any event reaches the bounded builder
+// (500,000 '[' cost 140 MB): a YAML file a pod wrote is refused first when its flow nesting is deeper
+// than the parsers allow or its block indentation (spaces, "- " and "? ") is wider than any spec.
+bool yaml_shape_bounded(std::string_view t)
+{
+	constexpr unsigned MAX_FLOW = 32;
+	constexpr std::size_t MAX_INDENT = 256;
+	unsigned flow = 0;
+	char quote = 0;
+	bool line_start = true;
+	std::size_t indent = 0;
+	for (std::size_t i = 0; i < t.size(); i++) {
+		const char c = t[i];
+		if (c == '\n') {
+			line_start = true, indent = 0;
+			continue;
+		}
+		if (line_start) {
+			if (c == ' ' || c == '-' || c == '?') {
+				if (++indent > MAX_INDENT)
+					return false;
+				continue;
+			}
+			line_start = false;
+		}
+		if (quote) {
+			if (c == '\\' && quote == '"')
+				i++;
+			else if (c == quote)
+				quote = 0;
+			continue;
+		}
+		if (c == '"' || c == '\'')
+			quote = c;
+		else if (c == '#' && (i == 0 || t[i - 1] == ' ' || t[i - 1] == '\t'))
+			while (i + 1 < t.size() && t[i + 1] != '\n')
+				i++;
+		else if ((c == '[' || c == '{') && ++flow > MAX_FLOW)
+			return false;
+		else if ((c == ']' || c == '}') && flow > 0)
+			flow--;
+	}
+	return true;
+}
+
+// A spec file as the CDI library reads it: JSON by the SAX check first (bounded before anything is
+// built), YAML after the shape check; nullopt when it cannot be read, which the library skips too.
+std::optional<json> parse_spec_text(const std::string &text, const std::string &path)
+{
+	if (path.ends_with(".json")) {
+		if (!check_json_bounded(text, path))
+			return std::nullopt;
+		json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+		if (doc.is_discarded())
+			return std::nullopt;
+		return doc;
+	}
+	if (!yaml_shape_bounded(text))
+		return std::nullopt;
+	auto doc = parse_yaml_document(text, path);
+	if (!doc)
+		return std::nullopt;
+	return std::move(*doc);
+}
+
 class SpecScan {
 public:
 	SpecScan(const Context &ctx, std::vector<std::string> dirs, ConsumerReport &out)
@@ -93,6 +159,7 @@ public:
 	}
 
 	std::vector<SpecFile> specs;
+	std::function<void(const SpecFile &, const json &)> foreign;  // called for each spec not ours
 
 	void run()
 	{
@@ -139,6 +206,8 @@ private:
 		s.name = name;
 		s.path = fs::join(dirs_[index], name);
 		s.ours = ours_.count(normalize_run_path(s.path)) > 0;
+		if (normalize_run_path(s.path) == plugin_)
+			return;  // the device plugin's: checked on its own (check_device_plugin), of its own kind
 		// The CDI library follows symlinks; so do we, inside the machine root, never blocking, and
 		// only into a regular file of bounded size.
 		auto fd = open_confined(dirfd, name, ConfinedOpen{Confinement::InRoot, O_RDONLY | O_NONBLOCK | O_NOCTTY, true});
@@ -147,7 +216,9 @@ private:
 		auto text = fs::read_fd(fd->get(), s.path, s.ours ? OWN_SPEC_CAP : MAX_SPEC_BYTES);
 		if (!text)
 			return;
-		auto doc = parse_yaml_document(*text, s.path);
+		auto doc = parse_spec_text(*text, s.path);
+		text->clear();
+		text->shrink_to_fit();
 		if (!doc || !doc->is_object())
 			return;  // the CDI library skips it too; only a spec it reads can shadow ours
 		auto str = [&](const char *key) {
@@ -159,8 +230,8 @@ private:
 			for (const auto &d : (*doc)["devices"])
 				if (d.is_object() && d.contains("name") && d["name"].is_string())
 					s.devices.insert(d["name"].get<std::string>());
-		if (!s.ours)
-			s.doc = std::move(*doc);
+		if (!s.ours && foreign)
+			foreign(s, *doc);  // the document is not kept: one spec's memory at a time
 		specs.push_back(std::move(s));
 	}
 
@@ -170,6 +241,7 @@ private:
 	const Clock::time_point deadline_;
 	const UniqueFd root_;
 	std::set<std::string> ours_;
+	const std::string plugin_ = normalize_run_path(ctx_.config.device_plugin_spec);
 };
 
 void problem(ConsumerReport &out, const char *check, const char *id, std::string path, std::string message)
@@ -293,39 +365,45 @@ bool mounts_under(const json &doc, const std::string &root)
 
 // The DRA driver's per-claim specs, and any other spec that mounts files of the driver root (a
 // writer we do not know of): checked like the device plugin's, as warnings naming the claim.
-void check_dra(const Context &ctx, SpecScan &scan, std::vector<SpecFile> &specs, ConsumerReport &out)
-{
-	std::size_t claims = 0, checked = 0;
-	json stale_list = json::array();
-	const std::string plugin = normalize_run_path(ctx.config.device_plugin_spec);
-	for (auto &s : specs) {
-		if (s.ours || normalize_run_path(s.path) == plugin)
-			continue;
+class DraCheck {
+public:
+	DraCheck(const Context &ctx, SpecScan &scan) : ctx_(ctx), scan_(scan) {}
+
+	void operator()(const SpecFile &s, const json &doc)
+	{
 		const bool claim = s.name.starts_with(DRA_PREFIX);
-		const bool in_root = claim || mounts_under(s.doc, ctx.config.driver_root);
-		if (!in_root)
-			continue;
-		claims += claim;
-		if (checked == MAX_CHECKED || scan.out_of_time()) {
-			scan.warn("dra-stale", message_id::DRA_CLAIM_SPEC_STALE, s.path,
-				  "Not checking the hostPaths of " + printable(s.path) + " and the specs after it: more than " +
-					  std::to_string(MAX_CHECKED) + " specs that use the driver root, or out of time");
-			break;
+		if (!claim && !mounts_under(doc, ctx_.config.driver_root))
+			return;
+		claims_ += claim;
+		if (checked_ == MAX_CHECKED || scan_.out_of_time()) {
+			if (!said_)
+				scan_.warn("dra-stale", message_id::DRA_CLAIM_SPEC_STALE, printable(s.path),
+					   "Not checking the hostPaths of " + printable(s.path) + " and the specs after it: more than " +
+						   std::to_string(MAX_CHECKED) + " specs that use the driver root, or out of time");
+			said_ = true;
+			return;
 		}
-		checked++;
+		checked_++;
 		std::vector<Problem> problems;
-		check_cdi_host_paths(ctx, s.doc, printable(s.path), problems, FOREIGN_SPEC_BUDGET);
+		check_cdi_host_paths(ctx_, doc, printable(s.path), problems, FOREIGN_SPEC_BUDGET);
 		if (problems.empty())
-			continue;
+			return;
 		const std::string uid = claim ? printable(s.name.substr(DRA_PREFIX.size(), s.name.size() - DRA_PREFIX.size() - 5)) : "";
-		stale_list.push_back(json{{"file", printable(s.path)}, {"claim", claim ? json(uid) : json(nullptr)},
-					  {"problem", problems.front().message}});
-		scan.warn("dra-stale", message_id::DRA_CLAIM_SPEC_STALE, printable(s.path),
-			  "The CDI spec of " + (claim ? "the DRA claim " + uid : printable(s.path)) + " is stale: " + problems.front().message +
-				  (claim ? ". Its pod fails to start until the DRA driver prepares the claim again (delete the pod)" : ""));
+		stale_.push_back(json{{"file", printable(s.path)}, {"claim", claim ? json(uid) : json(nullptr)}, {"problem", problems.front().message}});
+		scan_.warn("dra-stale", message_id::DRA_CLAIM_SPEC_STALE, printable(s.path),
+			   "The CDI spec of " + (claim ? "the DRA claim " + uid : printable(s.path)) + " is stale: " + problems.front().message +
+				   (claim ? ". Its pod fails to start until the DRA driver prepares the claim again (delete the pod)" : ""));
 	}
-	out.dra = json{{"claim_specs", claims}, {"checked", checked}, {"stale", std::move(stale_list)}};
-}
+
+	json result() const { return json{{"claim_specs", claims_}, {"checked", checked_}, {"stale", stale_}}; }
+
+private:
+	const Context &ctx_;
+	SpecScan &scan_;
+	std::size_t claims_ = 0, checked_ = 0;
+	bool said_ = false;
+	json stale_ = json::array();
+};
 
 }  // namespace
 
@@ -341,10 +419,12 @@ ConsumerReport check_consumer(const Context &ctx)
 	check_containerd(view, ctx, out);
 	// Without containerd the CDI library's defaults, which CRI-O and podman share.
 	SpecScan scan(ctx, view.found ? view.cdi_spec_dirs : std::vector<std::string>{"/etc/cdi", "/var/run/cdi"}, out);
+	DraCheck dra(ctx, scan);
+	scan.foreign = [&](const SpecFile &s, const json &doc) { dra(s, doc); };
 	scan.run();
 	check_versions(view, scan.specs, out);
 	check_shadowing(scan.specs, out);
-	check_dra(ctx, scan, scan.specs, out);
+	out.dra = dra.result();
 	return out;
 }
 

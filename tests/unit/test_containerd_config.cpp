@@ -1,0 +1,109 @@
+// The TOML reader on containerd's configuration shapes, and the version table (issue 33, item 2).
+#include "containerd.hpp"
+#include "toml_reader.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace unbounded;
+
+TEST_CASE("containerd's configuration shapes read as TOML", "[containerd]")
+{
+	const auto doc = parse_toml_bounded(R"(# containerd config dump, abridged
+version = 2
+root = "/var/lib/containerd"
+imports = ["/etc/containerd/conf.d/*.toml", 'literal\path']
+oom_score = -999
+
+[grpc]
+  address = "/run/containerd/containerd.sock"
+  max_recv_message_size = 16_777_216
+
+[plugins]
+  [plugins."io.containerd.grpc.v1.cri"]
+    enable_cdi = true
+    cdi_spec_dirs = [
+      "/etc/cdi",   # ours
+      "/var/run/cdi",
+    ]
+    sandbox_image = "registry.k8s.io/pause:3.9"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+      SystemdCgroup = true
+      ratio = 0.5
+      limits = { cpu = 2, name = "a \"quoted\" \u00e9" }
+
+[[proxy_plugins.x]]
+  n = 1
+[[proxy_plugins.x]]
+  n = 2
+)",
+					    "config.toml");
+	REQUIRE(doc);
+	const auto &cri = (*doc)["plugins"]["io.containerd.grpc.v1.cri"];
+	CHECK(cri["enable_cdi"] == true);
+	CHECK(cri["cdi_spec_dirs"] == nlohmann::json::array({"/etc/cdi", "/var/run/cdi"}));
+	CHECK((*doc)["imports"][1] == "literal\\path");
+	CHECK((*doc)["oom_score"] == -999);
+	CHECK((*doc)["grpc"]["max_recv_message_size"] == 16777216);
+	CHECK(cri["containerd"]["runtimes"]["runc"]["options"]["SystemdCgroup"] == true);
+	CHECK(cri["containerd"]["runtimes"]["runc"]["options"]["limits"]["name"] == "a \"quoted\" \xc3\xa9");
+	CHECK((*doc)["proxy_plugins"]["x"].size() == 2);
+	CHECK((*doc)["proxy_plugins"]["x"][1]["n"] == 2);
+}
+
+TEST_CASE("broken TOML is one error naming the file and the line", "[containerd]")
+{
+	auto check = [](const char *text, int line, const char *what) {
+		auto r = parse_toml_bounded(text, "/etc/containerd/config.toml");
+		REQUIRE_FALSE(r);
+		CHECK_THAT(r.error().message, Catch::StartsWith("/etc/containerd/config.toml:" + std::to_string(line) + ": "));
+		CHECK_THAT(r.error().message, Catch::Contains(what));
+		CHECK(r.error().message.find('\n') == std::string::npos);
+	};
+	check("version = 2\n[plugins\n", 2, "']' closing the table header");
+	check("a = 1\na = 2\n", 2, "defined twice");
+	check("a = [1, 2\n", 2, "in the array");
+	check("a = unquoted\n", 1, "a string needs quotes");
+	check("a = \"open\n", 1, "before the end of the line");
+	check("a = 1 b = 2\n", 1, "the end of the line");
+	check("a = 1\n[a]\n", 2, "is not a table");
+}
+
+TEST_CASE("TOML nesting and size are bounded", "[containerd]")
+{
+	const std::string deep = "a = " + std::string(5000, '[') + std::string(5000, ']') + "\n";
+	auto r = parse_toml_bounded(deep, "deep.toml");
+	REQUIRE_FALSE(r);
+	CHECK_THAT(r.error().message, Catch::Contains("nested deeper than"));
+	std::string wide = "a = [";
+	for (int i = 0; i < 200000; i++)
+		wide += "1,";
+	wide += "]\n";
+	r = parse_toml_bounded(wide, "wide.toml", ParseLimits{32, 100000});
+	REQUIRE_FALSE(r);
+	CHECK_THAT(r.error().message, Catch::Contains("more than 100000 values"));
+}
+
+TEST_CASE("containerd package versions and the cdiVersion each accepts", "[containerd]")
+{
+	auto max = [](const char *pkg) { return max_cdi_version_for(*parse_containerd_version(pkg)); };
+	CHECK(parse_containerd_version("1.7.24~ds1-6+b2")->text == "1.7.24");
+	CHECK(parse_containerd_version("1:1.7.27-1")->text == "1.7.27");
+	CHECK_FALSE(parse_containerd_version("git-abcdef"));
+	CHECK(max("1.6.20~ds1-1") == "");
+	CHECK(max("1.7.0") == "0.5.0");
+	CHECK(max("1.7.11") == "0.5.0");
+	CHECK(max("1.7.12") == "0.6.0");
+	CHECK(max("1.7.15") == "0.6.0");
+	CHECK(max("1.7.16") == "0.7.0");
+	CHECK(max("1.7.26") == "0.7.0");
+	CHECK(max("1.7.27") == "0.8.0");
+	CHECK(max("2.0.4") == "0.8.0");
+	CHECK(max("2.0.5") == "1.0.0");
+	CHECK(max("2.2.0") == "1.0.0");
+	CHECK(max("2.2.1") == "1.1.0");
+	CHECK(compare_cdi_versions("0.7.0", "0.6.0") > 0);
+	CHECK(compare_cdi_versions("0.5.0", "0.5.0") == 0);
+	CHECK(compare_cdi_versions("0.10.0", "1.0.0") < 0);
+	CHECK(normalize_run_path("/var/run/cdi/") == "/run/cdi");
+	CHECK(normalize_run_path("/etc/cdi") == "/etc/cdi");
+}
