@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fcntl.h>
+#include <dirent.h>
 #include <functional>
 #include <optional>
 #include <set>
@@ -87,14 +88,15 @@ const char *containerd_for(std::string_view cdi_version)
 // than the parsers allow or its block indentation (spaces, "- " and "? ") is wider than any spec.
 bool yaml_shape_bounded(std::string_view t)
 {
+	// Brackets are counted wherever they stand, quoted or not: telling a quote that opens a scalar
+	// from an apostrophe inside one is the parser's work, and a spec with 33 brackets in its strings
+	// is no spec the CDI library is asked for.
 	constexpr unsigned MAX_FLOW = 32;
 	constexpr std::size_t MAX_INDENT = 256;
 	unsigned flow = 0;
-	char quote = 0;
 	bool line_start = true;
 	std::size_t indent = 0;
-	for (std::size_t i = 0; i < t.size(); i++) {
-		const char c = t[i];
+	for (const char c : t) {
 		if (c == '\n') {
 			line_start = true, indent = 0;
 			continue;
@@ -107,21 +109,9 @@ bool yaml_shape_bounded(std::string_view t)
 			}
 			line_start = false;
 		}
-		if (quote) {
-			if (c == '\\' && quote == '"')
-				i++;
-			else if (c == quote)
-				quote = 0;
-			continue;
-		}
-		if (c == '"' || c == '\'')
-			quote = c;
-		else if (c == '#' && (i == 0 || t[i - 1] == ' ' || t[i - 1] == '\t'))
-			while (i + 1 < t.size() && t[i + 1] != '\n')
-				i++;
-		else if ((c == '[' || c == '{') && ++flow > MAX_FLOW)
+		if ((c == '[' || c == '{') && ++flow > MAX_FLOW)
 			return false;
-		else if ((c == ']' || c == '}') && flow > 0)
+		if ((c == ']' || c == '}') && flow > 0)
 			flow--;
 	}
 	return true;
@@ -129,8 +119,12 @@ bool yaml_shape_bounded(std::string_view t)
 
 // A spec file as the CDI library reads it: JSON by the SAX check first (bounded before anything is
 // built), YAML after the shape check; nullopt when it cannot be read, which the library skips too.
-std::optional<json> parse_spec_text(const std::string &text, const std::string &path)
+std::optional<json> parse_spec_text(const std::string &text, const std::string &path, bool ours)
 {
+	if (ours) {  // root's file in /etc/cdi, as large as what we generate (6,000 IMEX channels)
+		auto doc = parse_yaml_bounded(text, path, ParseLimits{32, 4000000});
+		return doc ? std::optional<json>(std::move(*doc)) : std::nullopt;
+	}
 	if (path.ends_with(".json")) {
 		if (!check_json_bounded(text, path))
 			return std::nullopt;
@@ -181,22 +175,62 @@ private:
 		auto fd = open_confined(root_.get(), dir, ConfinedOpen{Confinement::InRoot, O_RDONLY | O_DIRECTORY, true});
 		if (!fd)
 			return;  // a directory that is not there holds no spec
-		auto names = fs::list_dir(fd->get(), dir, true, [](std::string_view n) { return spec_extension(n); });
+		std::size_t total = 0;
+		auto names = bounded_listing(fd->get(), total);
 		if (!names)
 			return;
-		if (names->size() > MAX_SPECS_PER_DIR)
-			warn("shadowed", message_id::CDI_SPEC_SHADOWED, dir,
-			     dir + " holds " + std::to_string(names->size()) + " CDI specs: only the first " +
-				     std::to_string(MAX_SPECS_PER_DIR) + " were checked for specs that shadow ours");
-		for (std::size_t k = 0; k < names->size() && k < MAX_SPECS_PER_DIR; k++) {
+		if (total > names->size())
+			warn("cdi-scan", message_id::CDI_SPEC_SHADOWED, dir,
+			     dir + " holds " + (total == SIZE_MAX ? std::string("more") : std::to_string(total)) + " CDI specs: only the first " +
+				     std::to_string(names->size()) + " by name were checked for specs that shadow ours");
+		for (std::size_t k = 0; k < names->size(); k++) {
 			if (out_of_time()) {
-				warn("shadowed", message_id::CDI_SPEC_SHADOWED, dir,
+				warn("cdi-scan", message_id::CDI_SPEC_SHADOWED, dir,
 				     "Stopped reading the CDI specs in " + dir + " after " + std::to_string(k) +
 					     " of them: reading them takes more than the budget for files a pod can write");
 				return;
 			}
 			read_spec(index, fd->get(), (*names)[k]);
 		}
+	}
+
+	// The directory's spec names, streamed: at most MAX_SPECS_PER_DIR kept (the smallest by name, as
+	// the CDI library reads them in order) whatever a pod created there, within the time budget.
+	// `total` counts the spec names seen (SIZE_MAX when the budget ran out first).
+	std::optional<std::vector<std::string>> bounded_listing(int dirfd, std::size_t &total)
+	{
+		UniqueFd d(::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+		if (!d)
+			return std::nullopt;
+		std::vector<std::string> heap;  // a max-heap of the smallest names seen
+		alignas(8) char buf[32768];
+		for (;;) {
+			const ssize_t n = ::getdents64(d.get(), buf, sizeof buf);
+			if (n <= 0)
+				break;
+			for (ssize_t off = 0; off < n;) {
+				const auto *e = reinterpret_cast<const struct dirent64 *>(buf + off);
+				off += e->d_reclen;
+				const std::string_view name(e->d_name);
+				if (!spec_extension(name) || name.starts_with("."))
+					continue;
+				total++;
+				if (heap.size() < MAX_SPECS_PER_DIR) {
+					heap.emplace_back(name);
+					std::push_heap(heap.begin(), heap.end());
+				} else if (name < heap.front()) {
+					std::pop_heap(heap.begin(), heap.end());
+					heap.back() = std::string(name);
+					std::push_heap(heap.begin(), heap.end());
+				}
+			}
+			if (out_of_time()) {
+				total = SIZE_MAX;
+				break;
+			}
+		}
+		std::sort_heap(heap.begin(), heap.end());
+		return heap;
 	}
 
 	void read_spec(std::size_t index, int dirfd, const std::string &name)
@@ -210,13 +244,20 @@ private:
 			return;  // the device plugin's: checked on its own (check_device_plugin), of its own kind
 		// The CDI library follows symlinks; so do we, inside the machine root, never blocking, and
 		// only into a regular file of bounded size.
-		auto fd = open_confined(dirfd, name, ConfinedOpen{Confinement::InRoot, O_RDONLY | O_NONBLOCK | O_NOCTTY, true});
-		if (!fd || !fs::require_regular(fd->get(), s.path))
+		// A device node a privileged pod made (or a link to one) is never opened for reading: O_PATH
+		// first, its type from fstat, then a reopen of that very file.
+		(void)dirfd;
+		auto path_fd = open_confined(root_.get(), s.path, ConfinedOpen{Confinement::InRoot, O_PATH, true, &steps_});
+		struct stat st{};
+		if (!path_fd || ::fstat(path_fd->get(), &st) < 0 || !S_ISREG(st.st_mode))
 			return;
-		auto text = fs::read_fd(fd->get(), s.path, s.ours ? OWN_SPEC_CAP : MAX_SPEC_BYTES);
+		UniqueFd fd(::open(("/proc/self/fd/" + std::to_string(path_fd->get())).c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+		if (!fd || !fs::require_regular(fd.get(), s.path))
+			return;
+		auto text = fs::read_fd(fd.get(), s.path, s.ours ? OWN_SPEC_CAP : MAX_SPEC_BYTES);
 		if (!text)
 			return;
-		auto doc = parse_spec_text(*text, s.path);
+		auto doc = parse_spec_text(*text, s.path, s.ours);
 		text->clear();
 		text->shrink_to_fit();
 		if (!doc || !doc->is_object())
@@ -227,9 +268,14 @@ private:
 		s.kind = str("kind");
 		s.cdi_version = str("cdiVersion");
 		if (doc->contains("devices") && (*doc)["devices"].is_array())
-			for (const auto &d : (*doc)["devices"])
-				if (d.is_object() && d.contains("name") && d["name"].is_string())
+			for (const auto &d : (*doc)["devices"]) {
+				if (!d.is_object() || !d.contains("name"))
+					continue;
+				if (d["name"].is_string())
 					s.devices.insert(d["name"].get<std::string>());
+				else if (d["name"].is_number_integer())
+					s.devices.insert(std::to_string(d["name"].get<long long>()));  // YAML's plain 0 is "0" to Go
+			}
 		if (!s.ours && foreign)
 			foreign(s, *doc);  // the document is not kept: one spec's memory at a time
 		specs.push_back(std::move(s));
@@ -242,6 +288,7 @@ private:
 	const UniqueFd root_;
 	std::set<std::string> ours_;
 	const std::string plugin_ = normalize_run_path(ctx_.config.device_plugin_spec);
+	std::uint64_t steps_ = 200000;  // path components for all the opens of one scan (ConfinedOpen::steps)
 };
 
 void problem(ConsumerReport &out, const char *check, const char *id, std::string path, std::string message)
@@ -272,7 +319,9 @@ void check_containerd(const ContainerdView &v, const Context &ctx, ConsumerRepor
 		return;
 	}
 	if (v.cdi_enabled && !*v.cdi_enabled) {
-		const std::string file = v.cdi_enabled_from.starts_with("/") ? v.cdi_enabled_from : v.config;
+		const std::string file = v.cdi_enabled_from.starts_with("/") ? v.cdi_enabled_from
+					 : !v.cdi_table_from.empty()      ? v.cdi_table_from
+									  : v.config;
 		problem(out, "cdi-disabled", message_id::CONTAINERD_CDI_OFF, file,
 			"CDI is off in containerd " + (v.version ? v.version->text : std::string("(version unknown)")) + " (" +
 				printable(v.cdi_enabled_from) + "): pods get no GPU from " + ctx.config.cdi_spec + ". Set enable_cdi = true under " +
@@ -303,13 +352,16 @@ void check_versions(const ContainerdView &v, const std::vector<SpecFile> &specs,
 					containerd_for(s.cdi_version) + " or later");
 }
 
-void check_shadowing(const std::vector<SpecFile> &specs, ConsumerReport &out)
+void check_shadowing(const std::vector<SpecFile> &specs, const std::string &max_version, ConsumerReport &out)
 {
 	for (const auto &o : specs) {
 		if (!o.ours || o.kind.empty())
 			continue;
 		for (const auto &f : specs) {
 			if (f.ours || f.kind != o.kind)
+				continue;
+			// A spec this containerd's CDI library refuses is skipped by it: it shadows nothing.
+			if (!max_version.empty() && !f.cdi_version.empty() && compare_cdi_versions(f.cdi_version, max_version) > 0)
 				continue;
 			std::set<std::string> both;
 			std::set_intersection(o.devices.begin(), o.devices.end(), f.devices.begin(), f.devices.end(),
@@ -319,7 +371,7 @@ void check_shadowing(const std::vector<SpecFile> &specs, ConsumerReport &out)
 						     {"ours", o.path},
 						     {"kind", printable(o.kind)},
 						     {"devices", json(std::vector<std::string>(both.begin(), both.end()))},
-						     {"wins", both.empty() ? "both" : wins}});
+						     {"wins", both.empty() ? "none" : wins}});
 			std::string msg;
 			if (both.empty())
 				msg = printable(f.path) + " is a second CDI spec of kind " + printable(o.kind) + " beside " + o.path +
@@ -334,7 +386,12 @@ void check_shadowing(const std::vector<SpecFile> &specs, ConsumerReport &out)
 			else
 				msg = printable(f.path) + " defines " + printable(o.kind) + "=" + list_names(both) + " as " + o.path +
 				      " does; ours wins (a later CDI directory), but a change of cdi_spec_dirs would hand pods its devices. Remove it";
-			problem(out, "shadowed", message_id::CDI_SPEC_SHADOWED, printable(f.path), std::move(msg));
+			// Pods get our devices while no name meets, or while ours is in the later directory: said,
+			// but not "not ready".
+			if (both.empty() || f.dir < o.dir)
+				out.findings.push_back(ConsumerFinding{"second-spec", message_id::CDI_SPEC_SHADOWED, Problem{printable(f.path), std::move(msg)}, true});
+			else
+				problem(out, "shadowed", message_id::CDI_SPEC_SHADOWED, printable(f.path), std::move(msg));
 		}
 	}
 }
@@ -423,7 +480,7 @@ ConsumerReport check_consumer(const Context &ctx)
 	scan.foreign = [&](const SpecFile &s, const json &doc) { dra(s, doc); };
 	scan.run();
 	check_versions(view, scan.specs, out);
-	check_shadowing(scan.specs, out);
+	check_shadowing(scan.specs, view.max_cdi_version, out);
 	out.dra = dra.result();
 	return out;
 }

@@ -16,15 +16,19 @@
 namespace unbounded {
 
 struct ConsumerFinding {
-	std::string check;       // "cdi-disabled", "cdi-spec-dirs", "cdi-version", "shadowed", "dra-stale", "containerd-config"
+	std::string check;       // one of CONSUMER_CHECKS
 	const char *message_id;  // message_ids.hpp
 	Problem problem;
 	bool warning = false;    // never makes verify not ready (claims come and go; an unreadable config)
 };
 
 // Every check name, for metrics that show a zero as well as a count.
-inline constexpr const char *CONSUMER_CHECKS[] = {"cdi-disabled", "cdi-spec-dirs", "cdi-version", "shadowed", "dra-stale",
-						  "containerd-config"};
+// Problems: cdi-disabled, cdi-spec-dirs, cdi-version, shadowed (another spec's device wins over ours,
+// or conflicts with it). Warnings: second-spec (another spec of our kind that does not take our
+// devices), dra-stale, containerd-config (unreadable, or the version unknown), cdi-scan (a directory
+// too full or slow to read whole).
+inline constexpr const char *CONSUMER_CHECKS[] = {"cdi-disabled", "cdi-spec-dirs", "cdi-version", "shadowed", "second-spec",
+						  "dra-stale", "containerd-config", "cdi-scan"};
 
 struct ConsumerReport {
 	std::vector<ConsumerFinding> findings;

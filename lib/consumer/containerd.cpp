@@ -255,27 +255,27 @@ ContainerdView read_containerd(const Context &ctx)
 		view.warnings.push_back("containerd's version is unknown (" + view.version_source +
 					" is not in dpkg's database): which cdiVersion it accepts is not checked");
 	}
-	// Defaults of the version, then each file in containerd's merge order: a file's plugin table
-	// replaces the whole table of an earlier one (mergeConfig), so a drop-in that sets another CRI
-	// key under the same plugin drops enable_cdi = true set in config.toml.
-	if (view.version && !view.max_cdi_version.empty()) {
-		view.cdi_enabled = v2;
-		view.cdi_enabled_from = "default of containerd " + view.version->text;
-	} else if (view.version) {
+	if (view.version && view.max_cdi_version.empty()) {
 		view.cdi_enabled = false;
 		view.cdi_enabled_from = "containerd " + view.version->text + " has no CDI support";
+		return view;
 	}
-	view.cdi_section = v2 ? "[plugins.'io.containerd.cri.v1.runtime']" : "[plugins.\"io.containerd.grpc.v1.cri\"]";
-	view.cdi_spec_dirs = {"/etc/cdi", "/var/run/cdi"};
-	view.cdi_spec_dirs_from = "default";
+	// The files in containerd's merge order: the main one, then its imports, breadth first.
+	std::vector<std::pair<std::string, json>> docs;
 	std::vector<std::string> pending{view.config};
 	std::set<std::string> seen;
 	bool unreadable = false;
-	while (!pending.empty() && seen.size() < MAX_CONFIG_FILES) {
+	while (!pending.empty()) {
 		const std::string file = pending.front();
 		pending.erase(pending.begin());
 		if (!seen.insert(file).second)
 			continue;
+		if (seen.size() > MAX_CONFIG_FILES) {
+			view.warnings.push_back("containerd's configuration imports more than " + std::to_string(MAX_CONFIG_FILES) +
+						" files: " + file + " and the rest not read, whether it uses CDI is not known");
+			unreadable = true;
+			break;
+		}
 		auto text = read_machine_file(root.get(), file, MAX_CONFIG_BYTES);
 		if (!text) {
 			if (text.error().errnum == ENOENT && file == view.config)
@@ -286,39 +286,65 @@ ContainerdView read_containerd(const Context &ctx)
 		}
 		auto doc = parse_toml_bounded(*text, file, ParseLimits{32, 100000});
 		if (!doc) {
-			view.warnings.push_back("containerd's configuration " + doc.error().message +
-						" (containerd refuses to start with it): whether it uses CDI is not known");
+			view.warnings.push_back("containerd's configuration " + doc.error().message + ": whether it uses CDI is not known");
 			unreadable = true;
 			continue;
 		}
-		view.config_files.push_back(file);
-		const long fv = file_version_of(*doc);
-		if (const json *cri = cri_table(*doc, fv)) {
-			// The whole table replaces the one before: what it does not set is the default again.
-			if (view.version && !view.max_cdi_version.empty()) {
-				view.cdi_enabled = v2;
-				view.cdi_enabled_from = "default of containerd " + view.version->text + " (" + file + " sets " +
-							cri_section_name(fv) + " without enable_cdi)";
-			}
-			view.cdi_spec_dirs = {"/etc/cdi", "/var/run/cdi"};
-			view.cdi_spec_dirs_from = "default";
-			if (cri->contains("enable_cdi") && (*cri)["enable_cdi"].is_boolean() && !(view.version && view.max_cdi_version.empty())) {
-				view.cdi_enabled = (*cri)["enable_cdi"].get<bool>();
-				view.cdi_enabled_from = file;
-				view.cdi_section = cri_section_name(fv);
-			}
-			if (cri->contains("cdi_spec_dirs") && (*cri)["cdi_spec_dirs"].is_array()) {
-				view.cdi_spec_dirs.clear();
-				for (const auto &d : (*cri)["cdi_spec_dirs"])
-					if (d.is_string() && !d.get<std::string>().empty() && view.cdi_spec_dirs.size() < 16)
-						view.cdi_spec_dirs.push_back(d.get<std::string>());
-				view.cdi_spec_dirs_from = file;
-			}
-		}
 		for (auto &imp : resolve_imports(root.get(), file, *doc, view.warnings))
 			pending.push_back(std::move(imp));
+		view.config_files.push_back(file);
+		docs.emplace_back(file, std::move(*doc));
 	}
-	if (unreadable && view.cdi_enabled_from.starts_with("default"))
+	// 1.x merges the files' `version` (the last one set wins) and reads every file's plugins by that
+	// one version; a file's plugin table replaces the whole table of an earlier one (mergeConfig), so
+	// a drop-in that sets another CRI key drops enable_cdi = true set in config.toml. 2.x migrates
+	// each file from its own version and merges plugin tables key by key.
+	long effective = 1;
+	for (const auto &[file, doc] : docs)
+		if (doc.contains("version") && doc["version"].is_number_integer() && doc["version"].get<long>() != 0)
+			effective = doc["version"].get<long>();
+	auto defaults = [&] {
+		view.cdi_enabled = v2;
+		view.cdi_enabled_from = view.version ? "default of containerd " + view.version->text : "";
+		if (!view.version)
+			view.cdi_enabled.reset();
+		view.cdi_spec_dirs = {"/etc/cdi", "/var/run/cdi"};
+		view.cdi_spec_dirs_from = "default";
+	};
+	defaults();
+	std::string table_from;  // 1.x: the last file whose CRI table stands
+	for (const auto &[file, doc] : docs) {
+		const long fv = v2 ? file_version_of(doc) : effective;
+		const json *cri = cri_table(doc, v2 ? std::max(fv, 2L) : fv);
+		if (!cri)
+			continue;
+		if (!v2) {
+			defaults();
+			table_from = file;
+			if (view.version)
+				view.cdi_enabled_from = "default of containerd " + view.version->text + ", as " + file + " sets " + cri_section_name(fv) +
+							" without enable_cdi";
+		}
+		if (cri->contains("enable_cdi") && (*cri)["enable_cdi"].is_boolean()) {
+			view.cdi_enabled = (*cri)["enable_cdi"].get<bool>();
+			view.cdi_enabled_from = file;
+		}
+		if (cri->contains("cdi_spec_dirs") && (*cri)["cdi_spec_dirs"].is_array()) {
+			view.cdi_spec_dirs.clear();
+			for (const auto &d : (*cri)["cdi_spec_dirs"])
+				if (d.is_string() && !d.get<std::string>().empty() && view.cdi_spec_dirs.size() < 64)
+					view.cdi_spec_dirs.push_back(d.get<std::string>());
+			view.cdi_spec_dirs_from = file;
+		}
+	}
+	view.cdi_table_from = table_from;
+	if (v2)
+		view.cdi_section = "[plugins.'io.containerd.cri.v1.runtime'] (version = 3)";
+	else if (effective == 1 && table_from.empty())
+		view.cdi_section = "[plugins.\"io.containerd.grpc.v1.cri\"] (with version = 2 at the top of the file)";
+	else
+		view.cdi_section = cri_section_name(effective);
+	if (unreadable && !view.cdi_enabled_from.starts_with("/"))
 		view.cdi_enabled.reset();
 	return view;
 }

@@ -36,6 +36,7 @@ struct ContainerdView {
 	std::optional<bool> cdi_enabled;             // effective; nullopt when it cannot be told
 	std::string cdi_enabled_from;                // the file that set it, or "default of containerd X"
 	std::string cdi_section;                     // the table that holds enable_cdi for this version
+	std::string cdi_table_from;                  // 1.x: the last file whose CRI table replaced the others
 	std::vector<std::string> cdi_spec_dirs;      // effective, in priority order (later wins)
 	std::string cdi_spec_dirs_from;
 	std::string max_cdi_version;                 // "" when unknown (or no CDI)

@@ -84,18 +84,8 @@ private:
 		return true;
 	}
 
+	// Whitespace, comments and new lines: between statements, and between an array's values.
 	void skip_blank_lines()
-	{
-		for (;;) {
-			skip_ws();
-			skip_comment();
-			if (!newline())
-				return;
-		}
-	}
-
-	// Whitespace, comments and new lines, as arrays allow between their values.
-	void skip_blank_in_array()
 	{
 		for (;;) {
 			skip_ws();
@@ -222,7 +212,7 @@ private:
 		pos_++;
 		json a = json::array();
 		for (;;) {
-			skip_blank_in_array();
+			skip_blank_lines();
 			if (peek() == ']') {
 				pos_++;
 				return a;
@@ -230,7 +220,7 @@ private:
 			if (eof())
 				error("expected ']' closing the array");
 			a.push_back(value(depth + 1));
-			skip_blank_in_array();
+			skip_blank_lines();
 			if (peek() == ',') {
 				pos_++;
 				continue;

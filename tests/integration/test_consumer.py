@@ -110,11 +110,26 @@ class TestContainerdConfig(ConsumerCase):
         # that only sets the sandbox image drops enable_cdi = true.
         m = self.machine("1.7.24", f'version = 2\nimports = ["conf.d/*.toml"]\n{CRI_17}\n  enable_cdi = true\n')
         write(m.p("/etc/containerd/conf.d/50-sandbox.toml"), f'version = 2\n{CRI_17}\n  sandbox_image = "pause:local"\n')
-        r = self.assertNotReady(m, CONFIG, "CDI is off", "/etc/containerd/conf.d/50-sandbox.toml")
+        # The advice names the drop-in whose table stands, not config.toml, which already sets it.
+        r = self.assertNotReady(m, "/etc/containerd/conf.d/50-sandbox.toml", "CDI is off", "/etc/containerd/conf.d/50-sandbox.toml")
         self.assertEqual(r.result["containerd"]["config_files"], [CONFIG, "/etc/containerd/conf.d/50-sandbox.toml"])
         # ... and an import that sets it again makes it right.
         write(m.p("/etc/containerd/conf.d/60-cdi.toml"), f'version = 2\n[plugins]\n  [plugins."io.containerd.grpc.v1.cri"]\n    enable_cdi = true\n')
         self.assertReady(m)
+
+    def test_a_versionless_drop_in_is_read_by_the_merged_version(self):
+        # containerd 1.x merges `version` across the files (the last set wins) and reads every file's
+        # plugins by it: a drop-in without `version` under a version-2 config.toml counts.
+        m = self.machine("1.7.24", 'version = 2\nimports = ["/etc/containerd/conf.d/cdi.toml"]\n')
+        write(m.p("/etc/containerd/conf.d/cdi.toml"), f'{CRI_17}\n  enable_cdi = true\n')
+        self.assertReady(m)
+
+    def test_containerd_2_merges_drop_ins_key_by_key(self):
+        m = self.machine("2.1.4", "version = 3\nimports = ['/etc/containerd/conf.d/*.toml']\n"
+                                  "[plugins.'io.containerd.cri.v1.runtime']\n  enable_cdi = false\n")
+        write(m.p("/etc/containerd/conf.d/runtime.toml"),
+              "version = 3\n[plugins.'io.containerd.cri.v1.runtime'.containerd]\n  default_runtime_name = 'runc'\n")
+        self.assertNotReady(m, CONFIG, "CDI is off in containerd 2.1.4")
 
     def test_containerd_2_defaults_to_cdi_on(self):
         m = self.machine("2.1.4~ds1-1")
@@ -218,9 +233,52 @@ class TestShadowing(ConsumerCase):
         self.assertEqual(r.result["cdi_shadowing"][0]["wins"], "neither")
 
     def test_a_second_spec_of_our_kind(self):
+        # No device name meets ours: pods still get our devices, so it is said as a warning.
         m = self.cdi_machine()
         write(m.p("/var/run/cdi/extra.yaml"), gpu_spec(["gpu-extra"]))
-        self.assertNotReady(m, "/var/run/cdi/extra.yaml", "is a second CDI spec of kind nvidia.com/gpu")
+        r = self.assertReady(m)
+        self.assertTrue(any("is a second CDI spec of kind nvidia.com/gpu" in w for w in r.result["warnings"]), r.result["warnings"])
+        self.assertEqual(r.result["cdi_shadowing"][0]["wins"], "none")
+        self.assertEqual(r.result["consumer_findings"]["second-spec"], 1)
+        self.assertEqual(r.result["consumer_findings"]["shadowed"], 0)
+
+    def test_a_spec_containerd_refuses_shadows_nothing(self):
+        # containerd 1.7.24's CDI library (0.7.0 at most) skips a 1.0.0 spec: ours stays in force.
+        m = self.cdi_machine()
+        write(m.p("/var/run/cdi/nvidia.yaml"), gpu_spec(["all"]).replace('"0.5.0"', '"1.0.0"'))
+        r = self.assertReady(m)
+        self.assertEqual(r.result["cdi_shadowing"], [])
+
+    def test_a_symlink_in_var_run_cdi_resolves_inside_the_machine_root(self):
+        m = self.cdi_machine()
+        write(m.p("/opt/leftover/nvidia.yaml"), "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- name: 0\n  containerEdits: {}\n")
+        os.makedirs(m.p("/var/run/cdi"), exist_ok=True)
+        os.symlink("/opt/leftover/nvidia.yaml", m.p("/var/run/cdi/nvidia.yaml"))
+        # a plain YAML 0 is the name "0" to the CDI library, as ours is
+        self.assertNotReady(m, "/var/run/cdi/nvidia.yaml", "defines nvidia.com/gpu=0 as /etc/cdi/nvidia.yaml does, and wins")
+
+    def test_hostile_yaml_nesting_behind_an_apostrophe_is_bounded(self):
+        m = self.cdi_machine()
+        base = self.verify(m).result["peak_rss_kib"]
+        write(m.p("/var/run/cdi/nest.yaml"), "note: don't\nb: " + "[" * 2_000_000 + "\n")
+        write(m.p("/var/run/cdi/deep.json"), "[" * 2_000_000)
+        write(m.p("/var/run/cdi/wide.json"), "[" + ",".join(["{}"] * 300000) + "]")
+        r = self.verify(m)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertLess(r.result["peak_rss_kib"] - base, 16 * 1024)
+
+    def test_many_names_in_var_run_cdi_are_listed_within_bounds(self):
+        m = self.cdi_machine()
+        base = self.verify(m).result["peak_rss_kib"]
+        os.makedirs(m.p("/var/run/cdi"), exist_ok=True)
+        for i in range(20000):
+            open(m.p(f"/var/run/cdi/{'x' * 200}-{i:05}.yaml"), "w").close()
+        write(m.p("/var/run/cdi/aaa-nvidia.yaml"), gpu_spec(["all"]))  # sorts first: read, and found
+        r = self.verify(m)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("/var/run/cdi/aaa-nvidia.yaml", [p["path"] for p in r.result["problems"]])
+        self.assertTrue(any("holds 20001 CDI specs: only the first 256 by name" in w for w in r.result["warnings"]), r.result["warnings"])
+        self.assertLess(r.result["peak_rss_kib"] - base, 16 * 1024)
 
     def test_without_containerd_the_cdi_library_defaults_apply(self):
         m = self.machine()
@@ -249,7 +307,7 @@ class TestShadowing(ConsumerCase):
         r = self.verify(m)
         self.assertLess(time.monotonic() - start, 20)
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertTrue(any("holds 305 CDI specs: only the first 256" in w for w in r.result["warnings"]), r.result["warnings"])
+        self.assertTrue(any("holds 305 CDI specs: only the first 256 by name" in w for w in r.result["warnings"]), r.result["warnings"])
 
 
 class TestDraClaims(ConsumerCase):
