@@ -85,14 +85,7 @@ struct Args {
 // node-problem-detector shows it as the condition's message.
 void npd_print(const std::string &text)
 {
-	std::string line = printable(log::machine_view(text));
-	if (line.size() > 80) {
-		std::size_t cut = 77;
-		while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80)
-			cut--;
-		line = line.substr(0, cut) + "...";
-	}
-	std::printf("%s\n", line.c_str());
+	std::printf("%s\n", log::npd_line(text).c_str());
 }
 
 int npd_license(const Context &ctx)

@@ -126,20 +126,6 @@ long peak_rss_kib()
 	return pos == std::string::npos ? -1 : std::strtol(status->c_str() + pos + 6, nullptr, 10);
 }
 
-// One line for node-problem-detector: escaped like every message we print (a path from a spec may
-// hold any byte), at most 80 characters, never cut inside a UTF-8 character.
-std::string npd_line(const std::string &text)
-{
-	std::string line = printable(log::machine_view(text));
-	if (line.size() > 80) {
-		std::size_t cut = 77;
-		while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80)
-			cut--;
-		line = line.substr(0, cut) + "...";
-	}
-	return line;
-}
-
 // node-problem-detector's custom plugin protocol: exit 0 OK, 1 the problem (the condition is true),
 // 2 unknown; one short line on stdout (NPD keeps at most max_output_length, 80 in our monitor config).
 // CONDITION "ready": the problem is "not ready"; an outcome ("staging-gone", "pending-host-reboot",
@@ -159,7 +145,7 @@ int npd_answer(const Report &report, const std::string &condition, int rc)
 			d.value("driver_version", std::string());
 	else if (d.contains("driver_version") && d["driver_version"].is_string())
 		line += ": driver " + d["driver_version"].get<std::string>();
-	std::printf("%s\n", npd_line(line).c_str());
+	std::printf("%s\n", log::npd_line(line).c_str());
 	if (condition == "ready")
 		return report.ready() ? 0 : 1;
 	return report.outcome == condition ? 1 : 0;
@@ -189,7 +175,7 @@ int run(int argc, char **argv)
 		log::error(cfg.error().message);
 		// node-problem-detector reads one line in every case: "unknown", and why.
 		if (!args.npd.empty())
-			std::printf("%s\n", npd_line("unknown: " + cfg.error().message).c_str());
+			std::printf("%s\n", log::npd_line("unknown: " + cfg.error().message).c_str());
 		return EXIT_USAGE;
 	}
 	ctx.config = std::move(*cfg);

@@ -53,6 +53,18 @@ void set_machine_root(std::string_view root)
 		machine_root.pop_back();
 }
 
+std::string npd_line(std::string_view text)
+{
+	std::string line = printable(machine_view(text));
+	if (line.size() > 80) {
+		std::size_t cut = 77;
+		while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80)
+			cut--;
+		line = line.substr(0, cut) + "...";
+	}
+	return line;
+}
+
 std::string machine_view(std::string_view text)
 {
 	if (machine_root.empty())

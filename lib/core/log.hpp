@@ -30,6 +30,10 @@ void emit(Level level, std::string_view message, const Fields &fields = {});
 // where every message leaves (the log, the JSON report, the NPD line), so it is translated here.
 void set_machine_root(std::string_view root);
 std::string machine_view(std::string_view text);
+// The one line node-problem-detector's custom plugin protocol shows as a condition's message, from
+// `verify --npd` and `license-reload --npd` alike: as the machine sees paths, escaped (a path from a
+// spec may hold any byte), at most 80 characters, never cut inside a UTF-8 character.
+std::string npd_line(std::string_view text);
 
 inline void error(std::string_view m, const Fields &f = {}) { emit(Level::Error, m, f); }
 inline void warning(std::string_view m, const Fields &f = {}) { emit(Level::Warning, m, f); }
