@@ -129,6 +129,22 @@ def pe_image(payload=b""):
     return b"MZ" + b"\0" * 58 + (64).to_bytes(4, "little") + b"PE\0\0" + payload
 
 
+def no_openat2():
+    """The environment that makes the binaries walk paths in user space, as the units' sandbox does
+    (openat2 fails with ENOSYS there)."""
+    return {"LD_PRELOAD": preload(fixture("no_openat2_shim.so"))}
+
+
+def with_and_without_openat2(body):
+    """Runs body(env) with openat2 and with it forced absent; a failure says which."""
+    # Not subTest(): the TAP result reports only whole tests, and a failing subtest would vanish.
+    for label, env in (("openat2", None), ("openat2 forced absent", no_openat2())):
+        try:
+            body(env)
+        except AssertionError as e:
+            raise AssertionError(f"[{label}] {e}") from e
+
+
 def write(path, content, mode=0o644):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "wb" if isinstance(content, bytes) else "w") as f:

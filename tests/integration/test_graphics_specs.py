@@ -8,16 +8,12 @@ openat2 and with it forced absent (no_openat2_shim.so), as the units' sandbox ru
 import json
 import os
 
-from harness import ARCH, PLUGIN_SPEC, MachineRoot, fixture, main, pe_image, plugin_spec, preload, write
+from harness import ARCH, PLUGIN_SPEC, MachineRoot, main, pe_image, plugin_spec, with_and_without_openat2, write
 from test_cdi import CdiCase
 
 SPEC = "/etc/cdi/nvidia.yaml"
 SHARE = "/run/host-nvidia/3"  # the host's /usr/share, bound as a staging tree
 CONFIG = "/etc/unbounded/nvidia.yaml"
-
-
-def no_openat2():
-    return {"LD_PRELOAD": preload(fixture("no_openat2_shim.so"))}
 
 
 def icd(library):
@@ -26,12 +22,7 @@ def icd(library):
 
 class Both(CdiCase):
     def each(self, body):
-        # Not subTest(): the TAP result reports only whole tests, and a failing subtest would vanish.
-        for label, env in (("openat2", None), ("openat2 forced absent", no_openat2())):
-            try:
-                body(env)
-            except AssertionError as e:
-                raise AssertionError(f"[{label}] {e}") from e
+        with_and_without_openat2(body)
 
     def machine(self, files):
         """A standard machine and a staged /usr/share holding `files` (relative path -> text)."""

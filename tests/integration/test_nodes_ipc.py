@@ -11,7 +11,7 @@ import socket
 import subprocess
 import tempfile
 
-from harness import GENERATOR, MachineRoot, fixture, main, make_chardev, preload, write
+from harness import GENERATOR, MachineRoot, main, make_chardev, with_and_without_openat2, write
 from test_cdi import CdiCase
 
 SPEC = "/etc/cdi/nvidia.yaml"
@@ -20,20 +20,11 @@ FABRICMANAGER = "/run/nvidia-fabricmanager/socket"
 QUICK = "refresh:\n  settle_time: 0s\n"
 
 
-def no_openat2():
-    return {"LD_PRELOAD": preload(fixture("no_openat2_shim.so"))}
-
-
 class Both(CdiCase):
     """Runs each test's body with openat2 and without it."""
 
     def each(self, body):
-        # Not subTest(): the TAP result reports only whole tests, and a failing subtest would vanish.
-        for label, env in (("openat2", None), ("openat2 forced absent", no_openat2())):
-            try:
-                body(env)
-            except AssertionError as e:
-                raise AssertionError(f"[{label}] {e}") from e
+        with_and_without_openat2(body)
 
     def spec(self, m):
         return self.read(m, SPEC)
