@@ -1,6 +1,6 @@
 // The sandbox of every service unit we generate or enable (systemd.exec(5), systemd 252): what a root
 // process on every boot of every GPU machine may touch, cut down to what it needs. Kept in one place
-// so `systemd-analyze security` scores and the README's Security section describe the same text.
+// so `systemd-analyze security` scores and doc/how-it-works.md's Security section describe the same text.
 #pragma once
 
 #include <string>

@@ -226,7 +226,7 @@ int run(int argc, char **argv)
 		}
 		report = LicenseReloader(ctx, **units, seams).run();
 		// After the run, whatever it did: the state of the nvidia-gridd that runs now. Observed
-		// only, and after every decision of the run is taken (README: licensing you can see).
+		// only, and after every decision of the run is taken (doc/how-it-works.md: licensing you can see).
 		if (report)
 			gridd = observe_gridd(ctx, **units, read_license_counters(ctx, state->get()));
 	}

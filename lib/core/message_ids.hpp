@@ -1,5 +1,6 @@
 // Journal MESSAGE_IDs, one per outcome, so operators can `journalctl MESSAGE_ID=...` across a fleet.
-// Listed in the README; never change a value once shipped.
+// Listed in unbounded-nvidia-setup(8) and unbounded-nvidia-license-reload(8) (man/); never change a value
+// once shipped.
 #pragma once
 
 namespace unbounded::message_id {

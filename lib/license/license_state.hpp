@@ -1,6 +1,6 @@
 // Whether nvidia-gridd holds a license, from what it logs. Observed, never acted on: a vGPU license is
 // a lease with a 20-minute grace period, so a restart, rollback or retry driven by it would turn a
-// license server outage into a restart storm across the fleet (README, "Licensing you can see").
+// license server outage into a restart storm across the fleet (doc/how-it-works.md, "Licensing you can see").
 #pragma once
 
 #include <cstdint>
