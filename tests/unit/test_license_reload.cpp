@@ -93,6 +93,17 @@ struct Machine {
 	}
 };
 
+// The start of every rotation case: the first licence set (token-1) projected and applied, and the
+// service manager's call log begun afresh, so that a case sees only the calls its rotation makes.
+struct LicensedMachine : Machine {
+	LicensedMachine()
+	{
+		project("2026_01", "FeatureType=1\n", "token-1");
+		REQUIRE(run().outcome == ReloadOutcome::Applied);
+		units.calls.clear();
+	}
+};
+
 }  // namespace
 
 TEST_CASE("a rotation restarts nvidia-gridd exactly once, with SIGTERM", "[license]")
@@ -114,7 +125,7 @@ TEST_CASE("a rotation restarts nvidia-gridd exactly once, with SIGTERM", "[licen
 	CHECK(m.units.count("stop ") == 1);
 	// The unit's kill settings were read before the stop (the refusals are tested below; what systemd
 	// makes of the shipped drop-in, in the system tier).
-	REQUIRE(m.units.calls.size() >= 2);
+	REQUIRE(m.units.calls.size() >= 3);
 	CHECK(m.units.calls[0] == "status nvidia-gridd.service");
 	CHECK(m.units.calls[1] == "status nvidia-gridd.service");
 	CHECK(m.units.calls[2] == "stop nvidia-gridd.service");
@@ -124,10 +135,7 @@ TEST_CASE("a rotation restarts nvidia-gridd exactly once, with SIGTERM", "[licen
 
 TEST_CASE("unchanged content or an mtime-only change does nothing", "[license]")
 {
-	Machine m;
-	m.project("2026_01", "FeatureType=1\n", "token-1");
-	REQUIRE(m.run().outcome == ReloadOutcome::Applied);
-	m.units.calls.clear();
+	LicensedMachine m;
 	m.sleeps.clear();
 	CHECK(m.run().outcome == ReloadOutcome::Unchanged);
 	// touch: new mtimes, same bytes
@@ -143,10 +151,7 @@ TEST_CASE("unchanged content or an mtime-only change does nothing", "[license]")
 
 TEST_CASE("a broken gridd.conf is rolled back and not retried until it changes", "[license]")
 {
-	Machine m;
-	m.project("2026_01", "FeatureType=1\n", "token-1");
-	REQUIRE(m.run().outcome == ReloadOutcome::Applied);
-	m.units.calls.clear();
+	LicensedMachine m;
 
 	m.project("2026_02", "BROKEN\n", "token-2");
 	auto r = m.run();
@@ -198,9 +203,7 @@ TEST_CASE("the jitter is the random draw over the whole window, slept before act
 
 TEST_CASE("SIGTERM during a restart: the settle time is waited out, a crashing daemon is not applied", "[license]")
 {
-	Machine m;
-	m.project("2026_01", "FeatureType=1\n", "token-1");
-	REQUIRE(m.run().outcome == ReloadOutcome::Applied);
+	LicensedMachine m;
 	m.units.crashes_after = [&] {  // with the new files, gridd dies two seconds after its start
 		return m.installed(TOKEN) == "token-2" ? std::optional<Millis>(2s) : std::nullopt;
 	};
@@ -224,9 +227,7 @@ TEST_CASE("SIGTERM during a restart: the settle time is waited out, a crashing d
 TEST_CASE("a shutdown that refuses the start before the reloader is told to stop records nothing as failed", "[license]")
 {
 	// The shutdown transaction cancels the start job first; SIGTERM reaches the reloader a moment later.
-	Machine m;
-	m.project("2026_01", "FeatureType=1\n", "token-1");
-	REQUIRE(m.run().outcome == ReloadOutcome::Applied);
+	LicensedMachine m;
 	m.project("2026_02", "FeatureType=1\n", "token-2");
 	m.after_stage = [&](std::string_view stage) {
 		if (stage == "installed") {
@@ -245,9 +246,7 @@ TEST_CASE("a shutdown that refuses the start before the reloader is told to stop
 
 TEST_CASE("nvidia-gridd stopped by a shutdown while the restart settles is not judged", "[license]")
 {
-	Machine m;
-	m.project("2026_01", "FeatureType=1\n", "token-1");
-	REQUIRE(m.run().outcome == ReloadOutcome::Applied);
+	LicensedMachine m;
 	m.project("2026_02", "FeatureType=1\n", "token-2");
 	m.units.crashes_after = [&] {
 		if (m.installed(TOKEN) != "token-2")
@@ -264,9 +263,7 @@ TEST_CASE("nvidia-gridd stopped by a shutdown while the restart settles is not j
 
 	SECTION("outside a shutdown the same death is a failure")
 	{
-		Machine n;
-		n.project("2026_01", "FeatureType=1\n", "token-1");
-		REQUIRE(n.run().outcome == ReloadOutcome::Applied);
+		LicensedMachine n;
 		n.project("2026_02", "FeatureType=1\n", "token-2");
 		n.units.crashes_after = [&] {
 			return n.installed(TOKEN) == "token-2" ? std::optional<Millis>(Millis(1000)) : std::nullopt;
@@ -278,9 +275,7 @@ TEST_CASE("nvidia-gridd stopped by a shutdown while the restart settles is not j
 
 TEST_CASE("a shutdown refusing the start leaves the outcome unknown, re-evaluated by the next run", "[license]")
 {
-	Machine m;
-	m.project("2026_01", "FeatureType=1\n", "token-1");
-	REQUIRE(m.run().outcome == ReloadOutcome::Applied);
+	LicensedMachine m;
 	m.project("2026_02", "FeatureType=1\n", "token-2");
 	m.after_stage = [&](std::string_view stage) {
 		if (stage == "installed") {
@@ -384,9 +379,7 @@ TEST_CASE("one rotation is one restart when the boot install's check had to wait
 
 TEST_CASE("files installed at boot that nvidia-gridd cannot run with are rolled back", "[license]")
 {
-	Machine m;
-	m.project("2026_01", "FeatureType=1\n", "token-1");
-	REQUIRE(m.run().outcome == ReloadOutcome::Applied);
+	LicensedMachine m;
 	m.project("2026_02", "FeatureType=1\nBROKEN\n", "token-2");  // rotated while the machine was off
 	REQUIRE(LicenseReloader(m.ctx, m.units, m.seams()).install_at_boot()->outcome == ReloadOutcome::Installed);
 	m.units.active = "inactive";
@@ -497,9 +490,7 @@ TEST_CASE("legacy files are the per-file fallback of the source directory", "[li
 
 TEST_CASE("a ..data swap of a projected volume is seen through the symlinks", "[license]")
 {
-	Machine m;
-	m.project("2026_01", "FeatureType=1\n", "token-1");
-	REQUIRE(m.run().outcome == ReloadOutcome::Applied);
+	LicensedMachine m;
 	m.project("2026_02", "FeatureType=1\n", "token-2");
 	(void)fs::remove_tree_at(AT_FDCWD, m.dir / "run/host-nvidia-licensing/..2026_01", "old");
 	m.units.calls.clear();
@@ -529,10 +520,7 @@ TEST_CASE("a symlink leading out of the source directory is refused, and says so
 
 TEST_CASE("a rotation landing between record and install is applied, not dropped", "[license]")
 {
-	Machine m;
-	m.project("2026_01", "FeatureType=1\n", "token-1");
-	REQUIRE(m.run().outcome == ReloadOutcome::Applied);
-	m.units.calls.clear();
+	LicensedMachine m;
 	m.project("2026_02", "FeatureType=1\n", "token-2");
 	bool rotated = false;
 	m.after_stage = [&](std::string_view stage) {
