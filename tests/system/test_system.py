@@ -5,6 +5,7 @@ systemd-nspawn. Each scenario is checked from the machine's journal and files af
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -761,6 +762,111 @@ stat -c %a /etc/nvidia/ClientConfigToken/client_configuration_token.tok > $out/t
         for e in m.journal("SYSLOG_IDENTIFIER=unbounded-nvidia-license-reload"):
             self.assertNotIn("token-", e.get("MESSAGE", ""))
             self.assertNotIn("nls-a", e.get("MESSAGE", ""))
+
+
+SOURCE_ROOT = os.environ.get("SOURCE_ROOT", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+# {MESSAGE_ID: its name in lib/core/message_ids.hpp}
+MESSAGE_IDS = {v: k for k, v in re.findall(r'inline constexpr const char \*(\w+) = "([0-9a-f]{32})";',
+                                           open(os.path.join(SOURCE_ROOT, "lib", "core", "message_ids.hpp")).read())}
+
+
+def catalog_entries():
+    """{MESSAGE_ID: [Subject, first body line]} of units/unbounded-nvidia-setup.catalog, read as systemd's
+    catalog.c reads it (tests/unit/test_catalog.py holds the file to that format)."""
+    entries, current, in_headers = {}, None, False
+    for line in open(os.path.join(SOURCE_ROOT, "units", "unbounded-nvidia-setup.catalog")).read().split("\n"):
+        if line[:1] in ("#", ";"):
+            continue
+        if re.fullmatch(r"-- [0-9a-f]{32}", line):
+            current, in_headers = line[3:], True
+            entries[current] = ["", ""]
+        elif current and in_headers:
+            if not line.strip():
+                in_headers = False
+            elif line.startswith("Subject: "):
+                entries[current][0] = line[len("Subject: "):]
+        elif current and line.strip() and not entries[current][1]:
+            entries[current][1] = line
+    return entries
+
+
+class TestMessageCatalog(SystemCase):
+    """Issue 35, item 5: `journalctl -x` in the machine explains each MESSAGE_ID it logged with the
+    catalog's text, the entry's fields filled in, and `journalctl --list-catalog` there lists every
+    MESSAGE_ID of message_ids.hpp. One boot provokes what it can without host turns: fewer GPUs than
+    expected_gpus, a side spec of ours for devices that are gone, a containerd of unknown version with
+    CDI off; then `verify`, run as a unit (its stderr the journal), against a stale device plugin spec
+    and a spec in /var/run/cdi that shadows ours."""
+
+    # What this machine must log; every other MESSAGE_ID of ours that it logs is checked the same way.
+    PROVOKED = ("SETUP_READY", "GPUS_MISSING", "CDI_SPEC_REMOVED", "CONTAINERD_CONFIG_UNKNOWN", "CONTAINERD_CDI_OFF",
+                "VERIFY_FAILED", "DEVICE_PLUGIN_SPEC_STALE", "CDI_SPEC_SHADOWED")
+
+    def test_journalctl_x_explains_each_message_id(self):
+        lib = f"/run/nvidia/driver/lib/{ARCH}"
+        plugin = json.dumps({"cdiVersion": "0.5.0", "kind": "k8s.device-plugin.nvidia.com/gpu",
+                             "devices": [{"name": "GPU-00000000-1111-2222-3333-444455556666",
+                                          "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia0"}]}}],
+                             "containerEdits": {"mounts": [{"hostPath": f"{lib}/libcuda.so.{V2}",
+                                                            "containerPath": f"/lib/{ARCH}/libcuda.so.{V2}",
+                                                            "options": ["ro", "nosuid", "nodev", "rbind"]}]}})
+        shadow = json.dumps({"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu",
+                             "devices": [{"name": "0", "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia0"}]}}]})
+        # The package's install has systemd's dpkg trigger run `journalctl --update-catalog`; nothing
+        # does after `meson install` into the image, so the scenario runs it first. /var/run is the
+        # machine's tmpfs /run: what a pod writes there is written once the machine is up.
+        ids = " ".join(MESSAGE_IDS)
+        scenario = f"""
+journalctl --update-catalog 2> $out/update-catalog.err
+echo $? > $out/update-catalog.rc
+mkdir -p /var/run/cdi
+echo '{plugin}' > /var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json
+echo '{shadow}' > /var/run/cdi/nvidia.yaml
+systemd-run --wait --quiet -p StandardOutput=journal -p StandardError=journal /usr/bin/unbounded-nvidia-setup verify
+echo $? > $out/verify.rc
+journalctl --sync
+journalctl --list-catalog --no-pager > $out/list-catalog 2>&1
+mkdir -p $out/x
+for id in {ids}; do
+	journalctl -x -q --no-pager -o short MESSAGE_ID=$id > $out/x/$id 2>&1
+done
+"""
+        m = self.gpu_machine("catalog")
+        self.assertTrue(os.path.isfile(m.p("/usr/lib/systemd/catalog/unbounded-nvidia-setup.catalog")),
+                        "meson install put no catalog into the image's /usr/lib/systemd/catalog")
+        m.write("/etc/unbounded/nvidia.yaml", "expected_gpus: 3\n")
+        m.write("/etc/cdi/nvidia-imex-channel.yaml", "# Written by unbounded-nvidia-setup 0.1.0; removed with it, do not edit\n"
+                "---\ncdiVersion: 0.5.0\nkind: nvidia.com/imex-channel\ndevices: []\n")
+        m.write("/usr/local/bin/containerd", "#!/bin/sh\nexit 1\n", 0o755)  # not in dpkg's database: its version unknown
+        m.write("/etc/containerd/config.toml", 'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  enable_cdi = false\n')
+        m.boot(scenario)
+        self.assertEqual(m.read("/var/lib/standin/update-catalog.rc").strip(), "0", m.read("/var/lib/standin/update-catalog.err"))
+        self.assertEqual(m.read("/var/lib/standin/verify.rc").strip(), "1", "verify was ready despite what was planted")
+
+        catalog = catalog_entries()
+        listed = dict(line.split(" ", 1) for line in m.read("/var/lib/standin/list-catalog").splitlines() if " " in line)
+        for mid, name in MESSAGE_IDS.items():
+            self.assertTrue(mid in listed, f"journalctl --list-catalog in the machine does not list {name} {mid}")
+            self.assertTrue(listed[mid].endswith(": " + catalog[mid][0]), f"{name}: listed as {listed[mid]!r}")
+
+        def fill(text, entry):  # as journalctl does: @FIELD@ is the entry's field, or FIELD where it has none
+            return re.sub(r"@([^@\s]+)@", lambda f: str(entry.get(f.group(1), f.group(1))), text)
+
+        logged = set()
+        for mid, name in MESSAGE_IDS.items():
+            entries = m.journal(f"MESSAGE_ID={mid}")
+            if not entries:
+                continue
+            logged.add(name)
+            shown = m.read(f"/var/lib/standin/x/{mid}")
+            subject, first = catalog[mid]
+            for e in entries:
+                self.assertIn(e["MESSAGE"], shown, f"{name}: journalctl -x did not show the message")
+                self.assertIn("Subject: " + fill(subject, e), shown, f"{name}: not the catalog's Subject:\n{shown}")
+                self.assertIn(fill(first, e), shown, f"{name}: not the catalog's text with the fields filled in:\n{shown}")
+            self.assertNotIn("UNBOUNDED_NVIDIA_", shown, f"{name}: a catalog field the message does not carry:\n{shown}")
+        self.assertEqual(sorted(set(self.PROVOKED) - logged), [], f"not logged in this machine; logged: {sorted(logged)}")
+        print(f"# journalctl -x explained {len(logged)} MESSAGE_IDs: {', '.join(sorted(logged))}", flush=True)
 
 
 if __name__ == "__main__":
