@@ -11,7 +11,7 @@ BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE,
 os.environ.setdefault("FIXTURE_DIR", os.path.join(BUILD, "tests", "fixtures"))
 os.environ.setdefault("SETUP_BIN", os.path.join(BUILD, "oneshot", "unbounded-nvidia-setup"))
 os.environ.setdefault("GENERATOR_BIN", os.path.join(BUILD, "generator", "unbounded-nvidia-generator"))
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "lib"))
 
 # Benchmarks run the binaries as systemd would, but without a service manager to talk to.
 ENV = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "JOURNAL_STREAM")}

@@ -22,8 +22,8 @@ import statistics
 import tempfile
 
 from benchlib import scratch_base, timed
-from harness import SETUP, V1, MachineRoot, fixture, make_chardev, pe_image, write
-from test_cdi import fake_hook
+from unbounded_tests.cdi_case import fake_hook
+from unbounded_tests.harness import SETUP, V1, MachineRoot, fixture, make_chardev, pe_image, write
 
 BASELINE = os.environ.get("BASELINE_SETUP_BIN")
 

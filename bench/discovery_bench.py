@@ -18,7 +18,7 @@ import statistics
 import tempfile
 
 from benchlib import scratch_base, timed
-from harness import SETUP, V1, MachineRoot
+from unbounded_tests.harness import SETUP, V1, MachineRoot
 
 RUNS = 41
 ENTRIES = 4000

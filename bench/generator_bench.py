@@ -12,7 +12,7 @@ import statistics
 import tempfile
 
 from benchlib import ENV, HERE, scratch_base, timed
-from harness import GENERATOR
+from unbounded_tests.harness import GENERATOR
 
 RUNS = 300
 

@@ -23,7 +23,7 @@ import tempfile
 import time
 
 from benchlib import ENV, scratch_base, timed
-from harness import SETUP, V1, MachineRoot
+from unbounded_tests.harness import SETUP, V1, MachineRoot
 
 # Real drivers: a few libraries of hundreds of MB (libcuda, the GL core, the PTX JIT) and many small ones.
 TREES = {

@@ -7,9 +7,9 @@ import os
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "integration"))
-import harness  # noqa: E402
-from harness import V1, MachineRoot  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from unbounded_tests import harness  # noqa: E402
+from unbounded_tests.harness import V1, MachineRoot  # noqa: E402
 
 if os.geteuid() != 0 or not os.access("/dev", os.W_OK):
     real_mknod = harness.make_chardev

@@ -17,15 +17,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+from unbounded_tests import debian_hosts as dh
+from unbounded_tests.harness import ARCH, MachineRoot, main, make_chardev
 
-import debian_hosts as dh  # noqa: E402
-from harness import ARCH, MachineRoot, main, make_chardev  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 CACHE = os.environ.get("UNBOUNDED_CONSUMER_CACHE", "/var/tmp/unbounded-nvidia-consumer")
 LIB = "/usr/lib/x86_64-linux-gnu"

@@ -20,21 +20,18 @@ import hashlib
 import json
 import os
 import shutil
-import sys
 import time
 import unittest
 import uuid
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-sys.path.insert(0, os.path.join(HERE, "..", "system"))
+import cri
+import probe_image
+from unbounded_tests import debian_hosts as dh
+from unbounded_tests.harness import ARCH, main, make_chardev, proc_version_text
+from unbounded_tests.image import SOURCE, base_image
+from unbounded_tests.machine import Machine
 
-import cri  # noqa: E402
-import debian_hosts as dh  # noqa: E402
-import probe_image  # noqa: E402
-from harness import ARCH, main, make_chardev, proc_version_text  # noqa: E402
-from image import SOURCE, base_image  # noqa: E402
-from machine import Machine  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 CACHE = os.environ.get("UNBOUNDED_CONTAINERD_CACHE", "/var/tmp/unbounded-nvidia-containerd")
 BUILD = os.environ.get("BUILD_ROOT", os.path.join(SOURCE, "build"))

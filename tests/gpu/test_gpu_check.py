@@ -49,6 +49,5 @@ class TestWithoutGpu(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-    from harness import main
+    from unbounded_tests.harness import main
     main()

@@ -4,7 +4,6 @@
 import json
 import os
 import random
-import re
 import shutil
 import stat
 import subprocess
@@ -12,68 +11,13 @@ import tempfile
 import time
 import unittest
 
-import cdi_schema
-from harness import ARCH, IS_ROOT, PLUGIN_SPEC, SETUP, V1, V2, MachineRoot, fixture, main, pe_image, plugin_spec, snapshot, write
-
-GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "golden", "cdi")
-UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
-SPEC = "/etc/cdi/nvidia.yaml"
-
+from unbounded_tests.cdi_case import SPEC, CdiCase, fake_hook
+from unbounded_tests.harness import (ARCH, IS_ROOT, PLUGIN_SPEC, SETUP, V1, V2, MachineRoot, fixture, main, pe_image, plugin_spec,
+                                     snapshot, write)
 
 # What `nvidia-cdi-hook --help` lists (urfave/cli), for toolkit 1.17 and 1.18.
 HOOK_1_17 = ["create-symlinks", "enable-cuda-compat", "update-ldcache", "chmod", "help, h"]
 HOOK_1_18 = HOOK_1_17[:-1] + ["disable-device-node-modification", "help, h"]
-
-
-def fake_hook(commands, log=None):
-    """A stand-in nvidia-cdi-hook whose --help lists `commands`; every run is counted in `log`."""
-    lines = "".join(f"   {c}\\tsome help\\n" for c in commands)
-    count = f'echo run >> "{log}"\n' if log else ""
-    return (f"#!/bin/sh\n{count}"
-            f'printf "NAME:\\n   NVIDIA CDI Hook - Command to structure files for usage inside a container\\n\\n'
-            f'USAGE:\\n   nvidia-cdi-hook [global options] command [command options]\\n\\nCOMMANDS:\\n{lines}\\n'
-            f'GLOBAL OPTIONS:\\n   --debug  Enable debug-level logging\\n"\n')
-
-
-class CdiCase(unittest.TestCase):
-    def ready_machine(self, **kw):
-        m = MachineRoot(self).standard(**kw)
-        r = m.setup()
-        self.assertEqual(r.returncode, 0, r.stderr)
-        return m
-
-    def setup_ok(self, m):
-        r = m.setup()
-        self.assertEqual(r.returncode, 0, r.stderr)
-        return r
-
-    def read(self, m, path):
-        with open(m.p(path)) as f:
-            return f.read()
-
-    def generate(self, m):
-        r = m.run("generate-cdi")
-        self.assertEqual(r.returncode, 0, r.stderr)
-        return r.stdout
-
-    def assertGolden(self, name, text):
-        path = os.path.join(GOLDEN, name)
-        text = text.replace(ARCH, "@MULTIARCH@")
-        # The marker names the version; the goldens do not change with it.
-        text = re.sub(r"^# Written by unbounded-nvidia-setup \S+;", "# Written by unbounded-nvidia-setup @VERSION@;", text)
-        if UPDATE:
-            os.makedirs(GOLDEN, exist_ok=True)
-            with open(path, "w") as f:
-                f.write(text)
-        with open(path) as f:
-            expected = f.read()
-        if text != expected:
-            import difflib
-            diff = "".join(difflib.unified_diff(expected.splitlines(True), text.splitlines(True), path, "generated"))
-            self.fail(f"spec differs from {name}:\n{diff}")
-
-    def assertSchemaValid(self, text):
-        self.assertEqual(cdi_schema.errors(text), [])
 
 
 class TestGolden(CdiCase):
@@ -370,7 +314,7 @@ class TestGolden(CdiCase):
         self.assertNotIn("nvidia-mps", open(m.p(SPEC)).read())
 
     def drm_machine(self, hook):
-        from harness import make_chardev
+        from unbounded_tests.harness import make_chardev
         m = MachineRoot(self).standard(gpus=2)
         for i, bus in enumerate(("0000:18:00.0", "0000:19:00.0")):
             for node, minor in ((f"card{i + 1}", i + 1), (f"renderD{128 + i}", 128 + i)):

@@ -10,7 +10,7 @@ import os
 import time
 import unittest
 
-from harness import ARCH, PLUGIN_SPEC, SANITIZED, V1, V2, MachineRoot, main, plugin_spec, write
+from unbounded_tests.harness import ARCH, PLUGIN_SPEC, SANITIZED, V1, V2, MachineRoot, main, plugin_spec, write
 
 SPEC = "/etc/cdi/nvidia.yaml"
 CONFIG = "/etc/containerd/config.toml"

@@ -11,8 +11,8 @@ import subprocess
 import tempfile
 import unittest
 
-import cdi_schema
-from harness import ARCH, MachineRoot, main, write
+from unbounded_tests import cdi_schema
+from unbounded_tests.harness import ARCH, MachineRoot, main, write
 
 DEBS = os.environ.get("DEBIAN_NVIDIA_DEBS", "")
 HOST_LIBDIR = f"/usr/lib/{ARCH}"

@@ -6,8 +6,8 @@ system tier shows what the booted machine does with them)."""
 import os
 import stat
 
-from harness import MachineRoot, main, make_chardev, write
-from test_cdi import CdiCase
+from unbounded_tests.cdi_case import CdiCase
+from unbounded_tests.harness import MachineRoot, main, make_chardev, write
 
 SEVEN_1G = {gi: [0] for gi in range(7, 14)}
 

@@ -7,8 +7,8 @@ import json
 import os
 import shutil
 
-from harness import MachineRoot, main, make_chardev, write
-from test_cdi import CdiCase, SPEC
+from unbounded_tests.cdi_case import SPEC, CdiCase
+from unbounded_tests.harness import MachineRoot, main, make_chardev, write
 
 NVSWITCH_SPEC = "/etc/cdi/nvidia-nvswitch.yaml"
 GDRCOPY_SPEC = "/etc/cdi/nvidia-gdrcopy.yaml"

@@ -12,7 +12,7 @@ import time
 import unittest
 import urllib.request
 
-from harness import SETUP, V1, V2, MachineRoot, main, make_chardev, plugin_spec, PLUGIN_SPEC, write
+from unbounded_tests.harness import SETUP, V1, V2, MachineRoot, main, make_chardev, plugin_spec, PLUGIN_SPEC, write
 
 FLEET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fleet")
 LICENSE_BIN = os.environ.get("LICENSE_BIN", "")

@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import GENERATOR, main
+from unbounded_tests.harness import GENERATOR, main
 
 CASES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "generator")
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"

@@ -8,8 +8,8 @@ openat2 and with it forced absent (no_openat2_shim.so), as the units' sandbox ru
 import json
 import os
 
-from harness import ARCH, PLUGIN_SPEC, MachineRoot, main, pe_image, plugin_spec, with_and_without_openat2, write
-from test_cdi import CdiCase
+from unbounded_tests.cdi_case import CdiCase
+from unbounded_tests.harness import ARCH, PLUGIN_SPEC, MachineRoot, main, pe_image, plugin_spec, with_and_without_openat2, write
 
 SPEC = "/etc/cdi/nvidia.yaml"
 SHARE = "/run/host-nvidia/3"  # the host's /usr/share, bound as a staging tree

@@ -14,9 +14,9 @@ import tempfile
 import time
 import unittest
 
-from harness import (ARCH, EMULATED, FIXTURES, IS_ROOT, SANITIZED, SETUP, V1, V2, MachineRoot, fixture, main, plugin_spec,
+from unbounded_tests.harness import (ARCH, EMULATED, FIXTURES, IS_ROOT, SANITIZED, SETUP, V1, V2, MachineRoot, fixture, main, plugin_spec,
                      preload, snapshot, write)
-from test_setup import SetupTestCase
+from unbounded_tests.setup_case import SetupTestCase
 
 PLUGIN_SPEC = "/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json"
 SPEC = "/etc/cdi/nvidia.yaml"

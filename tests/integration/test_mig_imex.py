@@ -8,8 +8,8 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import IS_ROOT, SETUP, MachineRoot, V1, V2, main, make_chardev, snapshot, write
-from test_cdi import CdiCase, SPEC
+from unbounded_tests.cdi_case import SPEC, CdiCase
+from unbounded_tests.harness import IS_ROOT, SETUP, MachineRoot, V1, V2, main, make_chardev, snapshot, write
 
 IMEX_SPEC = "/etc/cdi/nvidia-imex-channel.yaml"
 # What `nvidia-smi mig -cgi 1g.18gb -C` seven times makes on an H100/H200: GIs 7..13, one CI each.
@@ -214,7 +214,7 @@ class TestImex(MigCase):
         self.assertEqual(snapshot(m.driver_root()), before)
 
     def test_peak_rss_at_eight_gpus_with_seven_instances_and_2048_channels(self):
-        from harness import EMULATED, SANITIZED
+        from unbounded_tests.harness import EMULATED, SANITIZED
         m = self.machine(mig={g: SEVEN_1G for g in range(8)}, imex=range(2048))
         r = self.setup_ok(m)
         v = m.run("--json", "verify")

@@ -11,8 +11,8 @@ import socket
 import subprocess
 import tempfile
 
-from harness import GENERATOR, MachineRoot, main, make_chardev, with_and_without_openat2, write
-from test_cdi import CdiCase
+from unbounded_tests.cdi_case import CdiCase
+from unbounded_tests.harness import GENERATOR, MachineRoot, main, make_chardev, with_and_without_openat2, write
 
 SPEC = "/etc/cdi/nvidia.yaml"
 PERSISTENCED = "/run/nvidia-persistenced/socket"

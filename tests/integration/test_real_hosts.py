@@ -13,9 +13,9 @@ import unittest
 
 import yaml
 
-import cdi_schema
-import debian_hosts as dh
-from harness import ARCH, MachineRoot, fixture, main, preload
+from unbounded_tests import cdi_schema
+from unbounded_tests import debian_hosts as dh
+from unbounded_tests.harness import ARCH, MachineRoot, fixture, main, preload
 
 
 def envs():

@@ -8,7 +8,7 @@ import shutil
 import time
 import unittest
 
-from harness import ARCH, PLUGIN_SPEC, V1, V2, MachineRoot, main, plugin_spec, snapshot, write
+from unbounded_tests.harness import ARCH, PLUGIN_SPEC, V1, V2, MachineRoot, main, plugin_spec, snapshot, write
 
 SPEC = "/etc/cdi/nvidia.yaml"
 QUICK = "refresh:\n  settle_time: 0s\n"

@@ -6,13 +6,10 @@ import os
 import shlex
 import shutil
 import subprocess
-import sys
 import tempfile
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "system"))
-from harness import V1, MachineRoot, main, make_chardev  # noqa: E402
+from unbounded_tests.harness import V1, MachineRoot, main, make_chardev
 
 SOURCE = os.environ["SOURCE_ROOT"]
 EXPECTED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "expected-files.txt")

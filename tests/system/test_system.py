@@ -8,12 +8,10 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from harness import ARCH, V1, V2, MachineRoot, main, make_chardev, proc_version_text  # noqa: E402
-from machine import Machine  # noqa: E402
+from unbounded_tests.harness import ARCH, V1, V2, MachineRoot, main, make_chardev, proc_version_text
+from unbounded_tests.machine import Machine
 
 REQUIRED = ("systemd-nspawn", "mkosi", "unshare", "debootstrap", "journalctl")
 

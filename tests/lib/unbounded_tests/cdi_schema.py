@@ -7,7 +7,9 @@ import sys
 import jsonschema
 import yaml
 
-SCHEMA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cdi-schema")
+from . import TESTS_DIR
+
+SCHEMA_DIR = os.path.join(TESTS_DIR, "cdi-schema")
 
 
 def _validator():

@@ -8,7 +8,9 @@ import os
 import shutil
 import subprocess
 
-SOURCE = os.environ.get("SOURCE_ROOT", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+from . import TESTS_DIR
+
+SOURCE = os.environ.get("SOURCE_ROOT", os.path.dirname(TESTS_DIR))
 CACHE = os.environ.get("UNBOUNDED_TEST_CACHE", "/var/tmp/unbounded-nvidia-test")
 
 

@@ -9,10 +9,11 @@ import subprocess
 import tempfile
 import time
 
-from image import SOURCE, base_image
+from . import TESTS_DIR
+from .image import SOURCE, base_image
 
 BUILD = os.environ.get("BUILD_ROOT", os.path.join(SOURCE, "build"))
-STANDINS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "standins")
+STANDINS = os.path.join(TESTS_DIR, "system", "standins")
 BOOT_TIMEOUT = 180
 
 SCENARIO_HEADER = """#!/bin/sh
