@@ -84,7 +84,7 @@ class TestPackage(unittest.TestCase):
         """Issue 19: install the package into a machine image, run setup and the license install,
         then remove and purge: our CDI spec and state go, a spec someone else wrote stays."""
         self.assertEqual(self.build.returncode, 0, "package did not build")
-        from image import base_image
+        from unbounded_tests.image import base_image
         image = os.path.join(self.tmp, "image")
         subprocess.run(["cp", "-a", "--reflink=auto", base_image(), image], check=True)
         self.nspawn(image, "dpkg", "-i", "/run/pkg.deb", binds=[f"--bind-ro={self.deb}:/run/pkg.deb"])

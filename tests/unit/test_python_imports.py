@@ -3,7 +3,9 @@
 package tests/lib/unbounded_tests, never from another test module, and does not reach into another
 test directory through sys.path (PYTHONPATH, which meson sets, is the one way to the package). Every name
 a test module imports from the package must exist there: the system, containerd, consumer and package
-tiers only run as root in booted machines, so this is where their imports are checked on every build."""
+tiers only run as root in booted machines, so this is where their imports are checked on every build.
+A module of the package imported by its bare name (`from harness import main`, the layout before the
+package) is reported too."""
 
 import ast
 import importlib
@@ -16,6 +18,9 @@ from unbounded_tests.harness import main
 
 SOURCE_ROOT = os.path.dirname(TESTS_DIR)
 PACKAGE = "unbounded_tests"
+# The package's modules by their bare names (harness, cdi_case, ...): importing one of those bare is the
+# old way (a sys.path entry into tests/integration), which no longer finds them.
+MODULES = {n[:-3] for n in os.listdir(os.path.join(TESTS_DIR, "lib", PACKAGE)) if n.endswith(".py") and n != "__init__.py"}
 
 
 def python_files(top):
@@ -64,6 +69,8 @@ def violations(top, rel_to):
                 found.append(f"{rel}:{line}: imports the test module {module}; move what it needs to {PACKAGE}")
             elif parts[0] == PACKAGE:
                 found.extend(f"{rel}:{line}: {e}" for e in missing(module, names))
+            elif parts[0] in MODULES:
+                found.append(f"{rel}:{line}: imports {module} bare; it is {PACKAGE}.{module}")
         if is_test:
             found.extend(f"{rel}:{line}: changes sys.path; the shared code is on PYTHONPATH as {PACKAGE}"
                          for line in sorted(touches_sys_path(tree)))
@@ -126,6 +133,11 @@ class TestTheCheckFails(unittest.TestCase):
                          [f"test_a.py:1: {PACKAGE}.harness has no NoSuchThing"])
         self.assertEqual(len(self.check("test_a.py", f"from {PACKAGE}.no_such_module import x\n")), 1)
         self.assertEqual(self.check("test_a.py", f"from {PACKAGE} import cdi_case, TESTS_DIR\n"), [])
+
+    def test_a_bare_import_of_a_module_of_the_package(self):
+        self.assertEqual(self.check("test_a.py", "from harness import main\nimport cdi_schema\n"),
+                         [f"test_a.py:1: imports harness bare; it is {PACKAGE}.harness",
+                          f"test_a.py:2: imports cdi_schema bare; it is {PACKAGE}.cdi_schema"])
 
 
 if __name__ == "__main__":
