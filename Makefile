@@ -28,8 +28,10 @@ FLEET_DEPS := prometheus prometheus-node-exporter
 CONSUMER_DEPS := podman runc
 # The containerd tier makes its CRI client from the CRI's api.proto at test time and runs it here.
 CONTAINERD_DEPS := protobuf-compiler python3-grpcio python3-protobuf binutils
+# The fuzz tier builds its libFuzzer targets with Debian's clang 14 and its sanitizer runtimes.
+FUZZ_DEPS := clang-14 libclang-rt-14-dev
 
-.PHONY: all deps demo check check-arm64 check-builds check-sanitizers gpu-check build clean
+.PHONY: all deps demo check check-arm64 check-builds check-sanitizers gpu-check build clean fuzz-build fuzz check-fuzz
 
 all: build
 
@@ -71,6 +73,30 @@ check-builds: deps
 check-sanitizers: EXTRA_DEPS = $(FLEET_DEPS)
 check-sanitizers: deps
 	tests/build-variant.sh sanitizers
+
+# The fuzz tier (fuzz/README.md): one libFuzzer target per parser, clang 14 with ASan and UBSan, in
+# its own build directory. `make fuzz` runs each FUZZ_SECONDS (FUZZ_TARGETS= picks some); check-fuzz
+# runs each CHECK_FUZZ_SECONDS, then proves on a parser broken on purpose that the tier finds its bug.
+BUILD_FUZZ ?= build-fuzz
+FUZZ_SECONDS ?= 60
+CHECK_FUZZ_SECONDS ?= 5
+$(BUILD_FUZZ)/build.ninja:
+	CXX=clang++-14 meson setup $(BUILD_FUZZ) -Dfuzzing=true -Dtests=false -Dman=disabled -Dstatic_cxx_runtime=false \
+		-Dbuildtype=plain -Db_ndebug=false '-Dcpp_args=-O1 -gline-tables-only' -Dwerror=$(WERROR)
+
+fuzz-build: EXTRA_DEPS = $(FUZZ_DEPS)
+fuzz-build: deps $(BUILD_FUZZ)/build.ninja
+	meson compile -C $(BUILD_FUZZ) fuzz-targets
+
+# Seeds from Debian's NVIDIA packages too, when they were fetched (make check does).
+FUZZ_DEBS ?= $(BUILD)/nvidia-debs
+fuzz: fuzz-build
+	if [ -d $(FUZZ_DEBS)/bookworm-535 ]; then fuzz/deb-seeds.py $(FUZZ_DEBS) $(BUILD_FUZZ)/nvidia-debs-seeds; fi
+	fuzz/run-fuzzers.py $(BUILD_FUZZ) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+check-fuzz: fuzz-build
+	fuzz/run-fuzzers.py $(BUILD_FUZZ) $(CHECK_FUZZ_SECONDS)
+	fuzz/run-fuzzers.py --expect-failure $(BUILD_FUZZ) $(CHECK_FUZZ_SECONDS) mountinfo-broken
 
 # A real GPU: lay out a machine root from this host's own driver, build the driver root from it and
 # prove it works (tests/gpu/gpu_check.py). Exit 2 without a GPU.

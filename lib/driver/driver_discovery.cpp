@@ -923,7 +923,10 @@ private:
 			if (f.soname)
 				present.insert(key(arch, *f.soname));
 		}
-		for (const auto &[dest, f] : by_dest_) {
+		for (const auto &entry : by_dest_) {
+			// Not a structured binding: clang 14 (the fuzz build) cannot capture one in a lambda.
+			const auto &dest = entry.first;
+			const auto &f = entry.second;
 			if (f.kind != FileKind::Library)
 				continue;
 			const std::string_view arch = arch_of(dest);

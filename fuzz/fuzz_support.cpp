@@ -1,0 +1,97 @@
+#include "fuzz_target.hpp"
+
+#include "bounded_parse.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace unbounded::fuzz {
+
+bool one_printable_line(std::string_view s)
+{
+	return !s.empty() && s.find('\n') == std::string_view::npos && is_printable(s);
+}
+
+std::string escaped(std::string_view s)
+{
+	static const char hex[] = "0123456789abcdef";
+	std::string out;
+	for (unsigned char c : s) {
+		if (c == '\\')
+			out += "\\\\";
+		else if (c == '\n')
+			out += "\\n";
+		else if (c >= 0x20 && c < 0x7f)
+			out += static_cast<char>(c);
+		else {
+			out += "\\x";
+			out += hex[c >> 4];
+			out += hex[c & 15];
+		}
+	}
+	return out;
+}
+
+void violated(const char *target, std::string_view what, std::string_view detail)
+{
+	std::string d(detail.substr(0, 2000));
+	std::fprintf(stderr, "fuzz target %s: contract violated: %.*s: \"%s\"%s\n", target, static_cast<int>(what.size()), what.data(),
+		     escaped(d).c_str(), detail.size() > d.size() ? " (cut)" : "");
+	std::abort();
+}
+
+namespace {
+
+struct Scratch {
+	std::string path;
+	Scratch()
+	{
+		::umask(022);  // files 0644, directories 0755: what fs::check_trusted believes
+		std::string tmpl = std::filesystem::temp_directory_path() / "unbounded-fuzz-XXXXXX";
+		if (!::mkdtemp(tmpl.data())) {
+			std::perror("mkdtemp");
+			std::abort();
+		}
+		path = tmpl;
+	}
+	~Scratch()
+	{
+		std::error_code ec;
+		std::filesystem::remove_all(path, ec);
+	}
+};
+
+}  // namespace
+
+const std::string &scratch()
+{
+	static Scratch s;
+	return s.path;
+}
+
+void reset_dir(const std::string &dir)
+{
+	std::error_code ec;
+	std::filesystem::remove_all(dir, ec);
+	std::filesystem::create_directories(dir, ec);
+	if (ec) {
+		std::fprintf(stderr, "Failed to create %s: %s\n", dir.c_str(), ec.message().c_str());
+		std::abort();
+	}
+}
+
+void write_file(const std::string &path, std::string_view data)
+{
+	std::error_code ec;
+	std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+	std::FILE *f = std::fopen(path.c_str(), "wb");
+	if (!f || std::fwrite(data.data(), 1, data.size(), f) != data.size() || std::fclose(f) != 0) {
+		std::fprintf(stderr, "Failed to write %s\n", path.c_str());
+		std::abort();
+	}
+}
+
+}  // namespace unbounded::fuzz

@@ -1,0 +1,60 @@
+// A CDI spec in /etc/cdi or /var/run/cdi (ours read back, or anyone's: a pod can write /var/run/cdi),
+// through verify's reader: the file under a fake root, capped at MAX_SPEC_BYTES, parsed (YAML, JSON
+// being YAML) with limits, structure-checked. Contract: every problem is one printable line; a
+// document that parses round-trips through its JSON form to the same value.
+#define FUZZ_NAME "cdi_spec"
+#include "fuzz_target.hpp"
+
+#include "bounded_parse.hpp"
+#include "cdi_check.hpp"
+#include "cdi_spec.hpp"
+#include "context.hpp"
+
+using namespace unbounded;
+
+namespace {
+
+void check(const Context &ctx, std::string_view text)
+{
+	fuzz::write_file(ctx.root + "/etc/cdi/nvidia.yaml", text);
+	for (const auto &p : verify_cdi_spec(ctx, "/etc/cdi/nvidia.yaml", "535.104.05", nullptr, CDI_KIND))
+		FUZZ_REQUIRE_LINE(p.message);
+}
+
+}  // namespace
+
+FUZZ_TARGET
+{
+	static const Context ctx = [] {
+		Context c;
+		c.root = fuzz::scratch() + "/root";
+		fuzz::reset_dir(c.root);
+		return c;
+	}();
+	static bool over_cap_checked = false;
+	if (!over_cap_checked) {
+		over_cap_checked = true;
+		fuzz::write_file(ctx.root + "/etc/cdi/nvidia.yaml", std::string(MAX_SPEC_BYTES + 1, '#'));
+		auto p = verify_cdi_spec(ctx, "/etc/cdi/nvidia.yaml", "535.104.05", nullptr, CDI_KIND);
+		FUZZ_REQUIRE(p.size() == 1 && p[0].message.find("larger than") != std::string::npos,
+			     p.empty() ? "no problem" : p[0].message);
+		FUZZ_REQUIRE_LINE(p[0].message);
+	}
+	check(ctx, text);
+
+	auto doc = parse_yaml_bounded(text, "spec.yaml");
+	if (!doc) {
+		FUZZ_REQUIRE_LINE(doc.error().message);
+		return 0;
+	}
+	std::string dumped;
+	try {
+		dumped = doc->dump();
+	} catch (const nlohmann::json::exception &) {
+		return 0;  // a string that is not UTF-8: JSON cannot carry it, the YAML parser keeps bytes
+	}
+	auto again = parse_yaml_bounded(dumped, "again.yaml");
+	FUZZ_REQUIRE(again.has_value(), again ? dumped : again.error().message + " | " + dumped);
+	FUZZ_REQUIRE(*again == *doc, dumped + " | " + again->dump());
+	return 0;
+}
