@@ -289,8 +289,10 @@ private:
 
 Result<nlohmann::ordered_json> parse_yaml_bounded(std::string_view text, const std::string &display, const ParseLimits &limits)
 {
+	// yaml-cpp's messages quote the offending byte ("unknown escape character: \x04"): printable(),
+	// so the error stays one line a log and status.json can carry.
 	auto at = [&](int line, const std::string &what) {
-		return fail(make_error("Failed to parse " + display + ":" + std::to_string(line + 1) + ": " + what));
+		return fail(make_error("Failed to parse " + display + ":" + std::to_string(line + 1) + ": " + printable(what)));
 	};
 	try {
 		std::istringstream in{std::string(text)};
@@ -307,7 +309,7 @@ Result<nlohmann::ordered_json> parse_yaml_bounded(std::string_view text, const s
 	} catch (const YAML::Exception &e) {
 		return at(e.mark.line, e.msg);
 	} catch (const std::exception &e) {
-		return fail(make_error("Failed to parse " + display + ": " + e.what()));
+		return fail(make_error("Failed to parse " + display + ": " + printable(e.what())));
 	}
 }
 

@@ -274,7 +274,7 @@ Result<Config> parse_config(std::string_view yaml_text, const std::string &displ
 	try {
 		root = YAML::Load(std::string(yaml_text));
 	} catch (const YAML::Exception &e) {
-		return fail(usage_error(display_path + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg));
+		return fail(usage_error(display_path + ":" + std::to_string(e.mark.line + 1) + ": " + printable(e.msg)));
 	}
 	if (root.IsNull())
 		return cfg;  // empty file: defaults
@@ -371,7 +371,7 @@ Result<Config> parse_config(std::string_view yaml_text, const std::string &displ
 		if (auto r = walk(c, root, "", top_keys); !r)
 			return fail(r.error());
 	} catch (const YAML::Exception &e) {
-		return fail(usage_error(display_path + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg));
+		return fail(usage_error(display_path + ":" + std::to_string(e.mark.line + 1) + ": " + printable(e.msg)));
 	}
 	if (auto r = check_paths(c, cfg); !r)
 		return fail(r.error());
