@@ -140,6 +140,8 @@ std::set<std::string> parse_hook_help(std::string_view help)
 		if (line.empty() || (line.front() != ' ' && line.front() != '\t'))
 			break;  // the next section
 		auto start = line.find_first_not_of(" \t");
+		if (start == std::string_view::npos)
+			continue;  // a line of blanks names nothing (substr(npos) would throw out of setup)
 		auto end = line.find_first_of(" \t,", start);
 		std::string_view name = line.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
 		if (plain_command(name))
