@@ -43,8 +43,11 @@ public:
 	}
 	Result<void> read(void *buf, std::size_t len, std::uint64_t off) const
 	{
-		if (off + len <= head_.size()) {
-			std::memcpy(buf, head_.data() + off, len);
+		// Written so that no offset the file gives can wrap around (off + len did), and nothing is
+		// copied for an empty read (memcpy's pointers may then be null).
+		if (off <= head_.size() && len <= head_.size() - off) {
+			if (len)
+				std::memcpy(buf, head_.data() + off, len);
 			return {};
 		}
 		return pread_exact(fd_, buf, len, off, display_);
