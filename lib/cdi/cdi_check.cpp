@@ -51,7 +51,8 @@ struct Checker {
 	int required_rank = version_rank("0.3.0");
 	std::string required_why;
 
-	void bad(const std::string &what) { problems.push_back(Problem{display, display + ": " + what}); }
+	// A spec's strings (names, paths) reach the message: printable() keeps it one printable line.
+	void bad(const std::string &what) { problems.push_back(Problem{display, printable(display + ": " + what)}); }
 	void need(const char *version, const std::string &why)
 	{
 		if (version_rank(version) > required_rank) {
@@ -66,9 +67,12 @@ struct Checker {
 			bad(where + " is not a mapping");
 			return false;
 		}
-		for (const auto &[k, v] : o.items())
+		for (const auto &item : o.items()) {
+			// Not a structured binding: clang 14 (the fuzz build) cannot capture one in a lambda.
+			const std::string &k = item.key();
 			if (std::find_if(allowed.begin(), allowed.end(), [&](const char *a) { return k == a; }) == allowed.end())
 				bad("unknown field '" + printable(k) + "' in " + where);
+		}
 		return true;
 	}
 
@@ -330,6 +334,7 @@ private:
 	void failed(Problem p)
 	{
 		failures_++;
+		p.message = printable(p.message);  // the spec's path, as the spec wrote it
 		problems_.push_back(std::move(p));
 	}
 
@@ -458,7 +463,7 @@ std::vector<Problem> verify_cdi_spec(const Context &ctx, const std::string &path
 	if (!problems.empty())
 		return problems;
 	if ((*doc)["kind"] != kind)
-		problems.push_back(Problem{path, path + ": kind is " + (*doc)["kind"].get<std::string>() + ", expected " + kind});
+		problems.push_back(Problem{path, path + ": kind is " + printable((*doc)["kind"].get<std::string>()) + ", expected " + kind});
 	check_cdi_host_paths(ctx, *doc, path, problems);
 	if (!driver_version.empty())
 		check_core_mounts(*doc, path, driver_version, problems);
