@@ -7,6 +7,7 @@
 // checked in. Any other file is its bytes.
 #include "fuzz_target.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
