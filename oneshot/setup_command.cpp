@@ -19,6 +19,7 @@
 #include "message_ids.hpp"
 #include "mounts.hpp"
 #include "notify.hpp"
+#include "optional_fit.hpp"
 #include "refresh_policy.hpp"
 #include "staging.hpp"
 #include "spec_marker.hpp"
@@ -343,6 +344,26 @@ int finish_ready(const Context &ctx, Report &report, const DriverSet &driver, co
 	return EXIT_READY;
 }
 
+// Optional files whose copies would not fit the driver root's file system leave the plan, and so the
+// manifest and the spec (optional_fit.hpp). The live manifest is read only when the copies might not
+// fit: on a machine with room this costs one statfs().
+void leave_out_optional(const Context &ctx, Report &report, const DriverSet &driver, Manifest &plan)
+{
+	const RootLocation root{ctx.real(ctx.config.driver_root), ctx.config.driver_root, ctx.config.staging};
+	auto space = free_space_for(root);
+	if (!space || bytes_without_reuse(plan) + space_reserve(space->total) <= space->available)
+		return;
+	auto live = read_live_manifest(root);
+	std::vector<std::string> paths, warnings;
+	for (auto &l : leave_out_what_does_not_fit(plan, driver, live ? &*live : nullptr, *space)) {
+		paths.push_back(std::move(l.path));
+		warnings.push_back(std::move(l.warning));
+	}
+	if (!paths.empty())
+		report.details["optional_left_out"] = paths;
+	warn(report, warnings);
+}
+
 // Builds and swaps in the root for `driver` (kept as it is when unchanged), then writes its spec.
 int build_root(const Context &ctx, Report &report, const DriverSet &driver, std::chrono::steady_clock::time_point total_start)
 {
@@ -356,6 +377,7 @@ int build_root(const Context &ctx, Report &report, const DriverSet &driver, std:
 			return finish_failed(ctx, report, p.error());
 		plan = std::move(*p);
 		warn(report, warnings);
+		leave_out_optional(ctx, report, driver, plan);
 	}
 
 	// The spec depends only on the planned root and the devices: generate it before touching

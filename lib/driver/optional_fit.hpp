@@ -1,0 +1,57 @@
+// Optional files never fail a boot (issue 34, item 12): nvoptix.bin (134 MB in Debian's 535) and the
+// DLSS DLLs (FileKind::Data) are read by no CUDA pod, and on a small /run their copies made setup fail
+// with ENOSPC, so containerd started for no pod at all. Before the spec is generated, the plan loses
+// the optional files whose copies would not leave room on the driver root's file system; the manifest
+// and the spec are then made from the reduced plan, so the root, its manifest and the spec agree, and
+// an unchanged re-run (whose reduced plan is the same) stays unchanged. Required files are never left
+// out: a root without libcuda fails as before, loudly.
+#pragma once
+
+#include "driver_discovery.hpp"
+#include "driver_root.hpp"
+#include "manifest.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace unbounded {
+
+// What a new tree may use beside the live one.
+struct FreeSpace {
+	std::uint64_t available = 0;  // f_bavail * f_bsize
+	std::uint64_t total = 0;      // the file system's size
+	std::uint64_t block = 4096;   // f_bsize: a file takes whole blocks
+	std::string where;            // the directory asked, as operators see it ("/run/nvidia")
+};
+
+// Room kept free after the copies: a twentieth of the file system, at least 4 MiB, so the machine's
+// other writers to /run (journald's runtime journal, sockets, pid files) are not starved at boot.
+std::uint64_t space_reserve(std::uint64_t total);
+
+// statfs() of the driver root's parent, or of its nearest existing ancestor before the first run;
+// nullopt when none answers (the copies then find out).
+std::optional<FreeSpace> free_space_for(const RootLocation &root);
+
+struct LeftOut {
+	std::string path;     // the entry's path in the root: "usr/share/nvidia/nvoptix.bin"
+	std::string warning;  // one sentence for the journal and the report
+};
+
+// Removes from `plan` the optional entries whose copies do not fit `space` with space_reserve() kept
+// free, and says which. A file the live root already has (same source,
+// size, mtime and mode in `live`) costs nothing: it is hard-linked. Optional entries are admitted in
+// the plan's order, those that cost nothing first. Pure: no file system access.
+std::vector<LeftOut> leave_out_what_does_not_fit(Manifest &plan, const DriverSet &driver, const Manifest *live,
+						 const FreeSpace &space);
+
+// The live root's manifest, for the estimate only: nullopt when there is none or it does not parse (every
+// copy is then counted in full).
+std::optional<Manifest> read_live_manifest(const RootLocation &root);
+
+// Bytes the new tree's copies would take if nothing were reused (the fast path's test: when these fit,
+// the live manifest need not be read at all).
+std::uint64_t bytes_without_reuse(const Manifest &plan);
+
+}  // namespace unbounded
