@@ -36,7 +36,9 @@ class TestPackage(unittest.TestCase):
         for rel in source_files():
             os.makedirs(os.path.dirname(os.path.join(src, rel)), exist_ok=True)
             shutil.copy2(os.path.join(SOURCE, rel), os.path.join(src, rel), follow_symlinks=False)
-        env = dict(os.environ, DEB_BUILD_OPTIONS="parallel=%d" % os.cpu_count())
+        # WERROR=true (CI's builds, see the Makefile): Debian's flags with warnings as errors.
+        werror = " werror" if os.environ.get("WERROR") == "true" else ""
+        env = dict(os.environ, DEB_BUILD_OPTIONS="parallel=%d%s" % (os.cpu_count(), werror))
         for k in ("FIXTURE_DIR", "SETUP_BIN", "MESON_TEST_ITERATION"):
             env.pop(k, None)
         cls.build = subprocess.run(["dpkg-buildpackage", "-us", "-uc", "-b"], cwd=src, capture_output=True, text=True, env=env)
