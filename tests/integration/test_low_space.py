@@ -13,8 +13,8 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import (ARCH, IS_ROOT, SETUP, V1, MachineRoot, fixture, main, pe_image,
-                     with_and_without_openat2, write)
+from unbounded_tests.harness import (ARCH, IS_ROOT, SETUP, V1, MachineRoot, fixture, main, pe_image,
+                                     with_and_without_openat2, write)
 
 MIB = 1024 * 1024
 SPEC = "/etc/cdi/nvidia.yaml"
