@@ -15,7 +15,7 @@ import time
 import unittest
 
 from unbounded_tests.harness import (ARCH, EMULATED, FIXTURES, IS_ROOT, SANITIZED, SETUP, V1, V2, MachineRoot, fixture, main, plugin_spec,
-                     preload, snapshot, write)
+                     no_openat2, preload_env, snapshot, write)
 from unbounded_tests.setup_case import SetupTestCase
 
 PLUGIN_SPEC = "/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json"
@@ -423,10 +423,10 @@ class TestSymlinkChainsInVarRunCdi(HostileCase):
         self.check_verify()
 
     def test_with_the_user_space_walk(self):
-        self.check_verify(env={"LD_PRELOAD": preload(fixture("no_openat2_shim.so"))})
+        self.check_verify(env=no_openat2())
 
     def test_missing_paths_stop_after_the_first_few(self):
-        self.check_verify(env={"LD_PRELOAD": preload(fixture("no_openat2_shim.so"))}, existing=False)
+        self.check_verify(env=no_openat2(), existing=False)
 
 
 @unittest.skipUnless(IS_ROOT and shutil.which("unshare"), "needs root and unshare for a private mount namespace")
@@ -543,7 +543,7 @@ class TestClass8TornCopies(HostileCase):
     def tear(self, count, version):
         log = tempfile.mktemp()
         self.addCleanup(lambda: os.path.exists(log) and os.unlink(log))
-        env = {"LD_PRELOAD": preload(fixture("tear_shim.so")), "TEAR_FILE": f"/libcuda.so.{version}",
+        env = {**preload_env(fixture("tear_shim.so")), "TEAR_FILE": f"/libcuda.so.{version}",
                "TEAR_COUNT": str(count), "TEAR_LOG": log}
         return env, log
 

@@ -15,13 +15,13 @@ import yaml
 
 from unbounded_tests import cdi_schema
 from unbounded_tests import debian_hosts as dh
-from unbounded_tests.harness import ARCH, MachineRoot, fixture, main, preload
+from unbounded_tests.harness import ARCH, MachineRoot, fixture, main, no_openat2
 
 
 def envs():
     """Each case with openat2 and with it forced absent (no_openat2_shim.so), as the units' sandbox runs the
     binary: the answers must not depend on which path walk resolved the paths."""
-    return (("openat2", None), ("openat2 forced absent", {"LD_PRELOAD": preload(fixture("no_openat2_shim.so"))}))
+    return (("openat2", None), ("openat2 forced absent", no_openat2()))
 
 
 @contextlib.contextmanager

@@ -82,6 +82,16 @@ def preload(*shims):
             raise RuntimeError(f"UNBOUNDED_SANITIZED=1 but {SETUP} does not link libasan")
         shims = (runtime[0],) + shims
     return ":".join(shims)
+
+
+def preload_env(*shims):
+    """The environment that preloads shims into the binaries. Under the exe wrapper (make check-arm64) the
+    host's /bin/sh that execs qemu would try the arm64 shims itself ("cannot be preloaded ... ignored" on
+    stderr, a second line where a test wants one): qemu-user hands QEMU_SET_ENV to the emulated process
+    only, whose own loader preloads them."""
+    if EMULATED:
+        return {"QEMU_SET_ENV": "LD_PRELOAD=" + preload(*shims)}
+    return {"LD_PRELOAD": preload(*shims)}
 # Directories the tests make (the run directory among them) must not come out group-writable under
 # a lax umask: setup refuses a run directory that others could write, as it should.
 os.umask(0o022)
@@ -132,7 +142,7 @@ def pe_image(payload=b""):
 def no_openat2():
     """The environment that makes the binaries walk paths in user space, as the units' sandbox does
     (openat2 fails with ENOSYS there)."""
-    return {"LD_PRELOAD": preload(fixture("no_openat2_shim.so"))}
+    return preload_env(fixture("no_openat2_shim.so"))
 
 
 def with_and_without_openat2(body):
