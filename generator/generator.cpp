@@ -6,6 +6,7 @@
 #include "fs.hpp"
 #include "ipc.hpp"
 #include "log.hpp"
+#include "nvidia_machine.hpp"
 #include "sandbox.hpp"
 #include "side_specs.hpp"
 #include "spec_marker.hpp"
@@ -62,15 +63,6 @@ Result<std::string> unit_path_value(std::string_view value)
 
 namespace {
 
-bool non_empty_dir(const std::string &path)
-{
-	auto fd = fs::open_dir(path);
-	if (!fd)
-		return false;
-	auto empty = fs::dir_is_empty(fd->get(), path);
-	return empty && !*empty;
-}
-
 bool exists(const std::string &path)
 {
 	struct stat st{};
@@ -114,7 +106,9 @@ Decision decide(const Input &in, Error *config_error)
 		*config_error = loaded.error();
 	const Config &cfg = d.config;
 
-	const bool staged = non_empty_dir(rooted(in, cfg.staging));
+	bool staged = false;
+	if (auto parent = fs::open_dir(rooted(in, cfg.staging)))
+		staged = has_staging_entry(parent->get(), cfg.staging);
 	const bool ctl = exists(rooted(in, "/dev/nvidiactl"));
 	switch (cfg.enabled) {
 	case Enabled::No:
@@ -126,7 +120,7 @@ Decision decide(const Input &in, Error *config_error)
 		break;
 	case Enabled::Auto:
 		d.nvidia = staged || ctl;
-		d.reason = staged ? cfg.staging + " is not empty" : ctl ? "/dev/nvidiactl exists" : "no " + cfg.staging + " entries and no /dev/nvidiactl";
+		d.reason = staged ? cfg.staging + " has staging entries" : ctl ? "/dev/nvidiactl exists" : "no " + cfg.staging + " entries and no /dev/nvidiactl";
 		break;
 	}
 	// SourcePath= names the file the units are generated from, as systemd's own generators do: the
@@ -246,7 +240,7 @@ std::vector<std::string> refresh_watch_paths(const Input &in, const Config &cfg)
 		return paths;
 	std::sort(names->begin(), names->end(), numeric_name_less);
 	for (const auto &n : *names) {
-		if (n.starts_with("."))
+		if (!is_staging_entry(n))
 			continue;
 		const std::string tree = fs::join(cfg.staging, n);
 		auto is_dir = [&](const std::string &path) {

@@ -1,6 +1,7 @@
 #include "staging_wait.hpp"
 
 #include "mounts.hpp"
+#include "nvidia_machine.hpp"
 
 #include <chrono>
 #include <fcntl.h>
@@ -22,7 +23,7 @@ StagingState probe_staging(const Context &ctx)
 	if (auto pfd = fs::open_dir(parent)) {
 		if (auto names = fs::list_dir(pfd->get(), ctx.config.staging)) {
 			for (const auto &n : *names) {
-				if (n.starts_with("."))
+				if (!is_staging_entry(n))
 					continue;
 				s.nvidia_machine = true;
 				struct stat st{};

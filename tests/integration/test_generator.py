@@ -168,6 +168,13 @@ class TestGolden(unittest.TestCase):
         r = self.check_case("14-non-gpu-foreign-spec")
         self.assertEqual(r.stderr, "")
 
+    def test_17_dot_entries_are_no_staging_tree(self):
+        """Issue 35: one definition of an NVIDIA machine. The generator counted a staging parent holding only
+        a dot-entry (an image's .keep) as an NVIDIA machine and ordered containerd after a setup that then
+        found nothing to wait for (it skipped dot-entries)."""
+        r = self.check_case("17-dot-entries-only")
+        self.assertEqual(r.stderr, "")
+
     def test_15_disabled_by_config_with_our_stale_spec(self):
         self.check_case("15-disabled-with-stale-spec")
 
