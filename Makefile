@@ -2,9 +2,12 @@
 #   make demo    build, assemble a demo machine root, run setup on it, show the result
 #   make check   build and run every meson test suite: unit, integration, system, consumer, containerd,
 #                package, tools
-#   make check-arm64   cross-build for arm64 and run the unit and integration tiers under qemu-user
+#   make check-arm64   cross-build for arm64 (--buildtype=release) and run the unit and integration
+#                      tiers under qemu-user
 #   make check-builds  a packager's builds: --buildtype=release, and plain with dpkg-buildflags; unit tier
+#                      (not in CI: the arm64 tier is its release build, the package tier its plain one)
 #   make check-sanitizers  ASan+UBSan build, unit and integration tiers, every report fatal
+#   make check-fuzz    every libFuzzer target briefly, and a parser broken on purpose caught (fuzz/)
 #   make gpu-check     on a machine with an NVIDIA GPU and driver only (never CI): the real thing
 BUILD ?= build
 # Warnings are errors in CI's builds (CI=true), never in a user's: a newer compiler's new warning must
