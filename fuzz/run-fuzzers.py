@@ -33,6 +33,7 @@ TARGETS = {
     'pe': ('pe', 512),
     'proc_devices': ('proc', 512),
     'spec_marker': ('spec', 512),
+    'status_json': ('json', 512),
     'toml': ('toml', 512),
 }
 FOUND_BY_ASAN = set()  # the targets whose failure was an ASan report (--expect-failure wants one)

@@ -7,6 +7,7 @@
 #include "cdi_state.hpp"
 #include "driver_discovery.hpp"
 #include "kernel_module.hpp"
+#include "last_run.hpp"
 #include "lock.hpp"
 #include "log.hpp"
 #include "message_ids.hpp"
@@ -54,25 +55,16 @@ void carry_last_run(const Context &ctx, Report &report)
 		return;
 	}
 	auto text = fs::read_fd(fd->get(), display, 4u << 20);
-	if (!text || !check_json_bounded(*text, display, ParseLimits{8, 100000}))
+	if (!text)
 		return;
-	auto j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-	if (j.is_discarded() || !j.is_object())
+	auto parsed = parse_last_run(*text, display);
+	if (!parsed)
 		return;
-	auto str = [&](const char *key) { return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string(); };
-	std::size_t carried = 0;
-	constexpr std::size_t MAX_CARRIED = 100;
-	if (j.contains("warnings") && j["warnings"].is_array())
-		for (const auto &w : j["warnings"]) {
-			if (!w.is_string() || carried == MAX_CARRIED)
-				continue;
-			carried++;
-			const std::string msg = printable(w.get<std::string>());
-			if (std::find(report.warnings.begin(), report.warnings.end(), msg) == report.warnings.end())
-				report.warnings.push_back(msg);
-		}
+	for (const auto &msg : parsed->warnings)
+		if (std::find(report.warnings.begin(), report.warnings.end(), msg) == report.warnings.end())
+			report.warnings.push_back(msg);
 	struct stat st{};
-	nlohmann::ordered_json last{{"command", str("command")}, {"outcome", str("outcome")}, {"warnings", carried}};
+	nlohmann::ordered_json last{{"command", parsed->command}, {"outcome", parsed->outcome}, {"warnings", parsed->warnings.size()}};
 	if (::fstat(fd->get(), &st) == 0)
 		last["finished_unix"] = st.st_mtim.tv_sec;
 	report.details["last_run"] = std::move(last);
