@@ -33,6 +33,9 @@ def main():
         sys.exit(f'{src}: unexpected structure ({n}, {m}, {k}, {j}): not the header this was written for')
     text = text.replace('#if __cplusplus > 202002L && __cpp_concepts >= 202002L', '#if __cplusplus > 202002L', 1)
     os.makedirs(os.path.dirname(out), exist_ok=True)
+    # Rewritten only when it changes: every object depends on it, a new mtime rebuilds them all.
+    if os.path.exists(out) and open(out).read() == text:
+        return
     with open(out, 'w') as f:
         f.write(text)
 

@@ -83,12 +83,20 @@ void reset_dir(const std::string &dir)
 	}
 }
 
-void write_file(const std::string &path, std::string_view data)
+bool try_write_file(const std::string &path, std::string_view data)
 {
 	std::error_code ec;
 	std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
 	std::FILE *f = std::fopen(path.c_str(), "wb");
-	if (!f || std::fwrite(data.data(), 1, data.size(), f) != data.size() || std::fclose(f) != 0) {
+	if (!f)
+		return false;
+	const bool written = std::fwrite(data.data(), 1, data.size(), f) == data.size();
+	return std::fclose(f) == 0 && written;
+}
+
+void write_file(const std::string &path, std::string_view data)
+{
+	if (!try_write_file(path, data)) {
 		std::fprintf(stderr, "Failed to write %s\n", path.c_str());
 		std::abort();
 	}

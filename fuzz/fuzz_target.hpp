@@ -30,7 +30,9 @@ std::string escaped(std::string_view s);
 const std::string &scratch();
 // Empties `dir` (created when missing); files are written with mode 0644 as their owner.
 void reset_dir(const std::string &dir);
-void write_file(const std::string &path, std::string_view data);
+void write_file(const std::string &path, std::string_view data);  // aborts when it cannot
+// For trees the input names: false where a name cannot be a file (a directory is in the way).
+bool try_write_file(const std::string &path, std::string_view data);
 
 }  // namespace unbounded::fuzz
 

@@ -45,7 +45,7 @@ FUZZ_TARGET
 		else {
 			std::filesystem::create_directories(std::filesystem::path(p).parent_path(), ec);
 			if (!ec)
-				fuzz::write_file(p, "DeviceFileMinor: 1\n");
+				(void)fuzz::try_write_file(p, "DeviceFileMinor: 1\n");
 		}
 		made++;
 	}
