@@ -80,7 +80,8 @@ Result<Info> parse(const Reader &rd, const std::string &display, std::uint64_t f
 	info.is_64bit = sizeof(Ehdr) == sizeof(Elf64_Ehdr);
 	if (eh.e_phentsize != sizeof(Phdr) || eh.e_phnum == 0 || eh.e_phnum > 4096)
 		return fail(bad(display, "bad program header table"));
-	if (eh.e_phoff + std::uint64_t(eh.e_phnum) * sizeof(Phdr) > file_size)
+	// Each bound as "a > size || b > size - a": a sum near 2^64 would wrap past the check.
+	if (eh.e_phoff > file_size || std::uint64_t(eh.e_phnum) * sizeof(Phdr) > file_size - eh.e_phoff)
 		return fail(bad(display, "truncated ELF file (program headers)"));
 
 	std::vector<Phdr> ph(eh.e_phnum);
@@ -93,7 +94,7 @@ Result<Info> parse(const Reader &rd, const std::string &display, std::uint64_t f
 			dyn = &p;
 	if (!dyn)
 		return info;  // static executable or object without dynamic section: no SONAME
-	if (dyn->p_offset + dyn->p_filesz > file_size || dyn->p_filesz > (16u << 20))
+	if (dyn->p_offset > file_size || dyn->p_filesz > file_size - dyn->p_offset || dyn->p_filesz > (16u << 20))
 		return fail(bad(display, "truncated ELF file (dynamic section)"));
 
 	std::vector<Dyn> dyns(dyn->p_filesz / sizeof(Dyn));
@@ -127,7 +128,8 @@ Result<Info> parse(const Reader &rd, const std::string &display, std::uint64_t f
 	std::uint64_t strtab_off = 0;
 	bool mapped = false;
 	for (const auto &p : ph) {
-		if (p.p_type == PT_LOAD && strtab_vaddr >= p.p_vaddr && strtab_vaddr < p.p_vaddr + p.p_filesz) {
+		if (p.p_type == PT_LOAD && strtab_vaddr >= p.p_vaddr && strtab_vaddr - p.p_vaddr < p.p_filesz &&
+		    p.p_offset <= file_size && strtab_vaddr - p.p_vaddr <= file_size - p.p_offset) {
 			strtab_off = strtab_vaddr - p.p_vaddr + p.p_offset;
 			mapped = true;
 			break;
@@ -137,6 +139,8 @@ Result<Info> parse(const Reader &rd, const std::string &display, std::uint64_t f
 		return fail(bad(display, "DT_STRTAB not in a loadable segment"));
 
 	auto read_string = [&](std::uint64_t off) -> Result<std::string> {
+		if (off > file_size - strtab_off)  // strtab_off <= file_size (above)
+			return fail(bad(display, "truncated ELF file (string table)"));
 		std::uint64_t pos = strtab_off + off;
 		std::string name;
 		char buf[256];

@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <cstring>
 #include <elf.h>
 #include <fcntl.h>
 #include <fstream>
@@ -72,4 +73,25 @@ TEST_CASE("ELF machines map to Debian multiarch tuples", "[elf]")
 	CHECK(elf::multiarch_for(EM_AARCH64, true) == "aarch64-linux-gnu");
 	CHECK(elf::multiarch_for(EM_386, false) == "i386-linux-gnu");
 	CHECK(elf::multiarch_for(EM_SPARC, false).empty());
+}
+
+TEST_CASE("offsets near 2^64 are truncation, not a wrapped bound and a failed pread", "[elf]")
+{
+	test::TempDir t;
+	std::ifstream in(fixture_path("libcuda.so.535.104.05"), std::ios::binary);
+	std::stringstream ss;
+	ss << in.rdbuf();
+	std::string lib = ss.str();
+	REQUIRE(lib.size() > sizeof(Elf64_Ehdr));
+	Elf64_Ehdr eh;
+	std::memcpy(&eh, lib.data(), sizeof(eh));
+	// e_phoff + e_phnum * e_phentsize wraps to a small number: the old check passed and pread failed
+	// with EINVAL ("Invalid argument"), which names no cause.
+	eh.e_phoff = ~std::uint64_t(0) - std::uint64_t(eh.e_phnum) * sizeof(Elf64_Phdr) + 2;
+	std::string bad = lib;
+	std::memcpy(bad.data(), &eh, sizeof(eh));
+	t.write("phoff-wraps", bad);
+	auto r = info_of(t / "phoff-wraps");
+	REQUIRE_FALSE(r);
+	CHECK_THAT(r.error().message, Catch::Contains("truncated ELF file (program headers)"));
 }
