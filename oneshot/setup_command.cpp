@@ -27,6 +27,7 @@
 #include "staging_quiet.hpp"
 #include "staging_wait.hpp"
 
+#include <cerrno>
 #include <fcntl.h>
 
 namespace unbounded {
@@ -344,24 +345,37 @@ int finish_ready(const Context &ctx, Report &report, const DriverSet &driver, co
 	return EXIT_READY;
 }
 
+void record_left_out(Report &report, std::vector<LeftOut> left)
+{
+	std::vector<std::string> warnings;
+	for (auto &l : left) {
+		report.details["optional_left_out"].push_back(l.path);
+		warnings.push_back(std::move(l.warning));
+	}
+	warn(report, warnings);
+}
+
 // Optional files whose copies would not fit the driver root's file system leave the plan, and so the
-// manifest and the spec (optional_fit.hpp). The live manifest is read only when the copies might not
-// fit: on a machine with room this costs one statfs().
+// manifest and the spec (optional_fit.hpp). Only when the copies might not fit are the trees a killed
+// run left removed early (their space is free by the copies' time) and the live root read: on a
+// machine with room this costs one statfs().
 void leave_out_optional(const Context &ctx, Report &report, const DriverSet &driver, Manifest &plan)
 {
 	const RootLocation root{ctx.real(ctx.config.driver_root), ctx.config.driver_root, ctx.config.staging};
 	auto space = free_space_for(root);
-	if (!space || bytes_without_reuse(plan) + space_reserve(space->total) <= space->available)
+	auto fits = [&] { return !space || bytes_without_reuse(plan, space->block) + space_reserve(space->total) <= space->available; };
+	if (fits())
 		return;
-	auto live = read_live_manifest(root);
-	std::vector<std::string> paths, warnings;
-	for (auto &l : leave_out_what_does_not_fit(plan, driver, live ? &*live : nullptr, *space)) {
-		paths.push_back(std::move(l.path));
-		warnings.push_back(std::move(l.warning));
+	if (auto stale = remove_stale_temp_trees(root); stale && stale->stale_trees_removed) {
+		warn(report, stale->warnings);
+		space = free_space_for(root);
+		if (fits())
+			return;
 	}
-	if (!paths.empty())
-		report.details["optional_left_out"] = paths;
-	warn(report, warnings);
+	if (!space)
+		return;
+	const LiveView live = read_live_view(root);
+	record_left_out(report, leave_out_what_does_not_fit(plan, driver, live.reusable(), *space, ctx.config.driver_root));
 }
 
 // Builds and swaps in the root for `driver` (kept as it is when unchanged), then writes its spec.
@@ -383,19 +397,22 @@ int build_root(const Context &ctx, Report &report, const DriverSet &driver, std:
 	// The spec depends only on the planned root and the devices: generate it before touching
 	// anything, so a device problem fails the run with the old root and spec untouched.
 	SpecForState cdi;
-	{
+	auto make_spec = [&]() -> Result<void> {
 		PhaseTimer t(report, "cdi");
 		auto s = spec_for_state(ctx, plan, /*learn_hook=*/true);
 		if (!s)
-			return finish_failed(ctx, report, s.error());
+			return fail(s.error());
 		cdi = std::move(*s);
-		warn_about_devices(ctx, report, cdi.devices);
 		report.details["gpu_source"] = cdi.devices.source;
 		report.details["cdi_version"] = cdi.spec.cdi_version;
 		report.details["cdi_devices"] = cdi.spec.devices;
 		report.details["cdi_mounts"] = cdi.spec.mounts;
 		report.details["cdi_hooks"] = cdi.spec.hooks;
-	}
+		return {};
+	};
+	if (auto r = make_spec(); !r)
+		return finish_failed(ctx, report, r.error());
+	warn_about_devices(ctx, report, cdi.devices);
 
 	const RootLocation root{ctx.real(cfg.driver_root), cfg.driver_root, cfg.staging};
 	if (auto r = check_spec_replaceable(ctx); !r)
@@ -406,6 +423,20 @@ int build_root(const Context &ctx, Report &report, const DriverSet &driver, std:
 		PhaseTimer t(report, "install");
 		notify_status("Building " + cfg.driver_root + " for driver " + driver.version);
 		auto s = install_driver_root(driver, plan, root, &previous);
+		if (!s && s.error().errnum == ENOSPC) {
+			// The file system filled up after the estimate (another writer to /run): once more
+			// without the optional files that would be copied, with their spec. A failed install
+			// left the old root and spec as they were.
+			const LiveView live = read_live_view(root);
+			auto left = leave_out_all_copied(plan, driver, live.reusable(), cfg.driver_root,
+							 s.error().message);
+			if (!left.empty()) {
+				record_left_out(report, std::move(left));
+				if (auto r = make_spec(); !r)
+					return finish_failed(ctx, report, r.error());
+				s = install_driver_root(driver, plan, root, &previous);
+			}
+		}
 		if (!s)
 			return finish_failed(ctx, report, s.error());
 		stats = *s;

@@ -274,6 +274,15 @@ Result<void> check_replaceable(int dirfd, const RootLocation &root)
 
 std::string temp_prefix(const std::string &root_path) { return "." + fs::basename(root_path) + "-"; }
 
+bool live_file_reusable(int live_fd, const ManifestEntry *o, const ManifestEntry &e)
+{
+	struct stat ost{};
+	return o && o->type == ManifestEntry::Type::File && o->source_id == e.source_id && o->size == e.size &&
+	       o->mtime_ns == e.mtime_ns && o->mode == e.mode &&
+	       ::fstatat(live_fd, e.path.c_str(), &ost, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(ost.st_mode) &&
+	       static_cast<std::uint64_t>(ost.st_size) == e.size && mtime_ns(ost) == e.mtime_ns && (ost.st_mode & 07777) == e.mode;
+}
+
 Result<Manifest> plan_manifest(const DriverSet &driver, std::vector<std::string> &warnings)
 {
 	Manifest m;
@@ -388,18 +397,10 @@ Result<std::string> make_temp_dir(int parent_fd, const std::string &prefix, cons
 	return fail(errno_error(EEXIST, "Failed to create a temporary directory in " + parent_display));
 }
 
-// A live file may be hard-linked into the new tree instead of copied: same source inode, size, mtime
-// and mode as the manifest entry, and still so on disk.
+// A live file may be hard-linked into the new tree instead of copied (live_file_reusable).
 bool reuse_live_file(const LiveRoot &live, const Manifest *live_manifest, const ManifestEntry &e, int dirfd, const std::string &name)
 {
-	if (!live_manifest || !live.fd)
-		return false;
-	const ManifestEntry *o = live_manifest->find(e.path);
-	struct stat ost{};
-	return o && o->type == ManifestEntry::Type::File && o->source_id == e.source_id && o->size == e.size &&
-	       o->mtime_ns == e.mtime_ns && o->mode == e.mode &&
-	       ::fstatat(live.fd.get(), e.path.c_str(), &ost, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(ost.st_mode) &&
-	       static_cast<std::uint64_t>(ost.st_size) == e.size && mtime_ns(ost) == e.mtime_ns && (ost.st_mode & 07777) == e.mode &&
+	return live_manifest && live.fd && live_file_reusable(live.fd.get(), live_manifest->find(e.path), e) &&
 	       ::linkat(live.fd.get(), e.path.c_str(), dirfd, name.c_str(), 0) == 0;
 }
 
@@ -472,6 +473,17 @@ Result<bool> swap_in(int parent_fd, const std::string &tmp_name, const std::stri
 }
 
 }  // namespace
+
+Result<InstallStats> remove_stale_temp_trees(const RootLocation &root)
+{
+	InstallStats stats;
+	auto pfd = fs::open_dir(fs::dirname(root.real));
+	if (!pfd)
+		return stats;  // no parent yet: nothing left behind
+	if (auto r = remove_stale_trees(pfd->get(), temp_prefix(root.real), fs::dirname(root.display), stats); !r)
+		return fail(r.error());
+	return stats;
+}
 
 Result<InstallStats> install_driver_root(const DriverSet &driver, const Manifest &plan, const RootLocation &root,
 					std::optional<PreviousRoot> *previous)

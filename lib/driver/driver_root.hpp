@@ -77,6 +77,14 @@ std::vector<Problem> check_driver_tree(int root_fd, const Manifest &m, const std
 std::vector<Problem> verify_driver_root(const RootLocation &root, Manifest *manifest_out = nullptr,
 					const Manifest *expected = nullptr, bool *is_expected = nullptr);
 
+// Whether the live root's file for `e` may be hard-linked into a new tree: its manifest entry `o` has
+// the same source, size, mtime and mode, and the file open beneath `live_fd` still has them.
+bool live_file_reusable(int live_fd, const ManifestEntry *o, const ManifestEntry &e);
+
+// The temp and old trees a killed run left beside the root, removed (install's first step, which the
+// space estimate for optional files takes earlier so their space counts as free). Needs the lock.
+Result<InstallStats> remove_stale_temp_trees(const RootLocation &root);
+
 // Prefix of temp trees beside the root: ".driver-" for /run/nvidia/driver.
 std::string temp_prefix(const std::string &root_path);
 

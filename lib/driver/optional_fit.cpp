@@ -17,18 +17,31 @@ std::uint64_t blocks_of(std::uint64_t size, std::uint64_t block)
 	return (size + block - 1) / block * block;
 }
 
-// A planned file the new tree can hard-link from the live one (what reuse_live_file() will find, as far
-// as the manifests tell: the live tree's own files are checked again when the link is made).
-bool reusable(const ManifestEntry &e, const Manifest *live)
+std::set<std::string> optional_paths(const DriverSet &driver)
 {
-	const ManifestEntry *o = live ? live->find(e.path) : nullptr;
-	return o && o->type == ManifestEntry::Type::File && o->source_id == e.source_id && o->size == e.size &&
-	       o->mtime_ns == e.mtime_ns && o->mode == e.mode;
+	std::set<std::string> out;
+	for (const auto &f : driver.files)
+		if (f.kind == FileKind::Data)
+			out.insert(f.dest);
+	return out;
+}
+
+std::string what(const ManifestEntry &e, const std::string &root_display)
+{
+	return fs::join(root_display, e.path) + " (" + e.source + ", " + format_bytes(e.size) + ", optional)";
+}
+
+void erase(Manifest &plan, const std::vector<LeftOut> &left)
+{
+	std::set<std::string> out;
+	for (const auto &l : left)
+		out.insert(l.path);
+	std::erase_if(plan.entries, [&](const ManifestEntry &e) { return out.count(e.path) != 0; });
 }
 
 }  // namespace
 
-std::uint64_t space_reserve(std::uint64_t total) { return std::max<std::uint64_t>(total / 20, 4u << 20); }
+std::uint64_t space_reserve(std::uint64_t total) { return std::clamp<std::uint64_t>(total / 20, 4u << 20, 256u << 20); }
 
 std::optional<FreeSpace> free_space_for(const RootLocation &root)
 {
@@ -36,6 +49,8 @@ std::optional<FreeSpace> free_space_for(const RootLocation &root)
 	for (int depth = 0; depth < 64; depth++) {
 		struct statfs st{};
 		if (::statfs(real.c_str(), &st) == 0) {
+			if (st.f_blocks == 0)
+				return std::nullopt;  // no size to run out of (tmpfs size=0): the copies find out
 			const auto bsize = static_cast<std::uint64_t>(st.f_bsize);
 			return FreeSpace{static_cast<std::uint64_t>(st.f_bavail) * bsize, static_cast<std::uint64_t>(st.f_blocks) * bsize,
 					 bsize, display};
@@ -48,34 +63,30 @@ std::optional<FreeSpace> free_space_for(const RootLocation &root)
 	return std::nullopt;
 }
 
-std::uint64_t bytes_without_reuse(const Manifest &plan)
+std::uint64_t bytes_without_reuse(const Manifest &plan, std::uint64_t block)
 {
 	std::uint64_t n = 0;
 	for (const auto &e : plan.entries)
 		if (e.type == ManifestEntry::Type::File)
-			n += e.size;
+			n += blocks_of(e.size, block);
 	return n;
 }
 
-std::vector<LeftOut> leave_out_what_does_not_fit(Manifest &plan, const DriverSet &driver, const Manifest *live,
-						 const FreeSpace &space)
+std::vector<LeftOut> leave_out_what_does_not_fit(Manifest &plan, const DriverSet &driver, const Reusable &reusable,
+						 const FreeSpace &space, const std::string &root_display)
 {
-	std::set<std::string> optional;
-	for (const auto &f : driver.files)
-		if (f.kind == FileKind::Data)
-			optional.insert(f.dest);
+	const std::set<std::string> optional = optional_paths(driver);
 	const std::uint64_t reserve = space_reserve(space.total);
 	std::uint64_t need = 0;  // the required copies, then each optional one admitted
 	std::vector<const ManifestEntry *> costly;
 	for (const auto &e : plan.entries) {
-		if (e.type != ManifestEntry::Type::File || reusable(e, live))
+		if (e.type != ManifestEntry::Type::File || reusable(e))
 			continue;
 		if (optional.count(e.path))
 			costly.push_back(&e);
 		else
 			need += blocks_of(e.size, space.block);
 	}
-	std::set<std::string> out;
 	std::vector<LeftOut> left;
 	for (const ManifestEntry *e : costly) {
 		const std::uint64_t cost = blocks_of(e->size, space.block);
@@ -83,32 +94,52 @@ std::vector<LeftOut> leave_out_what_does_not_fit(Manifest &plan, const DriverSet
 			need += cost;
 			continue;
 		}
-		out.insert(e->path);
-		left.push_back({e->path, "Leaving out " + e->path + " (" + e->source + ", " + format_bytes(e->size) +
-				   ", optional): not enough space in " + space.where + " (" + format_bytes(space.available) +
-				   " free, " + format_bytes(need + cost) + " needed with " + format_bytes(reserve) +
-				   " kept free); pods get the rest of the driver; give " + space.where +
-				   " more room to serve it"});
+		left.push_back({e->path, "Leaving out " + what(*e, root_display) + ": not enough space in " + space.where + " (" +
+						 format_bytes(space.available) + " free, " + format_bytes(need + cost) +
+						 " needed with " + format_bytes(reserve) + " kept free); pods get the rest of the driver; give " +
+						 space.where + " more room to serve it"});
 	}
-	if (!out.empty())
-		std::erase_if(plan.entries, [&](const ManifestEntry &e) { return out.count(e.path) != 0; });
+	erase(plan, left);
 	return left;
 }
 
-std::optional<Manifest> read_live_manifest(const RootLocation &root)
+std::vector<LeftOut> leave_out_all_copied(Manifest &plan, const DriverSet &driver, const Reusable &reusable,
+					  const std::string &root_display, const std::string &why)
 {
+	const std::set<std::string> optional = optional_paths(driver);
+	std::vector<LeftOut> left;
+	for (const auto &e : plan.entries)
+		if (e.type == ManifestEntry::Type::File && optional.count(e.path) && !reusable(e))
+			left.push_back({e.path, "Leaving out " + what(e, root_display) + ": " + why + "; pods get the rest of the driver"});
+	erase(plan, left);
+	return left;
+}
+
+Reusable LiveView::reusable() const
+{
+	if (!fd || !manifest)
+		return [](const ManifestEntry &) { return false; };
+	return [this](const ManifestEntry &e) { return live_file_reusable(fd.get(), manifest->find(e.path), e); };
+}
+
+LiveView read_live_view(const RootLocation &root)
+{
+	LiveView v;
 	auto parent = fs::open_dir(fs::dirname(root.real));
 	if (!parent)
-		return std::nullopt;
+		return v;
 	auto dir = fs::open_dir_at(parent->get(), fs::basename(root.real), root.display);
 	if (!dir)
-		return std::nullopt;
+		return v;
 	const std::string display = root.display + "/" + MANIFEST_NAME;
 	auto text = fs::read_file_at(dir->get(), MANIFEST_NAME, display, MAX_MANIFEST_BYTES);
 	if (!text)
-		return std::nullopt;
-	auto m = Manifest::from_json(*text, display);
-	return m ? std::optional<Manifest>(std::move(*m)) : std::nullopt;
+		return v;
+	if (auto m = Manifest::from_json(*text, display)) {
+		v.fd = std::move(*dir);
+		v.manifest = std::move(*m);
+	}
+	return v;
 }
 
 }  // namespace unbounded
