@@ -3,6 +3,7 @@
 #include "format.hpp"
 #include "fs.hpp"
 #include "mounts.hpp"
+#include "nvidia_machine.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -42,7 +43,7 @@ Result<Staging> Staging::open(const std::string &real_parent, const std::string 
 	std::sort(names->begin(), names->end(), numeric_name_less);
 	const std::string canonical_parent = mounts ? MountTable::canonical(real_parent) : real_parent;
 	for (const auto &n : *names) {
-		if (n.starts_with("."))
+		if (!is_staging_entry(n))
 			continue;
 		int fd = ::openat(pfd->get(), n.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0)
@@ -51,7 +52,7 @@ Result<Staging> Staging::open(const std::string &real_parent, const std::string 
 			::close(fd);
 			const auto dirs = std::count_if(names->begin(), names->end(), [&](const std::string &x) {
 				struct stat st{};
-				return !x.starts_with(".") && ::fstatat(pfd->get(), x.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+				return is_staging_entry(x) && ::fstatat(pfd->get(), x.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
 			});
 			return fail(make_error(display_parent + " holds " + std::to_string(dirs) + " staging directories, more than the " +
 						       std::to_string(MAX_STAGING_TREES) + " a run reads (a host binds a handful)",

@@ -1,6 +1,7 @@
 #include "staging_quiet.hpp"
 
 #include "discovery_cache.hpp"
+#include "nvidia_machine.hpp"
 #include "staging.hpp"
 #include "staging_layout.hpp"
 
@@ -78,7 +79,7 @@ StagingStamp StagingWatch::stamp() const
 		return s;
 	std::sort(names->begin(), names->end(), numeric_name_less);  // the order Staging::open gives
 	for (const auto &n : *names) {
-		if (n.starts_with("."))
+		if (!is_staging_entry(n))
 			continue;
 		UniqueFd tree(::openat(pfd->get(), n.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
 		if (!tree || ::fstat(tree.get(), &st) < 0)
