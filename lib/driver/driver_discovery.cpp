@@ -378,12 +378,17 @@ private:
 		for (const auto &f : ours)
 			other_flavours_.erase(f);
 		for (std::size_t t = 0; t < st_.trees().size(); t++)
-			for (const auto &[f, v] : other_flavours_)
-				if (st_.trees()[t].host_prefix.ends_with("/" + std::string(staging_layout::FLAVOUR_PARENT) + "/" + f)) {
+			for (const auto &[f, v] : other_flavours_) {
+				// Appended, not "/" + ...: g++ 12 at -O3 on aarch64 warns (-Wrestrict) about the
+				// insert at position 0 that operator+(const char *, string &&) inlines.
+				std::string suffix = "/";
+				suffix.append(staging_layout::FLAVOUR_PARENT).append("/").append(f);
+				if (st_.trees()[t].host_prefix.ends_with(suffix)) {
 					other_drivers_.push_back(OtherDriver{t, "", v});
 					out_.notes.push_back("Taking nothing from " + st_.trees()[t].display + " (the host's " + st_.trees()[t].host_prefix +
 							     "), which is driver " + v + "'s, not " + out_.version + "'s");
 				}
+			}
 	}
 
 	// Why tree/rel, or a file reached through `via`, is another driver's ("" when it is not).
