@@ -8,6 +8,15 @@
 namespace unbounded {
 namespace {
 
+// "'key'": built by appending, not "'" + printable(...): g++ 12 at -O3 on aarch64 (the arm64 tier's
+// release build) warns -Wrestrict about the insert at 0 that operator+(const char *, string &&) inlines.
+std::string quoted_key(const std::string &key)
+{
+	std::string q = "'";
+	q.append(printable(key)).append("'");
+	return q;
+}
+
 using json = nlohmann::json;
 
 struct Failure {
@@ -152,7 +161,7 @@ private:
 				if (it == t->end())
 					(*t)[path[i]] = json::array();
 				else if (!it->is_array())
-					error("'" + printable(path[i]) + "' is not an array of tables");
+					error(quoted_key(path[i]) + " is not an array of tables");
 				count_node();
 				json &arr = (*t)[path[i]];
 				arr.push_back(json::object());
@@ -168,7 +177,7 @@ private:
 			else if (next.is_object())
 				t = &next;
 			else
-				error("'" + printable(path[i]) + "' is not a table");
+				error(quoted_key(path[i]) + " is not a table");
 		}
 		return t;
 	}
@@ -183,10 +192,12 @@ private:
 			}
 			t = &(*t)[path[i]];
 			if (!t->is_object())
-				error("'" + printable(path[i]) + "' is not a table");
+				error(quoted_key(path[i]) + " is not a table");
 		}
-		if (t->contains(path.back()))
-			error("key '" + printable(path.back()) + "' is defined twice");
+		if (t->contains(path.back())) {
+			std::string m = "key ";
+			error(m.append(quoted_key(path.back())).append(" is defined twice"));
+		}
 		(*t)[path.back()] = std::move(v);
 	}
 
