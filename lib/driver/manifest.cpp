@@ -1,5 +1,6 @@
 #include "manifest.hpp"
 
+#include "bounded_parse.hpp"
 #include "format.hpp"
 
 #include <algorithm>
@@ -39,7 +40,9 @@ std::string Manifest::to_json() const
 
 Result<Manifest> Manifest::from_json(const std::string &text, const std::string &display)
 {
-	auto bad = [&](const std::string &why) { return fail(make_error("Invalid manifest " + display + ": " + why)); };
+	// The reason may hold the manifest's own bytes (a path, a type, the JSON library's "last read"): made
+	// printable, so the error stays one line of text whatever the file holds.
+	auto bad = [&](const std::string &why) { return fail(make_error("Invalid manifest " + display + ": " + printable(why))); };
 	ordered_json j = ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
 	if (j.is_discarded() || !j.is_object())
 		return bad("not a JSON object");
