@@ -359,9 +359,8 @@ void record_left_out(Report &report, std::vector<LeftOut> left)
 // manifest and the spec (optional_fit.hpp). Only when the copies might not fit are the trees a killed
 // run left removed early (their space is free by the copies' time) and the live root read: on a
 // machine with room this costs one statfs().
-void leave_out_optional(const Context &ctx, Report &report, const DriverSet &driver, Manifest &plan)
+void leave_out_optional(const RootLocation &root, Report &report, const DriverSet &driver, Manifest &plan)
 {
-	const RootLocation root{ctx.real(ctx.config.driver_root), ctx.config.driver_root, ctx.config.staging};
 	auto space = free_space_for(root);
 	auto fits = [&] { return !space || bytes_without_reuse(plan, space->block) + space_reserve(space->total) <= space->available; };
 	if (fits())
@@ -375,13 +374,14 @@ void leave_out_optional(const Context &ctx, Report &report, const DriverSet &dri
 	if (!space)
 		return;
 	const LiveView live = read_live_view(root);
-	record_left_out(report, leave_out_what_does_not_fit(plan, driver, live.reusable(), *space, ctx.config.driver_root));
+	record_left_out(report, leave_out_what_does_not_fit(plan, driver, live.reusable(), *space, root.display));
 }
 
 // Builds and swaps in the root for `driver` (kept as it is when unchanged), then writes its spec.
 int build_root(const Context &ctx, Report &report, const DriverSet &driver, std::chrono::steady_clock::time_point total_start)
 {
 	const Config &cfg = ctx.config;
+	const RootLocation root{ctx.real(cfg.driver_root), cfg.driver_root, cfg.staging};
 	Manifest plan;
 	{
 		PhaseTimer t(report, "plan");
@@ -391,7 +391,7 @@ int build_root(const Context &ctx, Report &report, const DriverSet &driver, std:
 			return finish_failed(ctx, report, p.error());
 		plan = std::move(*p);
 		warn(report, warnings);
-		leave_out_optional(ctx, report, driver, plan);
+		leave_out_optional(root, report, driver, plan);
 	}
 
 	// The spec depends only on the planned root and the devices: generate it before touching
@@ -414,7 +414,6 @@ int build_root(const Context &ctx, Report &report, const DriverSet &driver, std:
 		return finish_failed(ctx, report, r.error());
 	warn_about_devices(ctx, report, cdi.devices);
 
-	const RootLocation root{ctx.real(cfg.driver_root), cfg.driver_root, cfg.staging};
 	if (auto r = check_spec_replaceable(ctx); !r)
 		return finish_failed(ctx, report, r.error());
 	InstallStats stats;
