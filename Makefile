@@ -34,7 +34,7 @@ CONTAINERD_DEPS := protobuf-compiler python3-grpcio python3-protobuf binutils
 # The fuzz tier builds its libFuzzer targets with Debian's clang 14 and its sanitizer runtimes.
 FUZZ_DEPS := clang-14 libclang-rt-14-dev
 
-.PHONY: all deps demo check check-arm64 check-builds check-sanitizers gpu-check build clean fuzz-build fuzz check-fuzz
+.PHONY: all deps all-deps demo check check-arm64 check-builds check-sanitizers gpu-check build clean fuzz-build fuzz check-fuzz
 
 all: build
 
@@ -46,6 +46,11 @@ deps:
 		echo "Installing missing Debian packages:$$missing"; \
 		tests/apt-install.sh $$missing || exit 1; \
 	fi
+
+# Every tier's Debian packages at once: .ci/run installs them first, so the builds it runs in the
+# background never wait for apt's lock.
+all-deps: EXTRA_DEPS = $(SYSTEM_DEPS) $(PACKAGE_DEPS) $(FLEET_DEPS) $(CONSUMER_DEPS) $(CONTAINERD_DEPS) $(FUZZ_DEPS)
+all-deps: deps
 
 $(BUILD)/build.ninja:
 	meson setup $(BUILD) -Dwerror=$(WERROR)

@@ -125,7 +125,7 @@ std::string sandbox_fixed_text(SandboxProfile profile)
 std::string sandbox_text(SandboxProfile profile, const std::vector<std::string> &writable_dirs, const char *state_mode,
 			 const std::vector<std::string> &if_present)
 {
-	return "# Sandbox: the README's Security section says what each line protects.\n" +
+	return "# Sandbox: unbounded-nvidia-generator(8), SANDBOX, says what each line protects.\n" +
 	       sandbox_paths_text(writable_dirs, state_mode, if_present) + sandbox_fixed_text(profile);
 }
 
