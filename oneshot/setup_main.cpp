@@ -197,7 +197,7 @@ int run(int argc, char **argv)
 	report.timings_ms["total"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 
 	if ((args.command == "setup" || args.command == "refresh") && report.ready() && report.outcome != "no-gpu")
-		record_consumer(ctx, report, /*verify=*/false);
+		record_consumer(ctx, report, /*verify=*/false, &report.specs_in_place);
 	if (args.command == "setup" || args.command == "refresh" || args.command == "cleanup")
 		write_setup_metrics(ctx, report, report.timings_ms["total"].get<double>() / 1000.0);
 	// The whole run's peak, the metrics write included (a full textfile directory once set it).
