@@ -2,14 +2,14 @@
 // decide with the kernel module which driver may be live (refresh_policy.hpp), build and swap the
 // driver root or keep the live one, write the CDI spec (spec_write.hpp), check what was written,
 // record the result (setup_report.hpp). Any failure leaves the previous driver root exactly as it was.
-// `refresh` is what unbounded-nvidia-refresh.service runs while containerd keeps running: it first
-// waits for staging to settle, and goes again when staging changed while it worked.
+// `refresh` (refresh_command.cpp) runs the same, after staging has settled.
+#include "setup_flow.hpp"
+
 #include "commands.hpp"
 
 #include "cdi_state.hpp"
 #include "driver_root.hpp"
 #include "format.hpp"
-#include "ipc.hpp"
 #include "lock.hpp"
 #include "log.hpp"
 #include "message_ids.hpp"
@@ -20,7 +20,6 @@
 #include "snapshot.hpp"
 #include "spec_write.hpp"
 #include "staged_driver.hpp"
-#include "staging_quiet.hpp"
 #include "staging_wait.hpp"
 
 #include <cerrno>
@@ -28,8 +27,6 @@
 
 namespace unbounded {
 namespace {
-
-enum class Mode { Setup, Refresh };
 
 // After a build, the new root's old tree is held until its spec is in (write_spec_after_swap).
 struct Swap {
@@ -319,7 +316,8 @@ DriverDecision decide(Report &report, const RunSnapshot &snap, const StagingStat
 	return decision;
 }
 
-// One run of setup or refresh, under the lock.
+}  // namespace
+
 int apply(const Context &ctx, Report &report, Mode mode, int run_dir)
 {
 	const auto total_start = std::chrono::steady_clock::now();
@@ -355,8 +353,6 @@ int apply(const Context &ctx, Report &report, Mode mode, int run_dir)
 	}
 }
 
-}  // namespace
-
 int run_setup(const Context &ctx, Report &report)
 {
 	report.command = "setup";
@@ -364,66 +360,6 @@ int run_setup(const Context &ctx, Report &report)
 	if (!run_dir)
 		return finish_failed(ctx, report, run_dir.error());
 	return apply(ctx, report, Mode::Setup, run_dir->get());
-}
-
-namespace {
-
-// Which IPC endpoints are there: a daemon that stops or starts while a refresh works is not seen by
-// the path unit watching its directory (systemd 252 drops its watches while the service runs).
-std::string ipc_presence(const Context &ctx)
-{
-	std::string s;
-	if (ctx.config.ipc_sockets)
-		for (const auto &e : IPC_ENDPOINTS) {
-			struct stat st{};
-			s += ::lstat(ctx.real(e.path).c_str(), &st) == 0 ? '1' : '0';
-		}
-	return s;
-}
-
-}  // namespace
-
-int run_refresh(const Context &ctx, Report &report)
-{
-	const RefreshConfig &rc = ctx.config.refresh;
-	auto run_dir = fs::open_private_dir(ctx.real(RUN_DIR), RUN_DIR);
-	if (!run_dir) {
-		report.command = "refresh";
-		return finish_failed(ctx, report, run_dir.error());
-	}
-	// Changes made while a refresh works are not seen by the path unit (systemd 252 drops its watches
-	// while the service runs): when staging changed during a pass, go again. Bounded: a host that
-	// never stops changing is left to the timer.
-	constexpr int MAX_PASSES = 3;
-	Millis settle_total{};
-	int rc_exit = EXIT_NOT_READY;
-	for (int pass = 1; pass <= MAX_PASSES; pass++) {
-		report = Report{};
-		report.command = "refresh";
-		QuietWait quiet;
-		{
-			PhaseTimer t(report, "settle");
-			notify_status("Waiting until " + ctx.config.staging + " has been quiet for " + format_duration(rc.settle_time));
-			quiet = wait_for_quiet_staging(ctx, rc.settle_time, rc.settle_limit);
-		}
-		settle_total += quiet.waited;
-		if (quiet.gave_up) {
-			const std::string w = ctx.config.staging + " was still changing after " + format_duration(rc.settle_limit) +
-					      " (refresh.settle_limit), reading it anyway";
-			warn(report, {w});
-		}
-		const std::string ipc_before = ipc_presence(ctx);
-		rc_exit = apply(ctx, report, Mode::Refresh, run_dir->get());
-		report.details["settle_waited_ms"] = settle_total.count();
-		report.details["passes"] = pass;
-		const bool ipc_changed = ipc_presence(ctx) != ipc_before;
-		if (quiet.watch.stamp() == quiet.stamp && !ipc_changed)
-			break;
-		if (pass < MAX_PASSES)
-			log::notice((ipc_changed ? std::string("An NVIDIA daemon's socket came or went") : ctx.config.staging + " changed") +
-				    " while the refresh ran, refreshing again.");
-	}
-	return rc_exit;
 }
 
 }  // namespace unbounded
