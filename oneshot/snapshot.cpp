@@ -1,5 +1,6 @@
 #include "snapshot.hpp"
 
+#include "bounded_parse.hpp"
 #include "side_specs.hpp"
 
 namespace unbounded {
@@ -20,7 +21,8 @@ RunSnapshot take_snapshot(const Context &ctx)
 	const auto sides = side_specs(ctx.config);
 	for (std::size_t i = 0; i < sides.size(); i++)
 		s.sides[i] = read_spec(ctx, *sides[i].path);
-	s.device_plugin = read_spec(ctx, ctx.config.device_plugin_spec);
+	// Written by a pod and only ever checked up to MAX_SPEC_BYTES.
+	s.device_plugin = read_spec(ctx, ctx.config.device_plugin_spec, MAX_SPEC_BYTES);
 	return s;
 }
 

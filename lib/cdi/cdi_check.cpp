@@ -481,7 +481,7 @@ std::vector<Problem> verify_cdi_spec(const Context &ctx, const SpecRead &file, c
 
 std::vector<Problem> verify_device_plugin_spec(const Context &ctx, const std::string &path, const std::string &driver_version)
 {
-	return verify_device_plugin_spec(ctx, read_spec(ctx, path), driver_version);
+	return verify_device_plugin_spec(ctx, read_spec(ctx, path, MAX_SPEC_BYTES), driver_version);
 }
 
 std::vector<Problem> verify_device_plugin_spec(const Context &ctx, const SpecRead &file, const std::string &driver_version)

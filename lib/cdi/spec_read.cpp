@@ -9,11 +9,11 @@
 
 namespace unbounded {
 
-Result<std::string> SpecRead::bounded(std::size_t cap) const
+Result<std::string> SpecRead::bounded(std::size_t max_bytes) const
 {
-	const bool larger = text ? text->size() > cap : text.error().errnum == EFBIG && cap < SPEC_READ_CAP;
+	const bool larger = text ? text->size() > max_bytes : text.error().errnum == EFBIG && max_bytes < cap;
 	if (larger)
-		return fail(errno_error(EFBIG, "Refusing to read " + path + ", it is larger than " + std::to_string(cap) + " bytes"));
+		return fail(errno_error(EFBIG, "Refusing to read " + path + ", it is larger than " + std::to_string(max_bytes) + " bytes"));
 	return text;
 }
 
@@ -26,10 +26,11 @@ SpecRead SpecRead::written(const std::string &path, const std::string &bytes)
 	return f;
 }
 
-SpecRead read_spec(const Context &ctx, const std::string &path)
+SpecRead read_spec(const Context &ctx, const std::string &path, std::size_t cap)
 {
 	SpecRead f;
 	f.path = path;
+	f.cap = cap;
 	auto fd = fs::open_regular_at(AT_FDCWD, ctx.real(path), path);
 	if (!fd) {
 		f.text = fail(fd.error());
@@ -41,7 +42,7 @@ SpecRead read_spec(const Context &ctx, const std::string &path)
 		f.ino = st.st_ino;
 		f.mode = st.st_mode;
 	}
-	f.text = fs::read_fd(fd->get(), path, SPEC_READ_CAP);
+	f.text = fs::read_fd(fd->get(), path, cap);
 	if (f.text) {
 		f.ours = is_our_spec(*f.text);
 	} else {

@@ -18,21 +18,24 @@ inline constexpr std::size_t SPEC_READ_CAP = 16u << 20;
 
 struct SpecRead {
 	std::string path;                       // as configured: "/etc/cdi/nvidia.yaml"
-	Result<std::string> text = fail(Error{});  // at most SPEC_READ_CAP bytes, or why not (ENOENT: not there)
+	std::size_t cap = SPEC_READ_CAP;        // what it was read up to
+	Result<std::string> text = fail(Error{});  // at most `cap` bytes, or why not (ENOENT: not there)
 	dev_t dev = 0;                          // of the file read, to remove only that very file
 	ino_t ino = 0;
 	mode_t mode = 0;
 	bool ours = false;                      // a regular file that begins with our marker line, whatever its size
 
 	bool absent() const { return !text && text.error().errnum == ENOENT; }
-	// What fs::read_file_at(..., path, cap) would have returned (cap at most SPEC_READ_CAP).
-	Result<std::string> bounded(std::size_t cap) const;
+	// What fs::read_file_at(..., path, max_bytes) would have returned (max_bytes at most `cap`).
+	Result<std::string> bounded(std::size_t max_bytes) const;
 
 	// A file whose bytes this run has just written (nothing read).
 	static SpecRead written(const std::string &path, const std::string &bytes);
 };
 
-// Opened without following a symlink or blocking, a regular file only (fs::open_regular_at).
-SpecRead read_spec(const Context &ctx, const std::string &path);
+// Opened without following a symlink or blocking, a regular file only (fs::open_regular_at). A spec
+// only ever read up to MAX_SPEC_BYTES (the device plugin's) is read with that `cap`: a pod's huge
+// file costs no more memory than before.
+SpecRead read_spec(const Context &ctx, const std::string &path, std::size_t cap = SPEC_READ_CAP);
 
 }  // namespace unbounded

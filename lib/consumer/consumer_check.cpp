@@ -246,7 +246,7 @@ private:
 		if (normalize_run_path(s.path) == plugin_)
 			return;  // the device plugin's: checked on its own (check_device_plugin), of its own kind
 		if (auto k = known_.find(normalize_run_path(s.path)); s.ours && k != known_.end()) {
-			take_spec(s, *k->second);
+			take_spec(s, parse_spec_text(*k->second, s.path, s.ours));
 			return;
 		}
 		// The CDI library follows symlinks; so do we, inside the machine root, never blocking, and
@@ -264,14 +264,14 @@ private:
 		auto text = fs::read_fd(fd.get(), s.path, s.ours ? OWN_SPEC_CAP : MAX_SPEC_BYTES);
 		if (!text)
 			return;
-		take_spec(s, std::move(*text));
+		auto doc = parse_spec_text(*text, s.path, s.ours);
+		text->clear();
+		text->shrink_to_fit();
+		take_spec(s, std::move(doc));
 	}
 
-	void take_spec(SpecFile &s, std::string text)
+	void take_spec(SpecFile &s, std::optional<json> doc)
 	{
-		auto doc = parse_spec_text(text, s.path, s.ours);
-		text.clear();
-		text.shrink_to_fit();
 		if (!doc || !doc->is_object())
 			return;  // the CDI library skips it too; only a spec it reads can shadow ours
 		auto str = [&](const char *key) {
