@@ -2,9 +2,11 @@
 #pragma once
 
 #include "cdi_state.hpp"
+#include "consumer_check.hpp"
 #include "context.hpp"
 #include "driver_root.hpp"
 #include "report.hpp"
+#include "snapshot.hpp"
 
 #include <optional>
 #include <string>
@@ -18,26 +20,26 @@ int run_cleanup(const Context &ctx, Report &report);
 int run_verify(const Context &ctx, Report &report);
 int run_generate_cdi(const Context &ctx, Report &report, const std::string &output);
 
-// The checks of `verify`, shared with the last step of `setup`: the driver root against its
-// manifest and the kernel module, and our CDI spec (valid, every hostPath present, not stale).
-// `known` carries what setup has just computed (the manifest and the spec for the current devices),
-// which the checks then use instead of deriving them again; the files are still read and compared.
-struct KnownState {
-	const Manifest *manifest = nullptr;
-	const SpecForState *cdi = nullptr;
-	bool root_checked = false;  // the root was kept unchanged after passing the same check in this run
-};
-std::vector<Problem> check_live_state(const Context &ctx, Report &report, const KnownState *known = nullptr);
+// The checks of `verify`: the driver root against its manifest and the kernel module, and our CDI
+// specs (valid, every hostPath present, not stale), all as `snap` read them.
+std::vector<Problem> check_live_state(const Context &ctx, Report &report, const RunSnapshot &snap);
+
+// The last step of `setup`: the same checks of what this run has just left in place: `root` (kept
+// after passing them this run when `root_checked`, else just swapped in) and the specs of `cdi`,
+// which it wrote or found byte for byte as they are. Nothing it wrote is read back.
+std::vector<Problem> check_written_state(const Context &ctx, Report &report, const RunSnapshot &snap, const Manifest &root,
+					 bool root_checked, const SpecForState &cdi);
 
 // The device plugin's spec, when it exists, against the live driver version: one problem that names
 // the device plugin and says what to do. It is written by a pod, which needs containerd: setup and
 // refresh only warn about it (failing them would keep containerd, and so the plugin, from starting).
-std::optional<Problem> check_device_plugin(const Context &ctx, const std::string &driver_version);
+std::optional<Problem> check_device_plugin(const Context &ctx, const SpecRead &spec, const std::string &driver_version);
 
 // Whether containerd will give pods our devices (CDI on, a cdiVersion it accepts, no spec shadowing
 // ours) and the DRA driver's claim specs: details and metrics counts into the report, each finding
 // logged with its MESSAGE_ID. For verify, returns the findings that make it not ready (already
 // logged) and adds the rest to the warnings; setup and refresh get none back.
-std::vector<Problem> record_consumer(const Context &ctx, Report &report, bool verify);
+// `known`: our specs' bytes as the run read or wrote them (not read again).
+std::vector<Problem> record_consumer(const Context &ctx, Report &report, bool verify, const KnownSpecs *known);
 
 }  // namespace unbounded

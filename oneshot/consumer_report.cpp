@@ -8,10 +8,10 @@
 
 namespace unbounded {
 
-std::vector<Problem> record_consumer(const Context &ctx, Report &report, bool verify)
+std::vector<Problem> record_consumer(const Context &ctx, Report &report, bool verify, const KnownSpecs *known)
 {
 	PhaseTimer t(report, "check_consumer");
-	ConsumerReport consumer = check_consumer(ctx);
+	ConsumerReport consumer = check_consumer(ctx, known);
 	report.details["containerd"] = std::move(consumer.containerd);
 	report.details["cdi_shadowing"] = std::move(consumer.shadowing);
 	report.details["dra_claims"] = std::move(consumer.dra);

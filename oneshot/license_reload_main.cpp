@@ -163,19 +163,13 @@ int parse_args(int argc, char **argv, Args &a)
 	return 0;
 }
 
-int run(int argc, char **argv)
+// The configuration, and the licensing knobs of the service's environment. Returns the exit code
+// when there is nothing to run with.
+std::optional<int> load_context(const Args &args, Context &ctx)
 {
-	log::init("unbounded-nvidia-license-reload", /*allow_journal=*/true);
-	Args args;
-	if (int r = parse_args(argc, argv, args); r != 0)
-		return r < 0 ? EXIT_READY : r;
-	const std::string &root_flag = args.root, &config_flag = args.config;
-	const bool boot = args.boot;
-
-	Context ctx;
-	ctx.root = effective_root(root_flag);
+	ctx.root = effective_root(args.root);
 	log::set_machine_root(ctx.root);
-	auto cfg = load_config(config_flag.empty() ? ctx.real(DEFAULT_CONFIG_PATH) : config_flag, !config_flag.empty());
+	auto cfg = load_config(args.config.empty() ? ctx.real(DEFAULT_CONFIG_PATH) : args.config, !args.config.empty());
 	if (!cfg) {
 		log::error(cfg.error().message);
 		if (args.npd)  // node-problem-detector reads one line in every case: "unknown", and why
@@ -188,7 +182,56 @@ int run(int argc, char **argv)
 	std::vector<std::string> env_warnings;
 	for (const auto &w : apply_license_environment(ctx.config.licensing, license_environment("", env_warnings)))
 		log::warning(w);
+	return std::nullopt;
+}
 
+// One reload (or the boot install) under the state directory's lock; the metrics and STATUS= after.
+int reload(const Context &ctx, bool boot, int state_fd)
+{
+	ReloadSeams seams{sleep_unless_stopped, sleep_through, random_below, pid_alive, [] { return stop_flag.load(); }, nullptr};
+	Result<ReloadReport> report = ReloadReport{};
+	std::optional<GriddView> gridd;  // none at boot: nvidia-gridd has not started yet
+	if (boot) {
+		NoUnitManager none;
+		report = LicenseReloader(ctx, none, seams).install_at_boot();
+	} else {
+		auto units = connect_system_manager();
+		if (!units) {
+			log::error(units.error().message);
+			return EXIT_NOT_READY;
+		}
+		report = LicenseReloader(ctx, **units, seams).run();
+		// After the run, whatever it did: the state of the nvidia-gridd that runs now. Observed
+		// only, and after every decision of the run is taken (doc/how-it-works.md: licensing you can see).
+		if (report)
+			gridd = observe_gridd(ctx, **units, read_license_counters(ctx, state_fd));
+	}
+	if (!report) {
+		log::error(report.error().message);
+		notify_status("Failed: " + report.error().message);
+		return report.error().exit_code;
+	}
+	record_license_metrics(ctx, state_fd, report->outcome, gridd);
+	notify_status(std::string("Last run: ") + outcome_name(report->outcome) +
+		      (report->restarts ? ", " + std::to_string(report->restarts) + " nvidia-gridd restart(s)" : ""));
+	switch (report->outcome) {
+	case ReloadOutcome::RolledBack:
+	case ReloadOutcome::Failed:
+		return EXIT_NOT_READY;
+	default:
+		return EXIT_READY;
+	}
+}
+
+int run(int argc, char **argv)
+{
+	log::init("unbounded-nvidia-license-reload", /*allow_journal=*/true);
+	Args args;
+	if (int r = parse_args(argc, argv, args); r != 0)
+		return r < 0 ? EXIT_READY : r;
+	Context ctx;
+	if (auto rc = load_context(args, ctx))
+		return *rc;
 	if (args.npd)
 		return npd_license(ctx);
 
@@ -212,39 +255,7 @@ int run(int argc, char **argv)
 		log::error(lock.error().message);
 		return EXIT_NOT_READY;
 	}
-	ReloadSeams seams{sleep_unless_stopped, sleep_through, random_below, pid_alive, [] { return stop_flag.load(); }, nullptr};
-	Result<ReloadReport> report = ReloadReport{};
-	std::optional<GriddView> gridd;  // none at boot: nvidia-gridd has not started yet
-	if (boot) {
-		NoUnitManager none;
-		report = LicenseReloader(ctx, none, seams).install_at_boot();
-	} else {
-		auto units = connect_system_manager();
-		if (!units) {
-			log::error(units.error().message);
-			return EXIT_NOT_READY;
-		}
-		report = LicenseReloader(ctx, **units, seams).run();
-		// After the run, whatever it did: the state of the nvidia-gridd that runs now. Observed
-		// only, and after every decision of the run is taken (doc/how-it-works.md: licensing you can see).
-		if (report)
-			gridd = observe_gridd(ctx, **units, read_license_counters(ctx, state->get()));
-	}
-	if (!report) {
-		log::error(report.error().message);
-		notify_status("Failed: " + report.error().message);
-		return report.error().exit_code;
-	}
-	record_license_metrics(ctx, state->get(), report->outcome, gridd);
-	notify_status(std::string("Last run: ") + outcome_name(report->outcome) +
-		      (report->restarts ? ", " + std::to_string(report->restarts) + " nvidia-gridd restart(s)" : ""));
-	switch (report->outcome) {
-	case ReloadOutcome::RolledBack:
-	case ReloadOutcome::Failed:
-		return EXIT_NOT_READY;
-	default:
-		return EXIT_READY;
-	}
+	return reload(ctx, args.boot, state->get());
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "driver_root.hpp"
 
 #include <chrono>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -20,6 +21,9 @@ struct Report {
 	std::vector<std::string> notes;     // what was skipped that nothing needs (Debian's alternatives links, ...)
 	std::vector<Problem> problems;
 	std::string error;
+	// Not part of the JSON: our specs' bytes as setup or refresh left them (by configured path), for
+	// the consumer check after the run, which then does not read them again.
+	std::map<std::string, std::string> specs_in_place;
 
 	// The live state serves containers: also when it keeps a root the host has moved past.
 	bool ready() const

@@ -21,17 +21,56 @@ using namespace unbounded;
 
 namespace {
 
+struct Args;
+
+// What a command line may name: each command, how it runs, its line in --help, the options only it
+// takes, and what the run leaves behind besides its answer.
+enum VerbOption : unsigned { TAKES_OUTPUT = 1, TAKES_NPD = 2 };
+struct Verb {
+	const char *name;
+	int (*run)(const Context &ctx, Report &report, const Args &args);
+	const char *help;       // continuation lines start with 18 spaces, under the first one's text
+	unsigned options = 0;   // VerbOption
+	bool records = false;   // the consumer check and status.json (setup and refresh)
+	bool metrics = false;   // the textfile collector's metrics
+};
+
+int run_generate_cdi_verb(const Context &ctx, Report &report, const Args &args);
+
+const Verb VERBS[] = {
+	{"setup", [](const Context &c, Report &r, const Args &) { return run_setup(c, r); },
+	 "build the driver root, write the CDI spec, verify (default)", 0, true, true},
+	{"refresh", [](const Context &c, Report &r, const Args &) { return run_refresh(c, r); },
+	 "apply host driver changes while the machine runs: wait until staging\n"
+	 "                  is quiet, then build, swap or keep the root as the kernel module allows",
+	 0, true, true},
+	{"verify", [](const Context &c, Report &r, const Args &) { return run_verify(c, r); },
+	 "check the live state without changing it", TAKES_NPD},
+	{"cleanup", [](const Context &c, Report &r, const Args &) { return run_cleanup(c, r); },
+	 "remove the CDI spec setup wrote (a machine without NVIDIA GPUs now)", 0, false, true},
+	{"generate-cdi", run_generate_cdi_verb, "print the CDI spec for the current driver root", TAKES_OUTPUT},
+};
+
+const Verb *find_verb(const std::string &name)
+{
+	for (const Verb &v : VERBS)
+		if (name == v.name)
+			return &v;
+	return nullptr;
+}
+
 void print_help()
 {
+	std::string commands;
+	for (const Verb &v : VERBS) {
+		char line[32];
+		std::snprintf(line, sizeof line, "  %-16s", v.name);
+		commands += line + std::string(v.help) + "\n";
+	}
 	std::printf("Usage: unbounded-nvidia-setup [OPTIONS] [COMMAND]\n\n"
 		    "Builds the NVIDIA driver root and CDI spec of a Kubernetes GPU machine.\n\n"
 		    "Commands:\n"
-		    "  setup           build the driver root, write the CDI spec, verify (default)\n"
-		    "  refresh         apply host driver changes while the machine runs: wait until staging\n"
-		    "                  is quiet, then build, swap or keep the root as the kernel module allows\n"
-		    "  verify          check the live state without changing it\n"
-		    "  cleanup         remove the CDI spec setup wrote (a machine without NVIDIA GPUs now)\n"
-		    "  generate-cdi    print the CDI spec for the current driver root\n\n"
+		    "%s\n"
 		    "Options:\n"
 		    "  --root DIR      take every absolute path relative to DIR (also $UNBOUNDED_NVIDIA_ROOT)\n"
 		    "  --config FILE   configuration file (default %s under the root)\n"
@@ -44,7 +83,7 @@ void print_help()
 		    "  -h --help       show this help\n"
 		    "  --version       show the version\n\n"
 		    "Exit status: 0 ready (or nothing to do), 1 not ready, 2 usage or configuration error.\n",
-		    std::string(DEFAULT_CONFIG_PATH).c_str());
+		    commands.c_str(), std::string(DEFAULT_CONFIG_PATH).c_str());
 }
 
 struct Args {
@@ -73,8 +112,7 @@ int parse_args(int argc, char **argv, Args &a)
 				return EXIT_USAGE;
 			}
 			a.command = argv[optind++];
-			if (a.command != "setup" && a.command != "refresh" && a.command != "verify" && a.command != "generate-cdi" &&
-			    a.command != "cleanup") {
+			if (!find_verb(a.command)) {
 				std::fprintf(stderr, "unbounded-nvidia-setup: unknown command '%s' (see --help)\n", a.command.c_str());
 				return EXIT_USAGE;
 			}
@@ -99,16 +137,17 @@ int parse_args(int argc, char **argv, Args &a)
 		a.command.pop_back();
 	const bool npd_known = a.npd == "ready" || a.npd == "not-ready" || a.npd == "staging-gone" ||
 			       a.npd == "staging-inconsistent" || a.npd == "pending-host-reboot" || a.npd == "gpus-missing";
-	if (!a.npd.empty() && (a.command != "verify" || a.json || !npd_known)) {
+	const Verb &verb = *find_verb(a.command);
+	if (!a.npd.empty() && (!(verb.options & TAKES_NPD) || a.json || !npd_known)) {
 		std::fprintf(stderr, "unbounded-nvidia-setup: --npd[=ready|not-ready|staging-gone|staging-inconsistent|"
 				     "pending-host-reboot|gpus-missing] applies to verify, without --json\n");
 		return EXIT_USAGE;
 	}
-	if (a.json && a.command == "generate-cdi" && a.output == "-") {
+	if (a.json && (verb.options & TAKES_OUTPUT) && a.output == "-") {
 		std::fprintf(stderr, "unbounded-nvidia-setup: generate-cdi --json needs --output FILE (stdout carries the JSON)\n");
 		return EXIT_USAGE;
 	}
-	if (a.output != "-" && a.command != "generate-cdi") {
+	if (a.output != "-" && !(verb.options & TAKES_OUTPUT)) {
 		std::fprintf(stderr, "unbounded-nvidia-setup: --output only applies to generate-cdi\n");
 		return EXIT_USAGE;
 	}
@@ -151,6 +190,23 @@ int npd_answer(const Report &report, const std::string &condition, int rc)
 	return report.outcome == condition ? 1 : 0;
 }
 
+// status.json in the run directory: the host's reconcile loop and verify read the last run's result.
+void record_status(const Context &ctx, const Report &report)
+{
+	const std::string status = std::string(RUN_DIR) + "/status.json";
+	if (auto dir = fs::open_private_dir(ctx.real(RUN_DIR), RUN_DIR); !dir)
+		log::warning(dir.error().message + ", not recording the result");
+	else if (auto w = fs::write_file_atomic_at(dir->get(), "status.json", status, report.to_json(),
+						   {.mode = 0644, .fsync = false, .skip_if_unchanged = false});
+		 !w)
+		log::warning(w.error().message + ", not recording the result");
+}
+
+int run_generate_cdi_verb(const Context &ctx, Report &report, const Args &args)
+{
+	return run_generate_cdi(ctx, report, args.output);
+}
+
 int run(int argc, char **argv)
 {
 	log::init("unbounded-nvidia-setup", /*allow_journal=*/true);
@@ -180,37 +236,21 @@ int run(int argc, char **argv)
 	}
 	ctx.config = std::move(*cfg);
 
+	const Verb &verb = *find_verb(args.command);
 	Report report;
 	report.command = args.command;
 	const auto start = std::chrono::steady_clock::now();
-	int rc = EXIT_USAGE;
-	if (args.command == "setup")
-		rc = run_setup(ctx, report);
-	else if (args.command == "refresh")
-		rc = run_refresh(ctx, report);
-	else if (args.command == "cleanup")
-		rc = run_cleanup(ctx, report);
-	else if (args.command == "verify")
-		rc = run_verify(ctx, report);
-	else if (args.command == "generate-cdi")
-		rc = run_generate_cdi(ctx, report, args.output);
+	const int rc = verb.run(ctx, report, args);
 	report.timings_ms["total"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 
-	if ((args.command == "setup" || args.command == "refresh") && report.ready() && report.outcome != "no-gpu")
-		record_consumer(ctx, report, /*verify=*/false);
-	if (args.command == "setup" || args.command == "refresh" || args.command == "cleanup")
+	if (verb.records && report.ready() && report.outcome != "no-gpu")
+		record_consumer(ctx, report, /*verify=*/false, &report.specs_in_place);
+	if (verb.metrics)
 		write_setup_metrics(ctx, report, report.timings_ms["total"].get<double>() / 1000.0);
 	// The whole run's peak, the metrics write included (a full textfile directory once set it).
 	report.details["peak_rss_kib"] = peak_rss_kib();
-	if (args.command == "setup" || args.command == "refresh") {
-		const std::string status = std::string(RUN_DIR) + "/status.json";
-		if (auto dir = fs::open_private_dir(ctx.real(RUN_DIR), RUN_DIR); !dir)
-			log::warning(dir.error().message + ", not recording the result");
-		else if (auto w = fs::write_file_atomic_at(dir->get(), "status.json", status, report.to_json(),
-							   {.mode = 0644, .fsync = false, .skip_if_unchanged = false});
-			 !w)
-			log::warning(w.error().message + ", not recording the result");
-	}
+	if (verb.records)
+		record_status(ctx, report);
 	if (!args.npd.empty())
 		return npd_answer(report, args.npd, rc);
 	if (args.json)

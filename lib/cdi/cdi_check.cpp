@@ -423,11 +423,18 @@ void check_core_mounts(const nlohmann::ordered_json &doc, const std::string &dis
 std::vector<Problem> verify_cdi_spec(const Context &ctx, const std::string &path, const std::string &driver_version,
 				     const CdiSpec *expected, const std::string &kind)
 {
+	return verify_cdi_spec(ctx, read_spec(ctx, path), driver_version, expected, kind);
+}
+
+std::vector<Problem> verify_cdi_spec(const Context &ctx, const SpecRead &file, const std::string &driver_version,
+				     const CdiSpec *expected, const std::string &kind)
+{
 	std::vector<Problem> problems;
+	const std::string &path = file.path;
 	// Our own spec may be larger than the cap on specs anyone else could write (6,000 IMEX channels
 	// are 2.1 MB): read up to what we generate, and believed only when it is byte for byte that.
 	const std::size_t cap = expected ? std::max(MAX_SPEC_BYTES, expected->yaml.size() + 1) : MAX_SPEC_BYTES;
-	auto text = fs::read_file_at(AT_FDCWD, ctx.real(path), path, cap);
+	auto text = file.bounded(cap);
 	if ((text && text->size() > MAX_SPEC_BYTES && !(expected && *text == expected->yaml)) ||
 	    (!text && text.error().errnum == EFBIG && cap > MAX_SPEC_BYTES))
 		text = fail(errno_error(EFBIG, "Refusing to parse " + path + ", it is larger than " + std::to_string(MAX_SPEC_BYTES) +
@@ -474,9 +481,15 @@ std::vector<Problem> verify_cdi_spec(const Context &ctx, const std::string &path
 
 std::vector<Problem> verify_device_plugin_spec(const Context &ctx, const std::string &path, const std::string &driver_version)
 {
+	return verify_device_plugin_spec(ctx, read_spec(ctx, path, MAX_SPEC_BYTES), driver_version);
+}
+
+std::vector<Problem> verify_device_plugin_spec(const Context &ctx, const SpecRead &file, const std::string &driver_version)
+{
 	std::vector<Problem> problems;
+	const std::string &path = file.path;
 	// Written by a pod: hostile until proven otherwise (a FIFO, a huge or deeply nested file).
-	auto text = fs::read_file_at(AT_FDCWD, ctx.real(path), path, MAX_SPEC_BYTES);
+	auto text = file.bounded(MAX_SPEC_BYTES);
 	if (!text) {
 		if (text.error().errnum != ENOENT)
 			problems.push_back(Problem{path, "Device plugin CDI spec " + path + " is unreadable: " + read_failure(text.error())});

@@ -7,6 +7,7 @@
 #include "context.hpp"
 #include "cdi_spec.hpp"
 #include "driver_root.hpp"
+#include "spec_read.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -53,9 +54,13 @@ void check_core_mounts(const nlohmann::ordered_json &doc, const std::string &dis
 // mounts and hook are checked, its device nodes were read to generate it.
 std::vector<Problem> verify_cdi_spec(const Context &ctx, const std::string &path, const std::string &driver_version,
 				     const CdiSpec *expected, const std::string &kind = CDI_KIND);
+// The same of a file read once by the caller (spec_read.hpp).
+std::vector<Problem> verify_cdi_spec(const Context &ctx, const SpecRead &file, const std::string &driver_version,
+				     const CdiSpec *expected, const std::string &kind = CDI_KIND);
 
 // The device plugin's JSON spec, when it exists.
 std::vector<Problem> verify_device_plugin_spec(const Context &ctx, const std::string &path,
 					       const std::string &driver_version);
+std::vector<Problem> verify_device_plugin_spec(const Context &ctx, const SpecRead &file, const std::string &driver_version);
 
 }  // namespace unbounded

@@ -143,13 +143,16 @@ std::optional<json> parse_spec_text(const std::string &text, const std::string &
 
 class SpecScan {
 public:
-	SpecScan(const Context &ctx, std::vector<std::string> dirs, ConsumerReport &out)
+	SpecScan(const Context &ctx, std::vector<std::string> dirs, ConsumerReport &out, const KnownSpecs *known)
 		: ctx_(ctx), dirs_(std::move(dirs)), out_(out), deadline_(Clock::now() + SCAN_BUDGET),
 		  root_(::open(ctx.root.empty() ? "/" : ctx.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC))
 	{
 		ours_.insert(normalize_run_path(ctx.config.cdi_spec));
 		for (const auto &side : side_specs(ctx.config))
 			ours_.insert(normalize_run_path(*side.path));
+		if (known)
+			for (const auto &[path, bytes] : *known)
+				known_[normalize_run_path(path)] = &bytes;
 	}
 
 	std::vector<SpecFile> specs;
@@ -242,6 +245,10 @@ private:
 		s.ours = ours_.count(normalize_run_path(s.path)) > 0;
 		if (normalize_run_path(s.path) == plugin_)
 			return;  // the device plugin's: checked on its own (check_device_plugin), of its own kind
+		if (auto k = known_.find(normalize_run_path(s.path)); s.ours && k != known_.end()) {
+			take_spec(s, parse_spec_text(*k->second, s.path, s.ours));
+			return;
+		}
 		// The CDI library follows symlinks; so do we, inside the machine root, never blocking, and
 		// only into a regular file of bounded size.
 		// A device node a privileged pod made (or a link to one) is never opened for reading: O_PATH
@@ -260,6 +267,11 @@ private:
 		auto doc = parse_spec_text(*text, s.path, s.ours);
 		text->clear();
 		text->shrink_to_fit();
+		take_spec(s, std::move(doc));
+	}
+
+	void take_spec(SpecFile &s, std::optional<json> doc)
+	{
 		if (!doc || !doc->is_object())
 			return;  // the CDI library skips it too; only a spec it reads can shadow ours
 		auto str = [&](const char *key) {
@@ -287,6 +299,7 @@ private:
 	const Clock::time_point deadline_;
 	const UniqueFd root_;
 	std::set<std::string> ours_;
+	std::map<std::string, const std::string *> known_;  // normalised path: bytes the caller holds
 	const std::string plugin_ = normalize_run_path(ctx_.config.device_plugin_spec);
 	std::uint64_t steps_ = 200000;  // path components for all the opens of one scan (ConfinedOpen::steps)
 };
@@ -469,13 +482,13 @@ std::size_t ConsumerReport::count(std::string_view check) const
 	return static_cast<std::size_t>(std::count_if(findings.begin(), findings.end(), [&](const auto &f) { return f.check == check; }));
 }
 
-ConsumerReport check_consumer(const Context &ctx)
+ConsumerReport check_consumer(const Context &ctx, const KnownSpecs *known)
 {
 	ConsumerReport out;
 	const ContainerdView view = read_containerd(ctx);
 	check_containerd(view, ctx, out);
 	// Without containerd the CDI library's defaults, which CRI-O and podman share.
-	SpecScan scan(ctx, view.found ? view.cdi_spec_dirs : std::vector<std::string>{"/etc/cdi", "/var/run/cdi"}, out);
+	SpecScan scan(ctx, view.found ? view.cdi_spec_dirs : std::vector<std::string>{"/etc/cdi", "/var/run/cdi"}, out, known);
 	DraCheck dra(ctx, scan);
 	scan.foreign = [&](const SpecFile &s, const json &doc) { dra(s, doc); };
 	scan.run();

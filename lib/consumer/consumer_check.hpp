@@ -9,6 +9,7 @@
 #include "context.hpp"
 #include "driver_root.hpp"
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -39,6 +40,10 @@ struct ConsumerReport {
 	std::size_t count(std::string_view check) const;
 };
 
-ConsumerReport check_consumer(const Context &ctx);
+// Our specs' bytes as the caller has just read or written them this run, by their configured path:
+// those are not read again (issue 35: each spec file once per run).
+using KnownSpecs = std::map<std::string, std::string>;
+
+ConsumerReport check_consumer(const Context &ctx, const KnownSpecs *known = nullptr);
 
 }  // namespace unbounded

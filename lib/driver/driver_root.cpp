@@ -366,7 +366,8 @@ struct LiveRoot {
 	std::string manifest_text;    // "" when it has no readable manifest
 };
 
-Result<LiveRoot> open_live_root(int parent_fd, const std::string &base, const RootLocation &root)
+Result<LiveRoot> open_live_root(int parent_fd, const std::string &base, const RootLocation &root,
+			       const std::optional<std::string> *known_manifest)
 {
 	if (struct stat lst{}; ::fstatat(parent_fd, base.c_str(), &lst, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(lst.st_mode) &&
 			       !S_ISLNK(lst.st_mode))
@@ -376,7 +377,9 @@ Result<LiveRoot> open_live_root(int parent_fd, const std::string &base, const Ro
 	live.fd.reset(::openat(parent_fd, base.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
 	if (!live.fd)
 		return live;
-	auto text = fs::read_file_at(live.fd.get(), MANIFEST_NAME, root.display + "/" + MANIFEST_NAME, MAX_MANIFEST_BYTES);
+	auto text = !known_manifest ? fs::read_file_at(live.fd.get(), MANIFEST_NAME, root.display + "/" + MANIFEST_NAME, MAX_MANIFEST_BYTES)
+		    : *known_manifest ? Result<std::string>(**known_manifest)
+				      : fail(Error{});
 	if (text)
 		live.manifest_text = std::move(*text);
 	else if (auto r = check_replaceable(live.fd.get(), root); !r)
@@ -486,7 +489,7 @@ Result<InstallStats> remove_stale_temp_trees(const RootLocation &root)
 }
 
 Result<InstallStats> install_driver_root(const DriverSet &driver, const Manifest &plan, const RootLocation &root,
-					std::optional<PreviousRoot> *previous)
+					std::optional<PreviousRoot> *previous, const std::optional<std::string> *known_manifest)
 {
 	InstallStats stats;
 	const std::string parent = fs::dirname(root.real), base = fs::basename(root.real);
@@ -503,7 +506,7 @@ Result<InstallStats> install_driver_root(const DriverSet &driver, const Manifest
 	const std::string prefix = temp_prefix(root.real);
 	if (auto r = remove_stale_trees(pfd->get(), prefix, parent_display, stats); !r)
 		return fail(r.error());
-	auto live = open_live_root(pfd->get(), base, root);
+	auto live = open_live_root(pfd->get(), base, root, known_manifest);
 	if (!live)
 		return fail(live.error());
 

@@ -58,8 +58,11 @@ private:
 };
 
 // Builds and swaps in the new root. With `previous`, the old tree is handed over instead of removed.
+// `known_manifest`: the live root's manifest as the caller has read it this run (nullopt: it has
+// none), so it is not read twice; null: read here.
 Result<InstallStats> install_driver_root(const DriverSet &driver, const Manifest &plan, const RootLocation &root,
-					 std::optional<PreviousRoot> *previous = nullptr);
+					 std::optional<PreviousRoot> *previous = nullptr,
+					 const std::optional<std::string> *known_manifest = nullptr);
 
 struct Problem {
 	std::string path;     // what is wrong, as operators see it

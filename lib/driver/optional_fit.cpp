@@ -115,12 +115,14 @@ std::vector<LeftOut> leave_out_all_copied(Manifest &plan, const DriverSet &drive
 	return left;
 }
 
-Reusable LiveView::reusable() const
+Reusable reusable_in(int live_fd, const Manifest *live_manifest)
 {
-	if (!fd || !manifest)
+	if (live_fd < 0 || !live_manifest)
 		return [](const ManifestEntry &) { return false; };
-	return [this](const ManifestEntry &e) { return live_file_reusable(fd.get(), manifest->find(e.path), e); };
+	return [live_fd, live_manifest](const ManifestEntry &e) { return live_file_reusable(live_fd, live_manifest->find(e.path), e); };
 }
+
+Reusable LiveView::reusable() const { return reusable_in(fd.get(), manifest ? &*manifest : nullptr); }
 
 LiveView read_live_view(const RootLocation &root)
 {

@@ -61,6 +61,10 @@ std::vector<LeftOut> leave_out_all_copied(Manifest &plan, const DriverSet &drive
 // the live root need not be read at all).
 std::uint64_t bytes_without_reuse(const Manifest &plan, std::uint64_t block);
 
+// What can be hard-linked from the live root open at `live_fd` (-1: none) with `live_manifest` (null:
+// none, and every copy counts in full).
+Reusable reusable_in(int live_fd, const Manifest *live_manifest);
+
 // The live root and its manifest, for the estimate: empty when there is none or it does not parse
 // (every copy is then counted in full).
 struct LiveView {

@@ -1,0 +1,77 @@
+// `refresh`: what unbounded-nvidia-refresh.service runs while containerd keeps running. It first
+// waits for staging to settle, runs setup's flow (setup_flow.hpp) in refresh mode, and goes again
+// when staging changed while it worked.
+#include "commands.hpp"
+
+#include "format.hpp"
+#include "ipc.hpp"
+#include "notify.hpp"
+#include "log.hpp"
+#include "setup_flow.hpp"
+#include "setup_report.hpp"
+#include "staging_quiet.hpp"
+
+#include <sys/stat.h>
+
+namespace unbounded {
+namespace {
+
+// Which IPC endpoints are there: a daemon that stops or starts while a refresh works is not seen by
+// the path unit watching its directory (systemd 252 drops its watches while the service runs).
+std::string ipc_presence(const Context &ctx)
+{
+	std::string s;
+	if (ctx.config.ipc_sockets)
+		for (const auto &e : IPC_ENDPOINTS) {
+			struct stat st{};
+			s += ::lstat(ctx.real(e.path).c_str(), &st) == 0 ? '1' : '0';
+		}
+	return s;
+}
+
+}  // namespace
+
+int run_refresh(const Context &ctx, Report &report)
+{
+	const RefreshConfig &rc = ctx.config.refresh;
+	auto run_dir = fs::open_private_dir(ctx.real(RUN_DIR), RUN_DIR);
+	if (!run_dir) {
+		report.command = "refresh";
+		return finish_failed(ctx, report, run_dir.error());
+	}
+	// Changes made while a refresh works are not seen by the path unit (systemd 252 drops its watches
+	// while the service runs): when staging changed during a pass, go again. Bounded: a host that
+	// never stops changing is left to the timer.
+	constexpr int MAX_PASSES = 3;
+	Millis settle_total{};
+	int rc_exit = EXIT_NOT_READY;
+	for (int pass = 1; pass <= MAX_PASSES; pass++) {
+		report = Report{};
+		report.command = "refresh";
+		QuietWait quiet;
+		{
+			PhaseTimer t(report, "settle");
+			notify_status("Waiting until " + ctx.config.staging + " has been quiet for " + format_duration(rc.settle_time));
+			quiet = wait_for_quiet_staging(ctx, rc.settle_time, rc.settle_limit);
+		}
+		settle_total += quiet.waited;
+		if (quiet.gave_up) {
+			const std::string w = ctx.config.staging + " was still changing after " + format_duration(rc.settle_limit) +
+					      " (refresh.settle_limit), reading it anyway";
+			warn(report, {w});
+		}
+		const std::string ipc_before = ipc_presence(ctx);
+		rc_exit = apply(ctx, report, Mode::Refresh, run_dir->get());
+		report.details["settle_waited_ms"] = settle_total.count();
+		report.details["passes"] = pass;
+		const bool ipc_changed = ipc_presence(ctx) != ipc_before;
+		if (quiet.watch.stamp() == quiet.stamp && !ipc_changed)
+			break;
+		if (pass < MAX_PASSES)
+			log::notice((ipc_changed ? std::string("An NVIDIA daemon's socket came or went") : ctx.config.staging + " changed") +
+				    " while the refresh ran, refreshing again.");
+	}
+	return rc_exit;
+}
+
+}  // namespace unbounded
