@@ -606,9 +606,7 @@ private:
 	{
 		std::string arch;
 		if (auto dir = st_.open_dir(e.tree, fs::dirname(e.rel) == "." ? "" : fs::dirname(e.rel)); dir && *dir) {
-			char buf[4096];
-			const ssize_t n = ::readlinkat(dir->get(), e.name.c_str(), buf, sizeof(buf) - 1);
-			const std::string target = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+			const std::string target = fs::read_link_at(dir->get(), e.name).value_or(std::string());
 			for (const char *triplet : DEBIAN_TRIPLETS)
 				if (target.starts_with("/etc/alternatives/") && target.ends_with(std::string("-") + triplet))
 					arch = triplet;

@@ -239,11 +239,9 @@ Result<void> check_replaceable(int dirfd, const RootLocation &root)
 				return false;
 			}
 			if (S_ISLNK(st.st_mode)) {
-				char buf[4096];
-				ssize_t len = ::readlinkat(fd, n.c_str(), buf, sizeof(buf));
-				std::string_view target(buf, len > 0 ? static_cast<std::size_t>(len) : 0);
-				const bool into_staging = target.starts_with(staging_prefix) && target.find("/../") == std::string_view::npos;
-				const bool sibling = len > 0 && target.front() != '/' && target.find("..") == std::string_view::npos;
+				const std::string target = fs::read_link_at(fd, n).value_or(std::string());
+				const bool into_staging = target.starts_with(staging_prefix) && target.find("/../") == std::string::npos;
+				const bool sibling = !target.empty() && target.front() != '/' && target.find("..") == std::string::npos;
 				if (!into_staging && !sibling) {
 					offender = fs::join(root.display, child);
 					return false;
@@ -626,13 +624,11 @@ std::vector<Problem> check_driver_tree(int root_fd, const Manifest &m, const std
 				add(p, p + " was modified after setup");
 			continue;
 		}
-		char buf[4096];
-		ssize_t n = S_ISLNK(est.st_mode) ? ::readlinkat(root_fd, e.path.c_str(), buf, sizeof(buf) - 1) : -1;
-		if (n < 0) {
+		const auto target = S_ISLNK(est.st_mode) ? fs::read_link_at(root_fd, e.path).value_or(std::string()) : std::string();
+		if (target.empty()) {  // a symlink's target is never empty
 			add(p, p + " is not a symlink");
 			continue;
 		}
-		const std::string target(buf, static_cast<std::size_t>(n));
 		if (target != e.target) {
 			add(p, p + " points to " + target + ", expected " + e.target);
 			continue;
@@ -695,19 +691,19 @@ std::vector<Problem> verify_driver_root(const RootLocation &root, Manifest *mani
 		return one(rfd.error().message);
 	// Only what setup wrote counts: a root or manifest that someone else could have written is
 	// not believed, whatever it says.
-	if (auto r = fs::check_trusted(rfd->get(), "driver root " + root.display, /*directory=*/true); !r)
-		return one(r.error().message);
 	const std::string mdisplay = root.display + "/" + MANIFEST_NAME;
-	auto mfd = fs::open_regular_at(rfd->get(), MANIFEST_NAME, mdisplay);
-	if (!mfd)
-		return {Problem{mdisplay, "Driver root has no manifest (" + mfd.error().message +
-						  "), it was not built by unbounded-nvidia-setup"}};
-	if (auto r = fs::check_trusted(mfd->get(), mdisplay, /*directory=*/false); !r)
-		return {Problem{mdisplay, r.error().message}};
-	auto text = fs::read_fd(mfd->get(), mdisplay, MAX_MANIFEST_BYTES);
-	if (!text)
-		return {Problem{mdisplay, text.error().message}};
-	if (expected && *text == expected->to_json()) {
+	auto read = fs::read_trusted_at(rfd->get(), "driver root " + root.display, MANIFEST_NAME, mdisplay, MAX_MANIFEST_BYTES);
+	if (!read) {
+		const auto &[step, error] = read.error();
+		if (step == fs::TrustedStep::Directory)
+			return one(error.message);
+		if (step == fs::TrustedStep::Open)
+			return {Problem{mdisplay, "Driver root has no manifest (" + error.message +
+							  "), it was not built by unbounded-nvidia-setup"}};
+		return {Problem{mdisplay, error.message}};
+	}
+	const std::string &text = read->text;
+	if (expected && text == expected->to_json()) {
 		auto problems = check_driver_tree(rfd->get(), *expected, root.display);
 		if (manifest_out)
 			*manifest_out = *expected;
@@ -715,7 +711,7 @@ std::vector<Problem> verify_driver_root(const RootLocation &root, Manifest *mani
 			*is_expected = true;
 		return problems;
 	}
-	auto m = Manifest::from_json(*text, mdisplay);
+	auto m = Manifest::from_json(text, mdisplay);
 	if (!m)
 		return {Problem{mdisplay, m.error().message}};
 	auto problems = check_driver_tree(rfd->get(), *m, root.display);
