@@ -161,13 +161,11 @@ HookCommands hook_commands(const std::string &real_path, const std::string &disp
 	}
 	const std::string id = identity_key(st);  // as the discovery memo keys a file
 	auto dir = fs::open_dir(run_dir);
-	if (dir && fs::check_trusted(dir->get(), run_dir, true)) {
+	if (dir) {
 		// Believed only when nobody else could have written it (as the discovery memo).
-		auto fd = fs::open_regular_at(dir->get(), MEMO, MEMO);
-		auto text = fd && fs::check_trusted(fd->get(), MEMO, false) ? fs::read_fd(fd->get(), MEMO, 64 * 1024)
-									     : Result<std::string>(fail(make_error("untrusted")));
-		if (text && check_json_bounded(*text, MEMO)) {
-			auto j = nlohmann::json::parse(*text, nullptr, false);
+		auto read = fs::read_trusted_at(dir->get(), run_dir, MEMO, MEMO, 64 * 1024);
+		if (read && check_json_bounded(read->text, MEMO)) {
+			auto j = nlohmann::json::parse(read->text, nullptr, false);
 			if (j.is_object() && j.value("identity", "") == id && j.contains("commands") && j["commands"].is_array()) {
 				for (const auto &c : j["commands"])
 					if (c.is_string() && plain_command(c.get<std::string>()))

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
-#include <climits>
 #include <cstring>
 #include <fcntl.h>
 #include <optional>
@@ -43,9 +42,7 @@ bool leads_to(int dirfd, const std::string &name, dev_t dev)
 
 std::string read_link(int dirfd, const std::string &name)
 {
-	char buf[PATH_MAX];
-	const ssize_t n = ::readlinkat(dirfd, name.c_str(), buf, sizeof(buf) - 1);
-	return n < 0 ? std::string() : std::string(buf, static_cast<std::size_t>(n));
+	return fs::read_link_at(dirfd, name).value_or(std::string());
 }
 
 // "195:0" -> 195:0; nullopt for any other name (dot-files, udev's own names).

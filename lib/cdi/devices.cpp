@@ -9,6 +9,7 @@
 #include "node_majors.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <cctype>
 #include <map>
 #include <sys/stat.h>
@@ -111,6 +112,122 @@ GpuPartition partition_gpus(std::vector<Gpu> listed, const std::function<std::op
 	return p;
 }
 
+namespace {
+
+// The control nodes (CONTROL_NODES) that are there and pass their check; the two CUDA needs are
+// warned about when missing.
+void add_control_nodes(const Context &ctx, const NodeMajors &nm, DeviceInventory &inv)
+{
+	for (const char *p : CONTROL_NODES) {
+		const std::string_view name(p);
+		const bool uvm = name.starts_with("/dev/nvidia-uvm");
+		const unsigned minor = name == "/dev/nvidiactl" ? 255 : name == "/dev/nvidia-modeset" ? 254 : name == "/dev/nvidia-uvm" ? 0 : 1;
+		const std::size_t warned = inv.warnings.size();
+		if (auto n = checked_node(ctx, p, uvm ? nm.uvm : nm.nvidia, uvm && nm.uvm_unchecked, minor,
+					  uvm ? "nvidia-uvm" : "nvidia-frontend", inv.warnings))
+			inv.control.push_back(*n);
+		else if (inv.warnings.size() == warned && (name == "/dev/nvidiactl" || name == "/dev/nvidia-uvm"))
+			inv.warnings.push_back(std::string(p) + " is missing or not a character device; CUDA needs it: bind the host's " + p +
+					       " into the machine (Bind= and DeviceAllow=, see the host recipes)");
+	}
+}
+
+// The GPUs /proc/driver/nvidia/gpus lists (open as `dirfd`), in bus order, without those the driver
+// excludes (a warning each).
+Result<std::vector<Gpu>> list_proc_gpus(const Context &ctx, int dirfd, const std::string &gpus_dir, std::vector<std::string> &warnings)
+{
+	std::vector<Gpu> listed;
+	auto names = fs::list_dir(dirfd, gpus_dir);  // sorted: fixed-width hex bus ids sort in bus order
+	if (!names)
+		return fail(names.error());
+	for (const auto &pci : *names) {
+		const std::string info_path = gpus_dir + "/" + pci + "/information";
+		auto text = fs::read_file(ctx.real(info_path), 64 * 1024);
+		if (!text)
+			return fail(text.error());
+		auto kv = parse_information(*text);
+		if (kv["GPU Excluded"] == "Yes") {
+			warnings.push_back("GPU " + pci + " is excluded by the driver, skipping it");
+			continue;
+		}
+		auto minor_it = kv.find("Device Minor");
+		if (minor_it == kv.end() || !is_minor(minor_it->second))
+			return fail(make_error("Failed to parse " + info_path + ": no valid 'Device Minor'"));
+		Gpu g;
+		g.pci = pci;
+		g.minor = static_cast<unsigned>(std::stoul(minor_it->second));
+		if (auto u = kv.find("GPU UUID"); u != kv.end() && is_complete_gpu_uuid(u->second))
+			g.uuid = u->second;
+		listed.push_back(std::move(g));
+	}
+	return listed;
+}
+
+// The minors of the GPU nodes /dev holds (/dev/nvidia<N>), in order.
+std::vector<unsigned> dev_gpu_minors(const std::vector<std::string> &dev_names)
+{
+	std::vector<unsigned> minors;
+	for (const auto &n : dev_names)
+		if (n.starts_with("nvidia") && is_minor(std::string_view(n).substr(6)))
+			minors.push_back(static_cast<unsigned>(std::stoul(n.substr(6))));
+	std::sort(minors.begin(), minors.end());
+	return minors;
+}
+
+// GPUs /proc lists without their node in this machine: not offered (a warning), or the failure
+// when no GPU is left.
+Result<void> leave_unbound(DeviceInventory &inv, std::vector<std::string> unbound, std::size_t listed_count, const std::string &gpus_dir,
+			   const std::function<std::string()> &refusals)
+{
+	std::string which;
+	for (const auto &u : unbound)
+		which += (which.empty() ? "" : ", ") + u;
+	if (inv.gpus.empty())
+		return fail(make_error("None of the " + std::to_string(listed_count) + " GPU(s) in " + gpus_dir +
+				       " has its /dev/nvidia<minor> in this machine (" + which +
+				       "): bind the host's /dev/nvidia<N> of the GPUs this machine is given" + refusals(),
+				       EXIT_NOT_READY, ENOENT));
+	inv.unbound_gpus = std::move(unbound);
+	inv.warnings.push_back(std::to_string(inv.unbound_gpus.size()) + " of the " + std::to_string(listed_count) + " GPU(s) in " +
+			       gpus_dir + " have no /dev/nvidia<minor> in this machine and are not offered (" + which +
+			       "): the host gave them to another machine, or did not bind them");
+	return {};
+}
+
+// What add_proc_gpus() works with, from enumerate_devices().
+struct ProcGpus {
+	CharMajors &majors;  // not const: add_mig_devices looks up more majors in it
+	const NodeMajors &nm;
+	int dirfd;  // /proc/driver/nvidia/gpus
+	const std::string &gpus_dir;
+	const std::function<std::optional<DeviceNode>(unsigned minor)> &gpu_node;
+	const std::function<std::string()> &refusals;
+};
+
+// The GPUs of /proc/driver/nvidia/gpus that have their node here, their DRM nodes, and their MIG devices.
+Result<void> add_proc_gpus(const Context &ctx, const ProcGpus &p, DeviceInventory &inv)
+{
+	inv.source = "proc";
+	auto proc_gpus = list_proc_gpus(ctx, p.dirfd, p.gpus_dir, inv.warnings);
+	if (!proc_gpus)
+		return fail(proc_gpus.error());
+	std::vector<Gpu> listed = std::move(*proc_gpus);
+	const std::size_t listed_count = listed.size();
+	auto parts = partition_gpus(std::move(listed), p.gpu_node);
+	inv.gpus = std::move(parts.bound);
+	for (auto &g : inv.gpus)
+		add_drm_nodes(ctx, p.nm, g, inv.warnings);
+	inv.listed_gpus = listed_count;
+	if (!parts.unbound.empty())
+		if (auto r = leave_unbound(inv, std::move(parts.unbound), listed_count, p.gpus_dir, p.refusals); !r)
+			return fail(r.error());
+	if (auto r = add_mig_devices(ctx, p.majors, inv); !r)
+		return fail(r.error());
+	return {};
+}
+
+}  // namespace
+
 Result<DeviceInventory> enumerate_devices(const Context &ctx)
 {
 	DeviceInventory inv;
@@ -127,7 +244,7 @@ Result<DeviceInventory> enumerate_devices(const Context &ctx)
 	// The GPU nodes: /dev/nvidia<N> of minor N; 254 and 255 are modeset's and the control node's.
 	// Those refused are warnings, or part of the failure when no GPU is left.
 	std::vector<std::string> refused;
-	auto gpu_node = [&](unsigned minor) -> std::optional<DeviceNode> {
+	const std::function<std::optional<DeviceNode>(unsigned minor)> gpu_node = [&](unsigned minor) -> std::optional<DeviceNode> {
 		const std::string path = "/dev/nvidia" + std::to_string(minor);
 		if (minor >= 254) {
 			if (read_device_node(ctx, path))
@@ -137,93 +254,30 @@ Result<DeviceInventory> enumerate_devices(const Context &ctx)
 		}
 		return checked_node(ctx, path, nm.nvidia, false, minor, "nvidia-frontend", refused);
 	};
-	auto refusals = [&] {
+	const std::function<std::string()> refusals = [&] {
 		std::string all;
 		for (const auto &r : refused)
 			all += "; " + r;
 		return all;
 	};
-	for (const char *p : CONTROL_NODES) {
-		const std::string_view name(p);
-		const bool uvm = name.starts_with("/dev/nvidia-uvm");
-		const unsigned minor = name == "/dev/nvidiactl" ? 255 : name == "/dev/nvidia-modeset" ? 254 : name == "/dev/nvidia-uvm" ? 0 : 1;
-		const std::size_t warned = inv.warnings.size();
-		if (auto n = checked_node(ctx, p, uvm ? nm.uvm : nm.nvidia, uvm && nm.uvm_unchecked, minor,
-					  uvm ? "nvidia-uvm" : "nvidia-frontend", inv.warnings))
-			inv.control.push_back(*n);
-		else if (inv.warnings.size() == warned && (name == "/dev/nvidiactl" || name == "/dev/nvidia-uvm"))
-			inv.warnings.push_back(std::string(p) + " is missing or not a character device; CUDA needs it: bind the host's " + p +
-					       " into the machine (Bind= and DeviceAllow=, see the host recipes)");
-	}
+	add_control_nodes(ctx, nm, inv);
 
 	const std::string gpus_dir = "/proc/driver/nvidia/gpus";
 	auto dir = fs::open_dir(ctx.real(gpus_dir));
 	if (dir) {
-		inv.source = "proc";
-		std::vector<Gpu> listed;
-		auto names = fs::list_dir(dir->get(), gpus_dir);  // sorted: fixed-width hex bus ids sort in bus order
-		if (!names)
-			return fail(names.error());
-		for (const auto &pci : *names) {
-			const std::string info_path = gpus_dir + "/" + pci + "/information";
-			auto text = fs::read_file(ctx.real(info_path), 64 * 1024);
-			if (!text)
-				return fail(text.error());
-			auto kv = parse_information(*text);
-			if (kv["GPU Excluded"] == "Yes") {
-				inv.warnings.push_back("GPU " + pci + " is excluded by the driver, skipping it");
-				continue;
-			}
-			auto minor_it = kv.find("Device Minor");
-			if (minor_it == kv.end() || !is_minor(minor_it->second))
-				return fail(make_error("Failed to parse " + info_path + ": no valid 'Device Minor'"));
-			Gpu g;
-			g.pci = pci;
-			g.minor = static_cast<unsigned>(std::stoul(minor_it->second));
-			if (auto u = kv.find("GPU UUID"); u != kv.end() && is_complete_gpu_uuid(u->second))
-				g.uuid = u->second;
-			listed.push_back(std::move(g));
-		}
-		const std::size_t listed_count = listed.size();
-		auto parts = partition_gpus(std::move(listed), gpu_node);
-		inv.gpus = std::move(parts.bound);
-		for (auto &g : inv.gpus)
-			add_drm_nodes(ctx, nm, g, inv.warnings);
-		inv.listed_gpus = listed_count;
-		if (!parts.unbound.empty()) {
-			std::string which;
-			for (const auto &u : parts.unbound)
-				which += (which.empty() ? "" : ", ") + u;
-			if (inv.gpus.empty())
-				return fail(make_error("None of the " + std::to_string(listed_count) + " GPU(s) in " + gpus_dir +
-						       " has its /dev/nvidia<minor> in this machine (" + which +
-						       "): bind the host's /dev/nvidia<N> of the GPUs this machine is given" + refusals(),
-						       EXIT_NOT_READY, ENOENT));
-			inv.unbound_gpus = std::move(parts.unbound);
-			inv.warnings.push_back(std::to_string(inv.unbound_gpus.size()) + " of the " + std::to_string(listed_count) + " GPU(s) in " +
-					       gpus_dir + " have no /dev/nvidia<minor> in this machine and are not offered (" + which +
-					       "): the host gave them to another machine, or did not bind them");
-		}
-		if (auto r = add_mig_devices(ctx, majors, inv); !r)
+		if (auto r = add_proc_gpus(ctx, ProcGpus{majors, nm, dir->get(), gpus_dir, gpu_node, refusals}, inv); !r)
 			return fail(r.error());
 	} else {
 		// No /proc/driver/nvidia here (a container without it): the GPU nodes are the inventory.
 		inv.source = "dev";
-		{
-			std::vector<unsigned> minors;
-			for (const auto &n : dev_names)
-				if (n.starts_with("nvidia") && is_minor(std::string_view(n).substr(6)))
-					minors.push_back(static_cast<unsigned>(std::stoul(n.substr(6))));
-			std::sort(minors.begin(), minors.end());
-			for (unsigned m : minors) {
-				auto node = gpu_node(m);
-				if (!node)
-					continue;
-				Gpu g;
-				g.minor = m;
-				g.nodes.push_back(*node);
-				inv.gpus.push_back(std::move(g));
-			}
+		for (unsigned m : dev_gpu_minors(dev_names)) {
+			auto node = gpu_node(m);
+			if (!node)
+				continue;
+			Gpu g;
+			g.minor = m;
+			g.nodes.push_back(*node);
+			inv.gpus.push_back(std::move(g));
 		}
 	}
 	if (inv.gpus.empty())

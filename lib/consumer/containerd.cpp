@@ -225,46 +225,34 @@ std::string normalize_run_path(std::string_view path)
 	return p;
 }
 
-ContainerdView read_containerd(const Context &ctx)
+namespace {
+
+// Whether containerd is installed, and its version when dpkg knows it.
+void find_containerd(int root, ContainerdView &view)
 {
-	ContainerdView view;
-	view.config = ctx.config.containerd_config;
-	const UniqueFd root = open_root(ctx);
-	if (!root)
-		return view;
-	if (auto pkg = dpkg_version(root.get())) {
+	if (auto pkg = dpkg_version(root)) {
 		view.found = true;
 		view.version = parse_containerd_version(pkg->version);
 		view.version_source = std::string(DPKG_STATUS) + " (" + pkg->package + " " + printable(pkg->version) + ")";
 	} else {
 		for (const char *bin : {"/usr/bin/containerd", "/usr/local/bin/containerd"}) {
 			struct stat st{};
-			if (::fstatat(root.get(), bin + 1, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+			if (::fstatat(root, bin + 1, &st, AT_SYMLINK_NOFOLLOW) == 0) {
 				view.found = true;
 				view.version_source = bin;
 				break;
 			}
 		}
 	}
-	if (!view.found)
-		return view;
-	const bool v2 = view.version && view.version->major >= 2;
-	if (view.version) {
-		view.max_cdi_version = max_cdi_version_for(*view.version);
-	} else {
-		view.warnings.push_back("containerd's version is unknown (" + view.version_source +
-					" is not in dpkg's database): which cdiVersion it accepts is not checked");
-	}
-	if (view.version && view.max_cdi_version.empty()) {
-		view.cdi_enabled = false;
-		view.cdi_enabled_from = "containerd " + view.version->text + " has no CDI support";
-		return view;
-	}
-	// The files in containerd's merge order: the main one, then its imports, breadth first.
+}
+
+// containerd's configuration files in its merge order, parsed; those that cannot be read or parsed
+// are warnings and set `unreadable` (what they say about CDI is not known).
+std::vector<std::pair<std::string, json>> read_config_files(int root, ContainerdView &view, bool &unreadable)
+{
 	std::vector<std::pair<std::string, json>> docs;
 	std::vector<std::string> pending{view.config};
 	std::set<std::string> seen;
-	bool unreadable = false;
 	while (!pending.empty()) {
 		const std::string file = pending.front();
 		pending.erase(pending.begin());
@@ -276,7 +264,7 @@ ContainerdView read_containerd(const Context &ctx)
 			unreadable = true;
 			break;
 		}
-		auto text = read_machine_file(root.get(), file, MAX_CONFIG_BYTES);
+		auto text = read_machine_file(root, file, MAX_CONFIG_BYTES);
 		if (!text) {
 			if (text.error().errnum == ENOENT && file == view.config)
 				break;  // no configuration: containerd runs on its defaults
@@ -290,36 +278,37 @@ ContainerdView read_containerd(const Context &ctx)
 			unreadable = true;
 			continue;
 		}
-		for (auto &imp : resolve_imports(root.get(), file, *doc, view.warnings))
+		for (auto &imp : resolve_imports(root, file, *doc, view.warnings))
 			pending.push_back(std::move(imp));
 		view.config_files.push_back(file);
 		docs.emplace_back(file, std::move(*doc));
 	}
-	// 1.x merges the files' `version` (the last one set wins) and reads every file's plugins by that
-	// one version; a file's plugin table replaces the whole table of an earlier one (mergeConfig), so
-	// a drop-in that sets another CRI key drops enable_cdi = true set in config.toml. 2.x migrates
-	// each file from its own version and merges plugin tables key by key.
-	long effective = 1;
-	for (const auto &[file, doc] : docs)
-		if (doc.contains("version") && doc["version"].is_number_integer() && doc["version"].get<long>() != 0)
-			effective = doc["version"].get<long>();
-	auto defaults = [&] {
-		view.cdi_enabled = v2;
-		view.cdi_enabled_from = view.version ? "default of containerd " + view.version->text : "";
-		if (!view.version)
-			view.cdi_enabled.reset();
-		view.cdi_spec_dirs = {"/etc/cdi", "/var/run/cdi"};
-		view.cdi_spec_dirs_from = "default";
-	};
-	defaults();
-	std::string table_from;  // 1.x: the last file whose CRI table stands
+	return docs;
+}
+
+// What containerd does without a CRI table that says otherwise.
+void cdi_defaults(ContainerdView &view, bool v2)
+{
+	view.cdi_enabled = v2;
+	view.cdi_enabled_from = view.version ? "default of containerd " + view.version->text : "";
+	if (!view.version)
+		view.cdi_enabled.reset();
+	view.cdi_spec_dirs = {"/etc/cdi", "/var/run/cdi"};
+	view.cdi_spec_dirs_from = "default";
+}
+
+// enable_cdi and cdi_spec_dirs from the files' CRI tables, merged as the version does (see the
+// caller); returns, for 1.x, the last file whose CRI table stands.
+std::string apply_cri_tables(const std::vector<std::pair<std::string, json>> &docs, bool v2, long effective, ContainerdView &view)
+{
+	std::string table_from;
 	for (const auto &[file, doc] : docs) {
 		const long fv = v2 ? file_version_of(doc) : effective;
 		const json *cri = cri_table(doc, v2 ? std::max(fv, 2L) : fv);
 		if (!cri)
 			continue;
 		if (!v2) {
-			defaults();
+			cdi_defaults(view, v2);
 			table_from = file;
 			if (view.version)
 				view.cdi_enabled_from = "default of containerd " + view.version->text + ", as " + file + " sets " + cri_section_name(fv) +
@@ -337,6 +326,46 @@ ContainerdView read_containerd(const Context &ctx)
 			view.cdi_spec_dirs_from = file;
 		}
 	}
+	return table_from;
+}
+
+}  // namespace
+
+ContainerdView read_containerd(const Context &ctx)
+{
+	ContainerdView view;
+	view.config = ctx.config.containerd_config;
+	const UniqueFd root = open_root(ctx);
+	if (!root)
+		return view;
+	find_containerd(root.get(), view);
+	if (!view.found)
+		return view;
+	const bool v2 = view.version && view.version->major >= 2;
+	if (view.version) {
+		view.max_cdi_version = max_cdi_version_for(*view.version);
+	} else {
+		view.warnings.push_back("containerd's version is unknown (" + view.version_source +
+					" is not in dpkg's database): which cdiVersion it accepts is not checked");
+	}
+	if (view.version && view.max_cdi_version.empty()) {
+		view.cdi_enabled = false;
+		view.cdi_enabled_from = "containerd " + view.version->text + " has no CDI support";
+		return view;
+	}
+	// The files in containerd's merge order: the main one, then its imports, breadth first.
+	bool unreadable = false;
+	const auto docs = read_config_files(root.get(), view, unreadable);
+	// 1.x merges the files' `version` (the last one set wins) and reads every file's plugins by that
+	// one version; a file's plugin table replaces the whole table of an earlier one (mergeConfig), so
+	// a drop-in that sets another CRI key drops enable_cdi = true set in config.toml. 2.x migrates
+	// each file from its own version and merges plugin tables key by key.
+	long effective = 1;
+	for (const auto &[file, doc] : docs)
+		if (doc.contains("version") && doc["version"].is_number_integer() && doc["version"].get<long>() != 0)
+			effective = doc["version"].get<long>();
+	cdi_defaults(view, v2);
+	const std::string table_from = apply_cri_tables(docs, v2, effective, view);  // 1.x: the last file whose CRI table stands
 	view.cdi_table_from = table_from;
 	if (v2)
 		view.cdi_section = "[plugins.'io.containerd.cri.v1.runtime'] (version = 3)";

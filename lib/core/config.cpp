@@ -259,28 +259,11 @@ Result<void> check_paths(const Ctx &c, const Config &cfg)
 	return {};
 }
 
-}  // namespace
-
-Result<Config> parse_config(std::string_view yaml_text, const std::string &display_path)
+// The keys of the `licensing:` section. The handlers hold references to `c` and `lic`, which
+// outlive them (parse_config's).
+std::map<std::string, Handler> licensing_handlers(const Ctx &c, LicensingConfig &lic)
 {
-	Config cfg;
-	cfg.source_file = display_path;
-	std::map<std::string, int> lines;
-	Ctx c{display_path, &lines};
-	// Limits and aliases first (an admin's typo must not cost more than a line of error).
-	if (auto r = parse_yaml_bounded(yaml_text, display_path, ParseLimits{8, 1000}); !r)
-		return fail(usage_error(r.error().message));
-	YAML::Node root;
-	try {
-		root = YAML::Load(std::string(yaml_text));
-	} catch (const YAML::Exception &e) {
-		return fail(usage_error(display_path + ":" + std::to_string(e.mark.line + 1) + ": " + printable(e.msg)));
-	}
-	if (root.IsNull())
-		return cfg;  // empty file: defaults
-
-	LicensingConfig &lic = cfg.licensing;
-	const std::map<std::string, Handler> licensing_keys = {
+	return {
 		{"source_dir", path_handler(c, lic.source_dir)},
 		{"legacy_files",
 		 [&](const YAML::Node &v, const std::string &key) -> Result<void> {
@@ -309,15 +292,13 @@ Result<Config> parse_config(std::string_view yaml_text, const std::string &displ
 			 return {};
 		 }},
 	};
+}
 
-	RefreshConfig &refresh = cfg.refresh;
-	const std::map<std::string, Handler> refresh_keys = {
-		{"settle_time", duration_handler(c, refresh.settle_time)},
-		{"settle_limit", duration_handler(c, refresh.settle_limit)},
-		{"interval", duration_handler(c, refresh.interval, Millis(10'000))},
-	};
-
-	const std::map<std::string, Handler> top_keys = {
+// The top-level keys; `licensing` and `refresh` walk their sections with the given handlers.
+std::map<std::string, Handler> top_handlers(const Ctx &c, Config &cfg, const std::map<std::string, Handler> &licensing_keys,
+					    const std::map<std::string, Handler> &refresh_keys)
+{
+	return {
 		{"enabled",
 		 [&](const YAML::Node &v, const std::string &key) -> Result<void> {
 			 auto s = scalar(c, v, key);
@@ -360,12 +341,44 @@ Result<Config> parse_config(std::string_view yaml_text, const std::string &displ
 		 }},
 		{"licensing",
 		 [&](const YAML::Node &v, const std::string &key) -> Result<void> {
-			 lic.section_present = true;
+			 cfg.licensing.section_present = true;
 			 return walk(c, v, key, licensing_keys);
 		 }},
 		{"refresh",
 		 [&](const YAML::Node &v, const std::string &key) -> Result<void> { return walk(c, v, key, refresh_keys); }},
 	};
+}
+
+}  // namespace
+
+Result<Config> parse_config(std::string_view yaml_text, const std::string &display_path)
+{
+	Config cfg;
+	cfg.source_file = display_path;
+	std::map<std::string, int> lines;
+	Ctx c{display_path, &lines};
+	// Limits and aliases first (an admin's typo must not cost more than a line of error).
+	if (auto r = parse_yaml_bounded(yaml_text, display_path, ParseLimits{8, 1000}); !r)
+		return fail(usage_error(r.error().message));
+	YAML::Node root;
+	try {
+		root = YAML::Load(std::string(yaml_text));
+	} catch (const YAML::Exception &e) {
+		return fail(usage_error(display_path + ":" + std::to_string(e.mark.line + 1) + ": " + printable(e.msg)));
+	}
+	if (root.IsNull())
+		return cfg;  // empty file: defaults
+
+	LicensingConfig &lic = cfg.licensing;
+	const std::map<std::string, Handler> licensing_keys = licensing_handlers(c, lic);
+	RefreshConfig &refresh = cfg.refresh;
+	const std::map<std::string, Handler> refresh_keys = {
+		{"settle_time", duration_handler(c, refresh.settle_time)},
+		{"settle_limit", duration_handler(c, refresh.settle_limit)},
+		{"interval", duration_handler(c, refresh.interval, Millis(10'000))},
+	};
+
+	const std::map<std::string, Handler> top_keys = top_handlers(c, cfg, licensing_keys, refresh_keys);
 
 	try {
 		if (auto r = walk(c, root, "", top_keys); !r)

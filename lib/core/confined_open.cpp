@@ -1,21 +1,18 @@
 #include "confined_open.hpp"
 
-#include "fs.hpp"
+#include "chase.hpp"
 
 #include <atomic>
 #include <cerrno>
-#include <deque>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-#include <vector>
 
 namespace unbounded {
 namespace {
 
-constexpr int MAX_SYMLINKS = 40;  // what the kernel allows
 std::atomic<bool> user_space_only{false};
 
 Result<UniqueFd> errno_result(int e, std::string_view path)
@@ -23,102 +20,38 @@ Result<UniqueFd> errno_result(int e, std::string_view path)
 	return fail(errno_error(e, "Failed to open " + std::string(path)));
 }
 
-std::deque<std::string> components(std::string_view p)
-{
-	std::deque<std::string> out;
-	for (auto &c : fs::split_path(p))
-		out.push_back(std::move(c));
-	return out;
-}
-
-// The walk openat2 would do: one component at a time with O_NOFOLLOW, symlinks read and resolved
-// against the stack of directories walked so far, never above `root`.
+// The walk openat2 would do, by the one resolver: symlinks read and resolved against the
+// directories walked so far, never above `root`; then the final open.
 Result<UniqueFd> walk(int root, std::string_view path, const ConfinedOpen &how)
 {
-	std::vector<UniqueFd> dirs;
-	dirs.emplace_back(::openat(root, ".", O_PATH | O_DIRECTORY | O_CLOEXEC));
-	if (!dirs.back())
-		return errno_result(errno, path);
-	std::deque<std::string> todo = components(path);
-	int symlinks = 0;
-	while (!todo.empty()) {
-		if (how.steps && (*how.steps)-- == 0) {
-			*how.steps = 0;
-			return errno_result(ETIMEDOUT, path);
-		}
-		const std::string c = std::move(todo.front());
-		todo.pop_front();
-		if (c == ".")
-			continue;
-		if (c == "..") {
-			if (dirs.size() > 1)
-				dirs.pop_back();
-			else if (how.confinement == Confinement::Beneath)
-				return errno_result(EXDEV, path);
-			continue;
-		}
-		const bool last = todo.empty();
-		if (!last) {
-			// Most components are directories: O_DIRECTORY says so without an fstat (a symlink
-			// fails it with ENOTDIR under O_NOFOLLOW and is looked at below), which halves the
-			// system calls of a walk through long chains.
-			UniqueFd d(::openat(dirs.back().get(), c.c_str(), O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC));
-			if (d) {
-				dirs.push_back(std::move(d));
-				continue;
-			}
-			if (errno != ENOTDIR)
-				return errno_result(errno, path);
-		}
-		UniqueFd fd(::openat(dirs.back().get(), c.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
-		if (!fd)
+	const bool path_only = (how.flags & O_PATH) && !(how.flags & ~(O_PATH | O_NOFOLLOW | O_CLOEXEC | O_DIRECTORY));
+	Chase flags = how.confinement == Confinement::Beneath ? Chase::Beneath : Chase::InRoot;
+	if (!how.follow_last)
+		flags = flags | Chase::NoFollow;
+	if (path_only)
+		flags = flags | Chase::OpenLast;  // the O_PATH fd of the inode walked to is the answer
+	auto c = chase(root, path, ChaseHow{flags, how.steps, {}});
+	if (!c)
+		return errno_result(c.error().errnum, path);
+	if (c->name.empty()) {  // "" or only "." and "..": the directory reached
+		if (how.flags & O_PATH)
+			return UniqueFd(::openat(c->dir.get(), ".", O_PATH | O_DIRECTORY | O_CLOEXEC));
+		UniqueFd f(::openat(c->dir.get(), ".", how.flags | O_CLOEXEC));
+		if (!f)
 			return errno_result(errno, path);
-		struct stat st{};
-		if (::fstat(fd.get(), &st) < 0)
-			return errno_result(errno, path);
-		if (S_ISLNK(st.st_mode) && (!last || how.follow_last)) {
-			if (++symlinks > MAX_SYMLINKS)
-				return errno_result(ELOOP, path);
-			char buf[4096];
-			ssize_t n = ::readlinkat(fd.get(), "", buf, sizeof(buf));
-			if (n < 0)
-				return errno_result(errno, path);
-			if (static_cast<std::size_t>(n) >= sizeof(buf))
-				return errno_result(ENAMETOOLONG, path);
-			const std::string_view target(buf, static_cast<std::size_t>(n));
-			if (target.starts_with('/')) {
-				if (how.confinement == Confinement::Beneath)
-					return errno_result(EXDEV, path);
-				dirs.resize(1);
-			}
-			auto more = components(target);
-			todo.insert(todo.begin(), more.begin(), more.end());
-			continue;
-		}
-		if (last) {
-			if ((how.flags & O_PATH) && !(how.flags & ~(O_PATH | O_NOFOLLOW | O_CLOEXEC | O_DIRECTORY)))
-				return fd;
-			// The final open, by name again (O_NOFOLLOW), checked to be the inode just walked to.
-			UniqueFd f(::openat(dirs.back().get(), c.c_str(), how.flags | O_NOFOLLOW | O_CLOEXEC));
-			if (!f)
-				return errno_result(errno, path);
-			struct stat again{};
-			if (::fstat(f.get(), &again) < 0)
-				return errno_result(errno, path);
-			if (again.st_dev != st.st_dev || again.st_ino != st.st_ino)
-				return errno_result(EAGAIN, path);  // replaced while we looked: the caller sees a failure
-			return f;
-		}
-		if (!S_ISDIR(st.st_mode))
-			return errno_result(ENOTDIR, path);
-		dirs.push_back(std::move(fd));
+		return f;
 	}
-	// "" or only "." and "..": the directory reached
-	if (how.flags & O_PATH)
-		return UniqueFd(::openat(dirs.back().get(), ".", O_PATH | O_DIRECTORY | O_CLOEXEC));
-	UniqueFd f(::openat(dirs.back().get(), ".", how.flags | O_CLOEXEC));
+	if (path_only)
+		return std::move(c->fd);
+	// The final open, by name again (O_NOFOLLOW), checked to be the inode just walked to.
+	UniqueFd f(::openat(c->dir.get(), c->name.c_str(), how.flags | O_NOFOLLOW | O_CLOEXEC));
 	if (!f)
 		return errno_result(errno, path);
+	struct stat again{};
+	if (::fstat(f.get(), &again) < 0)
+		return errno_result(errno, path);
+	if (again.st_dev != c->st.st_dev || again.st_ino != c->st.st_ino)
+		return errno_result(EAGAIN, path);  // replaced while we looked: the caller sees a failure
 	return f;
 }
 

@@ -6,6 +6,7 @@
 #include "unique_fd.hpp"
 
 #include <cstdint>
+#include <expected>
 #include <string>
 #include <string_view>
 #include <sys/stat.h>
@@ -56,6 +57,9 @@ Result<std::string> read_file(const std::string &path, std::size_t max_bytes = 1
 // Opens dirfd/name for reading without following a symlink and without blocking (a FIFO that a
 // container planted must not hang us), and refuses anything but a regular file.
 Result<UniqueFd> open_regular_at(int dirfd, const std::string &name, const std::string &display);
+// The target of the symlink dirfd/name ("" names dirfd itself, an O_PATH fd of the link). A target
+// that does not fit PATH_MAX fails with ENAMETOOLONG instead of being cut short.
+Result<std::string> read_link_at(int dirfd, const std::string &name, const std::string &display = {});
 const char *file_type_name(mode_t mode);  // "a FIFO", "a directory", ...
 // fstat()s an open fd and refuses anything but a regular file: "Refusing to read X, it is a FIFO, ...".
 Result<void> require_regular(int fd, const std::string &display);
@@ -64,6 +68,23 @@ Result<void> require_regular(int fd, const std::string &display);
 // writable by group or others, and (files) with a single link. What an unprivileged writer could
 // have planted or forged is refused, not believed.
 Result<void> check_trusted(int fd, const std::string &display, bool directory);
+// "Open a trusted file in a trusted directory and read it, bounded": the discovery memo, the hook
+// memo, a driver root's manifest, the last run's status. The directory passes check_trusted (skipped
+// when dir_display is empty: the caller made it with open_private_dir, which checked it); the file is
+// opened with open_regular_at (O_NOFOLLOW, O_NONBLOCK, fstat'ed regular), passes check_trusted, and is
+// read whole up to max_bytes. A failure says which of those it was, for callers that treat a missing
+// file apart from a forged one.
+enum class TrustedStep { Directory, Open, File, Read };
+struct TrustedText {
+	UniqueFd fd;  // the file, still open (its fstat is the text's)
+	std::string text;
+};
+struct TrustedFailure {
+	TrustedStep step;
+	Error error;
+};
+std::expected<TrustedText, TrustedFailure> read_trusted_at(int dirfd, const std::string &dir_display, const std::string &name,
+							   const std::string &display, std::size_t max_bytes);
 // Creates (0755) or opens the directory `path`, refusing a symlink or a directory that fails
 // check_trusted(): /run/unbounded-nvidia holds the lock, the discovery memo and status.json.
 Result<UniqueFd> open_private_dir(const std::string &path, const std::string &display, mode_t mode = 0755);

@@ -29,17 +29,15 @@ DiscoveryCache DiscoveryCache::load(int run_dir_fd, const std::string &display, 
 			*rejected = why;
 		return DiscoveryCache{};
 	};
-	auto fd = fs::open_regular_at(run_dir_fd, FILE_NAME, display);
-	if (!fd)
-		return fd.error().errnum == ENOENT ? c : reject(fd.error().message);
-	if (auto r = fs::check_trusted(fd->get(), display, /*directory=*/false); !r)
+	// run_dir_fd comes from open_private_dir, which checked the directory.
+	auto read = fs::read_trusted_at(run_dir_fd, "", FILE_NAME, display, 4u << 20);
+	if (!read)
+		return read.error().step == fs::TrustedStep::Open && read.error().error.errnum == ENOENT ? c
+												 : reject(read.error().error.message);
+	const std::string &text = read->text;
+	if (auto r = check_json_bounded(text, display, ParseLimits{8, 200000}); !r)
 		return reject(r.error().message);
-	auto text = fs::read_fd(fd->get(), display, 4u << 20);
-	if (!text)
-		return reject(text.error().message);
-	if (auto r = check_json_bounded(*text, display, ParseLimits{8, 200000}); !r)
-		return reject(r.error().message);
-	auto j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+	auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
 	if (j.is_discarded() || !j.is_object() || j.value("format", 0) != FORMAT)
 		return reject(display + " has an unknown format");
 	try {

@@ -5,6 +5,7 @@
 // (the kernel module's) is the caller's decision (refresh_policy.hpp).
 #pragma once
 
+#include "driver_version.hpp"
 #include "error.hpp"
 #include "staging.hpp"
 
@@ -43,17 +44,8 @@ inline constexpr const char *HELPER_BINARIES[] = {
 	"nvidia-smi", "nvidia-debugdump", "nvidia-persistenced", "nvidia-cuda-mps-control", "nvidia-cuda-mps-server",
 };
 
-// "535.104.05" from "libcuda.so.535.104.05" with prefix "libcuda.so."; nullopt when the rest is not a
-// driver version (two or three dot-separated numbers).
-std::optional<std::string> version_suffix(std::string_view name, std::string_view prefix);
-bool is_driver_version(std::string_view v);   // 2 or 3 numbers, the first of at least 3 digits
-bool is_library_version(std::string_view v);  // 2 or 3 numbers ("1.1.9")
 // Version-independent pre-filter applied while listing a staging directory.
 bool could_be_driver_file(std::string_view name);
-// Kernel module version from the text of /proc/driver/nvidia/version.
-std::optional<std::string> parse_proc_version(std::string_view text);
-// -1/0/1 comparing dotted numeric versions.
-int compare_versions(std::string_view a, std::string_view b);
 
 struct DiscoveryInput {
 	const Staging *staging = nullptr;

@@ -68,6 +68,73 @@ Error bad(const std::string &display, const char *why)
 	return make_error("Failed to parse " + display + ": " + why, EXIT_NOT_READY, ENOEXEC);
 }
 
+// What the dynamic section says, up to its DT_NULL: where the string table is, and the string
+// offsets of DT_SONAME and of the first MAX_NEEDED DT_NEEDED entries.
+struct DynFacts {
+	std::uint64_t strtab_vaddr = 0, strsz = 0, soname_off = 0;
+	bool have_soname = false, have_strtab = false;
+	std::vector<std::uint64_t> needed_offs;
+};
+
+template <typename Dyn> DynFacts dyn_facts(const std::vector<Dyn> &dyns)
+{
+	DynFacts f;
+	for (const auto &d : dyns) {
+		if (d.d_tag == DT_NULL)
+			break;
+		if (d.d_tag == DT_STRTAB) {
+			f.strtab_vaddr = d.d_un.d_ptr;
+			f.have_strtab = true;
+		} else if (d.d_tag == DT_STRSZ) {
+			f.strsz = d.d_un.d_val;
+		} else if (d.d_tag == DT_SONAME) {
+			f.soname_off = d.d_un.d_val;
+			f.have_soname = true;
+		} else if (d.d_tag == DT_NEEDED && f.needed_offs.size() < MAX_NEEDED) {
+			f.needed_offs.push_back(d.d_un.d_val);
+		}
+	}
+	return f;
+}
+
+// A virtual address as a file offset, through the PT_LOAD covering it; nullopt when none does.
+template <typename Phdr>
+std::optional<std::uint64_t> file_offset_of(const std::vector<Phdr> &ph, std::uint64_t vaddr, std::uint64_t file_size)
+{
+	for (const auto &p : ph)
+		if (p.p_type == PT_LOAD && vaddr >= p.p_vaddr && vaddr - p.p_vaddr < p.p_filesz && p.p_offset <= file_size &&
+		    vaddr - p.p_vaddr <= file_size - p.p_offset)
+			return vaddr - p.p_vaddr + p.p_offset;
+	return std::nullopt;
+}
+
+// The NUL-terminated string at `off` in the string table at file offset `strtab_off` (at most
+// 4 KiB of it is kept), read in small chunks.
+Result<std::string> read_strtab_string(const Reader &rd, const std::string &display, std::uint64_t file_size, std::uint64_t strtab_off,
+				       std::uint64_t off)
+{
+	if (off > file_size - strtab_off)  // strtab_off <= file_size (file_offset_of)
+		return fail(bad(display, "truncated ELF file (string table)"));
+	std::uint64_t pos = strtab_off + off;
+	std::string name;
+	char buf[256];
+	while (name.size() < 4096) {
+		if (pos >= file_size)
+			return fail(bad(display, "truncated ELF file (string table)"));
+		std::size_t chunk = static_cast<std::size_t>(std::min<std::uint64_t>(sizeof(buf), file_size - pos));
+		if (auto r = rd.read(buf, chunk, pos); !r)
+			return fail(r.error());
+		const void *nul = std::memchr(buf, '\0', chunk);
+		if (nul) {
+			name.append(buf, static_cast<const char *>(nul) - buf);
+			break;
+		}
+		name.append(buf, chunk);
+		pos += chunk;
+	}
+	return name;
+}
+
 // The parsing is written once for both classes; Ehdr/Phdr/Dyn are the class-specific structs.
 template <typename Ehdr, typename Phdr, typename Dyn>
 Result<Info> parse(const Reader &rd, const std::string &display, std::uint64_t file_size)
@@ -101,65 +168,22 @@ Result<Info> parse(const Reader &rd, const std::string &display, std::uint64_t f
 	if (auto r = rd.read(dyns.data(), dyns.size() * sizeof(Dyn), dyn->p_offset); !r)
 		return fail(r.error());
 
-	std::uint64_t strtab_vaddr = 0, strsz = 0, soname_off = 0;
-	bool have_soname = false, have_strtab = false;
-	std::vector<std::uint64_t> needed_offs;
-	for (const auto &d : dyns) {
-		if (d.d_tag == DT_NULL)
-			break;
-		if (d.d_tag == DT_STRTAB) {
-			strtab_vaddr = d.d_un.d_ptr;
-			have_strtab = true;
-		} else if (d.d_tag == DT_STRSZ) {
-			strsz = d.d_un.d_val;
-		} else if (d.d_tag == DT_SONAME) {
-			soname_off = d.d_un.d_val;
-			have_soname = true;
-		} else if (d.d_tag == DT_NEEDED && needed_offs.size() < MAX_NEEDED) {
-			needed_offs.push_back(d.d_un.d_val);
-		}
-	}
+	const DynFacts df = dyn_facts(dyns);
+	const std::uint64_t strtab_vaddr = df.strtab_vaddr, strsz = df.strsz, soname_off = df.soname_off;
+	const bool have_soname = df.have_soname, have_strtab = df.have_strtab;
+	const std::vector<std::uint64_t> &needed_offs = df.needed_offs;
 	if (!have_soname && needed_offs.empty())
 		return info;
 	if (!have_strtab || (have_soname && soname_off >= strsz))
 		return fail(bad(display, "DT_SONAME outside the string table"));
 
 	// DT_STRTAB is a virtual address: map it to a file offset through the PT_LOAD covering it.
-	std::uint64_t strtab_off = 0;
-	bool mapped = false;
-	for (const auto &p : ph) {
-		if (p.p_type == PT_LOAD && strtab_vaddr >= p.p_vaddr && strtab_vaddr - p.p_vaddr < p.p_filesz &&
-		    p.p_offset <= file_size && strtab_vaddr - p.p_vaddr <= file_size - p.p_offset) {
-			strtab_off = strtab_vaddr - p.p_vaddr + p.p_offset;
-			mapped = true;
-			break;
-		}
-	}
+	const auto mapped = file_offset_of(ph, strtab_vaddr, file_size);
 	if (!mapped)
 		return fail(bad(display, "DT_STRTAB not in a loadable segment"));
+	const std::uint64_t strtab_off = *mapped;
 
-	auto read_string = [&](std::uint64_t off) -> Result<std::string> {
-		if (off > file_size - strtab_off)  // strtab_off <= file_size (above)
-			return fail(bad(display, "truncated ELF file (string table)"));
-		std::uint64_t pos = strtab_off + off;
-		std::string name;
-		char buf[256];
-		while (name.size() < 4096) {
-			if (pos >= file_size)
-				return fail(bad(display, "truncated ELF file (string table)"));
-			std::size_t chunk = static_cast<std::size_t>(std::min<std::uint64_t>(sizeof(buf), file_size - pos));
-			if (auto r = rd.read(buf, chunk, pos); !r)
-				return fail(r.error());
-			const void *nul = std::memchr(buf, '\0', chunk);
-			if (nul) {
-				name.append(buf, static_cast<const char *>(nul) - buf);
-				break;
-			}
-			name.append(buf, chunk);
-			pos += chunk;
-		}
-		return name;
-	};
+	auto read_string = [&](std::uint64_t off) { return read_strtab_string(rd, display, file_size, strtab_off, off); };
 	if (have_soname) {
 		auto name = read_string(soname_off);
 		if (!name)

@@ -1,5 +1,6 @@
 #include "staging.hpp"
 
+#include "chase.hpp"
 #include "format.hpp"
 #include "fs.hpp"
 #include "mounts.hpp"
@@ -7,14 +8,11 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <deque>
 #include <fcntl.h>
 #include <set>
 #include <unistd.h>
 
 namespace unbounded {
-
-static constexpr int MAX_SYMLINK_HOPS = 40;  // what the kernel allows (ELOOP beyond)
 
 static std::string join_comps(const std::vector<std::string> &comps)
 {
@@ -89,26 +87,13 @@ Result<Staging> Staging::from_dirs(const std::vector<std::pair<std::string, std:
 }
 
 // True when tree/comps exists without crossing any symlink (used to probe suffix candidates, so the
-// probe itself can never be led outside the tree).
+// probe itself can never be led outside the tree). The last component may be a symlink itself.
 bool Staging::exists_plain(std::size_t tree, const std::vector<std::string> &comps) const
 {
-	UniqueFd cur(::fcntl(trees_[tree].fd.get(), F_DUPFD_CLOEXEC, 3));
-	for (std::size_t i = 0; i < comps.size(); i++) {
-		if (comps[i] == "..")
-			return false;
-		struct stat st{};
-		if (::fstatat(cur.get(), comps[i].c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0)
-			return false;
-		if (i + 1 == comps.size())
-			return true;
-		if (!S_ISDIR(st.st_mode))
-			return false;
-		int fd = ::openat(cur.get(), comps[i].c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd < 0)
-			return false;
-		cur.reset(fd);
-	}
-	return !comps.empty();
+	if (comps.empty() || std::find(comps.begin(), comps.end(), "..") != comps.end())
+		return false;
+	return chase(trees_[tree].fd.get(), join_comps(comps), ChaseHow{Chase::Beneath | Chase::NoSymlinks | Chase::NoFollow, nullptr, {}})
+		.has_value();
 }
 
 std::string bind_hint(std::string_view target)
@@ -181,102 +166,57 @@ Result<std::pair<std::size_t, std::string>> Staging::map_absolute(std::size_t fr
 					       ", outside the staging mounts: " + bind_hint(target) + ")"));
 }
 
+namespace {
+
+// The messages resolve() has always given, from where the one resolver stopped.
+Error resolve_error(const ChaseError &e, const std::string &start_display, const std::string &tree_display)
+{
+	const std::string here = fs::join(tree_display, e.at);
+	switch (e.step) {
+	case ChaseStep::Hook: return e.error;
+	case ChaseStep::ReadLink: return errno_error(e.errnum, "Failed to read symlink " + here);
+	case ChaseStep::Walk:
+		if (e.symlinks > 0)
+			return errno_error(e.errnum, "Failed to resolve " + start_display + " (dangling symlink, " + here + " is missing)");
+		return errno_error(e.errnum, "Failed to resolve " + start_display);
+	default: return errno_error(e.errnum, "Failed to resolve " + start_display);
+	}
+}
+
+}  // namespace
+
 Result<ResolvedFile> Staging::resolve(std::size_t tree, std::string_view rel) const
 {
 	const std::string start_display = fs::join(trees_.at(tree).display, rel);
-	std::deque<std::string> todo;
-	for (auto &c : fs::split_path(rel))
-		todo.push_back(std::move(c));
-	std::vector<std::string> comps;  // canonical directory we are in, relative to the tree
-	UniqueFd cur(::fcntl(trees_[tree].fd.get(), F_DUPFD_CLOEXEC, 3));
-	if (!cur)
-		return fail(last_errno_error("Failed to duplicate fd of " + trees_[tree].display));
-	int hops = 0;
 	std::vector<std::string> via;
 	std::set<std::pair<std::size_t, std::string>> visited;  // the links passed, (tree, path in it)
-
-	auto reopen = [&]() -> Result<void> {
-		UniqueFd d(::fcntl(trees_[tree].fd.get(), F_DUPFD_CLOEXEC, 3));
-		for (const auto &c : comps) {
-			int fd = ::openat(d.get(), c.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (fd < 0)
-				return fail(last_errno_error("Failed to resolve " + start_display));
-			d.reset(fd);
-		}
-		cur = std::move(d);
-		return {};
+	ChaseHow how;  // InRoot: ".." stops at the tree root, like RESOLVE_IN_ROOT
+	// An absolute target names a host path: it continues in the tree that holds it.
+	how.on_symlink = [&](const std::string &link, const std::string &target) -> Result<std::optional<ChaseJump>> {
+		visited.emplace(tree, link);
+		if (!target.starts_with('/'))
+			return std::nullopt;
+		via.push_back(target);
+		auto mapped = map_absolute(tree, target, fs::join(trees_[tree].display, link), start_display, visited);
+		if (!mapped)
+			return fail(mapped.error());
+		tree = mapped->first;
+		return ChaseJump{trees_[tree].fd.get(), std::move(mapped->second)};
 	};
-
-	while (!todo.empty()) {
-		std::string c = std::move(todo.front());
-		todo.pop_front();
-		if (c == ".")
-			continue;
-		if (c == "..") {
-			if (!comps.empty()) {  // clamp at the tree root, like RESOLVE_IN_ROOT
-				comps.pop_back();
-				if (auto r = reopen(); !r)
-					return fail(r.error());
-			}
-			continue;
-		}
-		struct stat st{};
-		const std::string here = fs::join(fs::join(trees_[tree].display, join_comps(comps)), c);
-		if (::fstatat(cur.get(), c.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0) {
-			if (hops > 0)
-				return fail(last_errno_error("Failed to resolve " + start_display + " (dangling symlink, " +
-							     here + " is missing)"));
-			return fail(last_errno_error("Failed to resolve " + start_display));
-		}
-		if (S_ISLNK(st.st_mode)) {
-			if (++hops > MAX_SYMLINK_HOPS)
-				return fail(errno_error(ELOOP, "Failed to resolve " + start_display));
-			char buf[4096];
-			ssize_t n = ::readlinkat(cur.get(), c.c_str(), buf, sizeof(buf) - 1);
-			if (n < 0)
-				return fail(last_errno_error("Failed to read symlink " + here));
-			std::string target(buf, static_cast<std::size_t>(n));
-			std::vector<std::string> tcomps;
-			visited.emplace(tree, fs::join(join_comps(comps), c));
-			if (!target.empty() && target.front() == '/') {
-				via.push_back(target);
-				auto mapped = map_absolute(tree, target, here, start_display, visited);
-				if (!mapped)
-					return fail(mapped.error());
-				tree = mapped->first;
-				comps.clear();
-				if (auto r = reopen(); !r)
-					return fail(r.error());
-				tcomps = fs::split_path(mapped->second);
-			} else {
-				tcomps = fs::split_path(target);
-			}
-			todo.insert(todo.begin(), tcomps.begin(), tcomps.end());
-			continue;
-		}
-		const bool last = std::all_of(todo.begin(), todo.end(), [](const std::string &s) { return s == "."; });
-		if (S_ISDIR(st.st_mode) && !last) {
-			int fd = ::openat(cur.get(), c.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (fd < 0)
-				return fail(last_errno_error("Failed to open " + here));
-			cur.reset(fd);
-			comps.push_back(std::move(c));
-			continue;
-		}
-		if (!last)
-			return fail(errno_error(ENOTDIR, "Failed to resolve " + start_display));
-		ResolvedFile f;
-		f.tree = tree;
-		comps.push_back(c);
-		f.rel = join_comps(comps);
-		f.display = fs::join(trees_[tree].display, f.rel);
-		f.dir = std::move(cur);
-		f.name = std::move(c);
-		f.st = st;
-		f.via = std::move(via);
-		return f;
-	}
-	return fail(errno_error(EISDIR, "Failed to resolve " + start_display));
+	auto c = chase(trees_[tree].fd.get(), rel, how);
+	if (!c)
+		return fail(resolve_error(c.error(), start_display, trees_[tree].display));
+	if (c->name.empty())
+		return fail(errno_error(EISDIR, "Failed to resolve " + start_display));
+	ResolvedFile f;
+	f.tree = tree;
+	f.rel = std::move(c->rel);
+	f.display = fs::join(trees_[tree].display, f.rel);
+	f.dir = std::move(c->dir);
+	f.name = std::move(c->name);
+	f.st = c->st;
+	f.via = std::move(via);
+	return f;
 }
 
 Result<UniqueFd> Staging::open_regular(const ResolvedFile &f) const

@@ -13,6 +13,37 @@ bool decides(const GriddLine &line)
 	return kind == GriddLineMeaning::Kind::Acquired || kind == GriddLineMeaning::Kind::NotLicensed;
 }
 
+// Pass 2, oldest first, from what the memo covers (its entry may be gone: rotated or vacuumed) or
+// from the run's first entry, up to where pass 1 stopped (`oldest_read`). Returns the cursor of the
+// last entry taken when the cap ran out first, nullopt when it got there.
+Result<std::optional<std::string>> read_forward(GriddJournalSource &journal, const std::optional<GriddJournalMemo> &memo,
+						std::size_t cap, const std::string &oldest_read, LicenseObservation &o,
+						GriddJournalRead &r)
+{
+	auto resumed = memo ? journal.seek_cursor(memo->cursor) : Result<bool>(false);
+	if (!resumed)
+		return fail(resumed.error());
+	// A memo whose entry is gone still holds: the journal drops its oldest entries first, so all
+	// that is left is newer than what the memo covered.
+	if (memo)
+		o = memo->derived;
+	if (!*resumed)
+		if (auto s = journal.seek_head(); !s)
+			return fail(s.error());
+	std::string last = *resumed ? memo->cursor : std::string();
+	for (std::size_t n = 0; n < cap; n++) {
+		auto e = journal.next();
+		if (!e)
+			return fail(e.error());
+		if (!*e || (*e)->cursor == oldest_read)
+			return std::optional<std::string>();
+		r.entries++;
+		take_gridd_line(o, (*e)->line);
+		last = (*e)->cursor;
+	}
+	return std::optional<std::string>(std::move(last));
+}
+
 }  // namespace
 
 Result<GriddJournalRead> read_gridd_license(GriddJournalSource &journal, const std::optional<GriddJournalMemo> &memo,
@@ -60,36 +91,14 @@ Result<GriddJournalRead> read_gridd_license(GriddJournalSource &journal, const s
 		}
 	}
 	if (!covered) {
-		// Pass 2, oldest first, from what the memo covers (its entry may be gone: rotated or vacuumed)
-		// or from the run's first entry, up to where pass 1 stopped.
-		auto resumed = memo ? journal.seek_cursor(memo->cursor) : Result<bool>(false);
-		if (!resumed)
-			return fail(resumed.error());
-		// A memo whose entry is gone still holds: the journal drops its oldest entries first, so all
-		// that is left is newer than what the memo covered.
-		if (memo)
-			o = memo->derived;
-		if (!*resumed)
-			if (auto s = journal.seek_head(); !s)
-				return fail(s.error());
-		std::string last = *resumed ? memo->cursor : std::string();
-		for (std::size_t n = 0; n < cap && !covered; n++) {
-			auto e = journal.next();
-			if (!e)
-				return fail(e.error());
-			if (!*e || (*e)->cursor == oldest_read) {
-				covered = true;
-				break;
-			}
-			r.entries++;
-			take_gridd_line(o, (*e)->line);
-			last = (*e)->cursor;
-		}
-		if (!covered) {
-			// Still behind: the state as of `last`, the rest on the next run.
+		auto behind = read_forward(journal, memo, cap, oldest_read, o, r);
+		if (!behind)
+			return fail(behind.error());
+		if (*behind) {
+			// Still behind: the state as of the last entry read, the rest on the next run.
 			r.complete = false;
 			r.observation = o;
-			r.cursor = last;
+			r.cursor = std::move(**behind);
 			return r;
 		}
 	}

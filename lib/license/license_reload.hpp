@@ -7,6 +7,7 @@
 
 #include "context.hpp"
 #include "error.hpp"
+#include "license_set.hpp"
 #include "unit_manager.hpp"
 
 #include <cstdint>
@@ -18,25 +19,6 @@
 #include <vector>
 
 namespace unbounded {
-
-// The licensing files: the name in the source directory, the installed path, its mode.
-struct LicenseItem {
-	std::string name;     // "gridd.conf"
-	std::string target;   // "/etc/nvidia/gridd.conf"
-	unsigned mode;        // 0644, 0600 for the token
-	std::string legacy;   // per-file fallback source
-};
-std::vector<LicenseItem> license_items(const LicensingConfig &lic);
-
-// One complete set of licensing file contents, by item name.
-struct LicenseSet {
-	std::map<std::string, std::string> files;
-	bool operator==(const LicenseSet &) const = default;
-	bool empty() const { return files.empty(); }
-	std::string serialize() const;
-	static std::optional<LicenseSet> parse(std::string_view text);
-	std::string names() const;  // "gridd.conf, client_configuration_token.tok" for log lines
-};
 
 // What the reloader needs from the world besides files and units; tests replace them.
 struct ReloadSeams {
@@ -96,7 +78,10 @@ private:
 	Result<bool> check_boot_install(ReloadReport &report);
 	Result<void> roll_back(ReloadReport &report, const LicenseSet &good, const LicenseSet &bad);
 	Result<bool> prepare(ReloadReport &report) const;
+	Result<void> install_for_restart(const LicenseSet &latest, const LicenseSet &running) const;
 	Result<bool> apply_set(ReloadReport &report, const LicenseSet &latest, const LicenseSet &running);
+	enum class Round { Done, Again };
+	Result<Round> run_round(ReloadReport &report, unsigned round, bool decided);
 	Result<void> known_bad(ReloadReport &report, const LicenseSet &source, const std::optional<LicenseSet> &applied, bool unverified,
 			       bool set_outcome);
 	bool sleep_jitter(ReloadReport &report, const LicenseSet &source, bool unverified);

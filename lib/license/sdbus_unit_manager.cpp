@@ -107,23 +107,7 @@ public:
 		s.send_sigkill = sigkill != 0;
 		s.kill_signal = kill_signal;
 		// Which run it is and since when: the license state is read from this run's journal only.
-		{
-			BusError err;
-			sd_bus_message *reply = nullptr;
-			int r = sd_bus_get_property(bus_.get(), DEST, path->c_str(), "org.freedesktop.systemd1.Unit", "InvocationID", err.get(),
-						    &reply, "ay");
-			Message m(reply);
-			const void *bytes = nullptr;
-			size_t n = 0;
-			if (r >= 0 && sd_bus_message_read_array(m.get(), 'y', &bytes, &n) >= 0 && n == 16) {
-				static constexpr char hex[] = "0123456789abcdef";
-				for (size_t i = 0; i < n; i++) {
-					const auto b = static_cast<const unsigned char *>(bytes)[i];
-					s.invocation_id += hex[b >> 4];
-					s.invocation_id += hex[b & 15];
-				}
-			}
-		}
+		s.invocation_id = invocation_id(*path);
 		{
 			BusError err;
 			sd_bus_message *reply = nullptr;
@@ -134,6 +118,28 @@ public:
 				sd_bus_message_read_basic(m.get(), 't', &s.active_enter_usec);
 		}
 		return s;
+	}
+
+	// The unit's InvocationID as 32 hex digits, "" when it has none (or the manager does not say).
+	std::string invocation_id(const std::string &path)
+	{
+		BusError err;
+		sd_bus_message *reply = nullptr;
+		int r = sd_bus_get_property(bus_.get(), DEST, path.c_str(), "org.freedesktop.systemd1.Unit", "InvocationID", err.get(),
+					    &reply, "ay");
+		Message m(reply);
+		const void *bytes = nullptr;
+		size_t n = 0;
+		std::string id;
+		if (r >= 0 && sd_bus_message_read_array(m.get(), 'y', &bytes, &n) >= 0 && n == 16) {
+			static constexpr char hex[] = "0123456789abcdef";
+			for (size_t i = 0; i < n; i++) {
+				const auto b = static_cast<const unsigned char *>(bytes)[i];
+				id += hex[b >> 4];
+				id += hex[b & 15];
+			}
+		}
+		return id;
 	}
 
 	Result<bool> system_stopping() override

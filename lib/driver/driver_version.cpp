@@ -1,0 +1,90 @@
+// Driver versions: what one looks like in a file name and in /proc/driver/nvidia/version, and their order.
+#include "driver_version.hpp"
+
+#include "format.hpp"
+
+#include <cctype>
+
+namespace unbounded {
+
+bool is_library_version(std::string_view v)
+{
+	std::size_t parts = 0;
+	while (true) {
+		auto dot = v.find('.');
+		std::string_view part = v.substr(0, dot);
+		if (!all_digits(part) || part.size() > 6)
+			return false;
+		parts++;
+		if (dot == std::string_view::npos)
+			break;
+		v.remove_prefix(dot + 1);
+	}
+	return parts >= 2 && parts <= 3;
+}
+
+bool is_driver_version(std::string_view v)
+{
+	// NVIDIA driver branches have had three-digit majors for over a decade (R300 onwards); requiring
+	// one keeps libfoo.so.1.2.13 of a host lib dir from ever looking like a driver file.
+	return is_library_version(v) && v.find('.') >= 3;
+}
+
+std::optional<std::string> version_suffix(std::string_view name, std::string_view prefix)
+{
+	if (!name.starts_with(prefix))
+		return std::nullopt;
+	std::string_view v = name.substr(prefix.size());
+	if (!is_driver_version(v))
+		return std::nullopt;
+	return std::string(v);
+}
+
+std::optional<std::string> parse_proc_version(std::string_view text)
+{
+	// "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023"
+	// "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.86.10  Release Build  (...)"
+	auto line_end = text.find('\n');
+	std::string_view line = text.substr(0, line_end);
+	if (!line.starts_with("NVRM version:"))
+		return std::nullopt;
+	auto km = line.find("Kernel Module");
+	if (km == std::string_view::npos)
+		return std::nullopt;
+	std::string_view rest = line.substr(km);
+	std::size_t i = 0;
+	while (i < rest.size()) {
+		while (i < rest.size() && rest[i] == ' ')
+			i++;
+		std::size_t j = rest.find(' ', i);
+		std::string_view tok = rest.substr(i, j == std::string_view::npos ? std::string_view::npos : j - i);
+		if (is_driver_version(tok))
+			return std::string(tok);
+		if (j == std::string_view::npos)
+			break;
+		i = j;
+	}
+	return std::nullopt;
+}
+
+int compare_versions(std::string_view a, std::string_view b)
+{
+	auto next = [](std::string_view &s) -> long {
+		auto dot = s.find('.');
+		std::string_view p = s.substr(0, dot);
+		s = dot == std::string_view::npos ? std::string_view() : s.substr(dot + 1);
+		long v = 0;
+		for (char c : p)
+			if (std::isdigit(static_cast<unsigned char>(c)))
+				v = v * 10 + (c - '0');
+		return v;
+	};
+	while (!a.empty() || !b.empty()) {
+		long x = next(a), y = next(b);
+		if (x != y)
+			return x < y ? -1 : 1;
+	}
+	return 0;
+}
+
+}  // namespace unbounded
