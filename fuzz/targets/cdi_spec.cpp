@@ -1,7 +1,8 @@
 // A CDI spec in /etc/cdi or /var/run/cdi (ours read back, or anyone's: a pod can write /var/run/cdi),
 // through verify's reader: the file under a fake root, capped at MAX_SPEC_BYTES, parsed (YAML, JSON
-// being YAML) with limits, structure-checked. Contract: a spec over the cap is one problem, every problem is one
-// printable line; a document that parses round-trips through its JSON form to the same value.
+// being YAML) with limits, structure-checked. Contract: a spec over the cap is one problem; every
+// problem is one printable line; a document that parses round-trips through its JSON form to the
+// same value.
 #define FUZZ_NAME "cdi_spec"
 #include "fuzz_target.hpp"
 

@@ -1,6 +1,7 @@
 // The JSON spec the NVIDIA device plugin (and the DRA driver) write into /var/run/cdi, from a pod:
 // read capped at MAX_SPEC_BYTES, checked without building first (check_json_bounded), structure,
-// core mounts and host paths under a fake root. Contract: a spec over the cap is one problem; every problem is one printable line.
+// core mounts and host paths under a fake root. Contract: a spec over the cap is one problem;
+// every problem is one printable line.
 #define FUZZ_NAME "device_plugin_spec"
 #include "fuzz_target.hpp"
 

@@ -30,7 +30,8 @@ FUZZ_TARGET
 	for (const auto &w : last->warnings)
 		FUZZ_REQUIRE(is_printable(w) && w.find('\n') == std::string::npos, w);
 
-	const std::string once = nlohmann::ordered_json{{"command", last->command}, {"outcome", last->outcome}, {"warnings", last->warnings}}.dump();
+	const nlohmann::ordered_json written{{"command", last->command}, {"outcome", last->outcome}, {"warnings", last->warnings}};
+	const std::string once = written.dump();
 	auto again = parse_last_run(once, DISPLAY);
 	FUZZ_REQUIRE(again.has_value(), once);
 	FUZZ_REQUIRE(again->command == last->command && again->outcome == last->outcome && again->warnings == last->warnings, once);
