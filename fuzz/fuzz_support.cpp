@@ -1,10 +1,12 @@
 #include "fuzz_target.hpp"
 
 #include "bounded_parse.hpp"
+#include "context.hpp"
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -100,6 +102,35 @@ void write_file(const std::string &path, std::string_view data)
 		std::fprintf(stderr, "Failed to write %s\n", path.c_str());
 		std::abort();
 	}
+}
+
+const Context &machine_context(const char *target, std::initializer_list<const char *> dirs)
+{
+	static std::map<std::string, Context> machines;  // nodes: references stay valid
+	auto [it, made] = machines.try_emplace(target);
+	if (made) {
+		it->second.root = scratch() + "/" + target + "/root";
+		reset_dir(it->second.root);
+		for (const char *d : dirs)
+			reset_dir(it->second.root + "/" + d);
+	}
+	return it->second;
+}
+
+bool over_cap_wanted(std::string_view text, bool &checked_once)
+{
+	const bool first = !checked_once;
+	checked_once = true;
+	return first || (!text.empty() && text.back() == OVER_CAP_FLAG);
+}
+
+std::string over_cap(std::string_view text, std::size_t cap, char fill)
+{
+	if (!text.empty() && text.back() == OVER_CAP_FLAG)
+		text.remove_suffix(1);
+	std::string out(text.substr(0, cap + 1));
+	out.resize(cap + 1, fill);
+	return out;
 }
 
 }  // namespace unbounded::fuzz

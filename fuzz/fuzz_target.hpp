@@ -6,8 +6,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
+
+namespace unbounded {
+struct Context;
+}
 
 namespace unbounded::fuzz {
 
@@ -33,6 +38,21 @@ void reset_dir(const std::string &dir);
 void write_file(const std::string &path, std::string_view data);  // aborts when it cannot
 // For trees the input names: false where a name cannot be a file (a directory is in the way).
 bool try_write_file(const std::string &path, std::string_view data);
+
+// A machine for the parsers that read files under ctx.root: the target's own root under scratch()
+// (one per target, so the replay's targets, which share a process, never see each other's files),
+// emptied and given `dirs` (relative, "dev") on first use, then kept. The config is the default.
+const Context &machine_context(const char *target, std::initializer_list<const char *> dirs = {});
+
+// The over-cap half of a contract (fuzz/README.md, "Caps"). An input whose last byte is
+// OVER_CAP_FLAG asks for it: no real file ends in \x01, so the seeds keep their meaning, and the
+// fuzzer finds the flag at once (a compared constant). The first input a target sees asks for it
+// too, so every run, the replay's included, checks each cap at least once.
+inline constexpr char OVER_CAP_FLAG = '\x01';
+bool over_cap_wanted(std::string_view text, bool &checked_once);
+// The input (without its flag byte) followed by `fill` up to cap + 1 bytes, or cut to cap + 1: one
+// byte over whatever the input's length, so it is the cap that refuses it.
+std::string over_cap(std::string_view text, std::size_t cap, char fill);
 
 }  // namespace unbounded::fuzz
 

@@ -5,7 +5,10 @@ Debian's NVIDIA packages. A crash, leak, timeout, RSS overrun or violated contra
 prints the input as a reproducer (escaped and hex). New inputs go to a scratch directory, never into
 the tree.
 usage: run-fuzzers.py BUILD SECONDS [TARGET...]
-       run-fuzzers.py --expect-failure BUILD SECONDS TARGET   (succeeds only when TARGET fails)"""
+       run-fuzzers.py --expect-failure BUILD SECONDS TARGET   (succeeds only when TARGET fails)
+       run-fuzzers.py --minimise BUILD [TARGET...]   (each corpus merged with -merge=1 into a fresh
+           directory: prints the seeds the merge drops, fails when one is not in KEPT_UNMERGED)"""
+import hashlib
 import os
 import shutil
 import subprocess
@@ -35,6 +38,12 @@ TARGETS = {
     'spec_marker': ('spec', 512),
     'status_json': ('json', 512),
     'toml': ('toml', 512),
+}
+# Seeds a merge drops that stay in the tree on purpose (fuzz/README.md, "Inputs").
+KEPT_UNMERGED = {
+    # libFuzzer runs the empty input itself, so a merge never keeps it; the g++ replay runs only
+    # files, and an empty configuration file (defaults) is a case of its own.
+    'config/empty.yaml',
 }
 FOUND_BY_ASAN = set()  # the targets whose failure was an ASan report (--expect-failure wants one)
 SEEDS_OF = {'mountinfo-broken': 'mountinfo'}  # a broken build of a parser fuzzes from its seeds
@@ -101,8 +110,39 @@ def run(build, seconds, name, scratch):
     return False
 
 
+def minimise(build, names):
+    """Merges each corpus into a fresh directory and reports, by content, what it keeps and drops."""
+    ok = True
+    scratch = tempfile.mkdtemp(prefix='unbounded-fuzz-merge-')
+    try:
+        for name in names:
+            corpus = os.path.join(HERE, 'corpus', name)
+            merged = os.path.join(scratch, name)
+            os.makedirs(merged)
+            _, rss = TARGETS[name]
+            subprocess.run([os.path.join(build, 'fuzz', 'fuzz-' + name), '-merge=1', f'-rss_limit_mb={rss}', '-timeout=10',
+                            merged, corpus], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+            kept = {hashlib.sha1(open(os.path.join(merged, f), 'rb').read()).hexdigest() for f in os.listdir(merged)}
+            seeds = sorted(os.listdir(corpus))
+            dropped = [f for f in seeds if hashlib.sha1(open(os.path.join(corpus, f), 'rb').read()).hexdigest() not in kept]
+            size = sum(os.path.getsize(os.path.join(corpus, f)) for f in seeds)
+            print(f'{name}: {len(seeds)} seeds ({size} bytes), the merge keeps {len(seeds) - len(dropped)}' +
+                  (', drops ' + ' '.join(dropped) if dropped else ''))
+            for f in dropped:
+                if f'{name}/{f}' not in KEPT_UNMERGED:
+                    print(f'  {name}/{f} adds no coverage: remove it, or list it in KEPT_UNMERGED saying why')
+                    ok = False
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return 0 if ok else 1
+
+
 def main():
     args = sys.argv[1:]
+    if args and args[0] == '--minimise':
+        if len(args) < 2:
+            sys.exit(__doc__)
+        return minimise(args[1], args[2:] or sorted(os.listdir(os.path.join(HERE, 'corpus'))))
     expect_failure = bool(args) and args[0] == '--expect-failure'
     if expect_failure:
         args = args[1:]

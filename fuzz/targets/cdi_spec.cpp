@@ -1,7 +1,8 @@
 // A CDI spec in /etc/cdi or /var/run/cdi (ours read back, or anyone's: a pod can write /var/run/cdi),
 // through verify's reader: the file under a fake root, capped at MAX_SPEC_BYTES, parsed (YAML, JSON
-// being YAML) with limits, structure-checked. Contract: every problem is one printable line; a
-// document that parses round-trips through its JSON form to the same value.
+// being YAML) with limits, structure-checked. Contract: a spec over the cap is one problem; every
+// problem is one printable line; a document that parses round-trips through its JSON form to the
+// same value.
 #define FUZZ_NAME "cdi_spec"
 #include "fuzz_target.hpp"
 
@@ -25,16 +26,11 @@ void check(const Context &ctx, std::string_view text)
 
 FUZZ_TARGET
 {
-	static const Context ctx = [] {
-		Context c;
-		c.root = fuzz::scratch() + "/root";
-		fuzz::reset_dir(c.root);
-		return c;
-	}();
-	static bool over_cap_checked = false;
-	if (!over_cap_checked) {
-		over_cap_checked = true;
-		fuzz::write_file(ctx.root + "/etc/cdi/nvidia.yaml", std::string(MAX_SPEC_BYTES + 1, '#'));
+	const Context &ctx = fuzz::machine_context(FUZZ_NAME);
+	static bool cap_checked = false;
+	if (fuzz::over_cap_wanted(text, cap_checked)) {
+		// The input made one byte too long: refused by the cap in one problem, whatever it holds.
+		fuzz::write_file(ctx.root + "/etc/cdi/nvidia.yaml", fuzz::over_cap(text, MAX_SPEC_BYTES, '#'));
 		auto p = verify_cdi_spec(ctx, "/etc/cdi/nvidia.yaml", "535.104.05", nullptr, CDI_KIND);
 		FUZZ_REQUIRE(p.size() == 1 && p[0].message.find("larger than") != std::string::npos,
 			     p.empty() ? "no problem" : p[0].message);

@@ -23,11 +23,7 @@ FUZZ_TARGET
 		FUZZ_REQUIRE(name == "config" || name == "monitor" || (name.starts_with("gpu") && name.ends_with("/access")), name);
 
 	// The same lines as entries of gpu0's tree (each line a relative path; "/" ends in a directory).
-	static const Context ctx = [] {
-		Context c;
-		c.root = fuzz::scratch() + "/root";
-		return c;
-	}();
+	const Context &ctx = fuzz::machine_context(FUZZ_NAME);
 	const std::string mig = ctx.root + std::string(PROC_CAPABILITIES) + "/gpu0/mig";
 	fuzz::reset_dir(mig);
 	std::size_t made = 0;

@@ -1,5 +1,5 @@
 // containerd's configuration (TOML), read by verify. Contract: a value or one printable error line
-// naming the file, and nesting within the limits.
+// naming the file, and nesting within the limits; nested past the cap, refused so whatever follows.
 #define FUZZ_NAME "toml"
 #include "fuzz_target.hpp"
 
@@ -22,7 +22,13 @@ unsigned depth(const nlohmann::json &j)
 
 FUZZ_TARGET
 {
-	auto r = parse_toml_bounded(text, "/etc/containerd/config.toml", ParseLimits{16, 5000});
+	const ParseLimits limits{16, 5000};
+	// The nesting cap first in the file: refused there in one line, whatever follows.
+	const std::string over = "x = " + std::string(limits.max_depth + 2, '[') + "\n" + std::string(text);
+	auto o = parse_toml_bounded(over, "/etc/containerd/config.toml", limits);
+	FUZZ_REQUIRE(!o && o.error().message.find("nested deeper") != std::string::npos, o ? o->dump() : o.error().message);
+	FUZZ_REQUIRE_LINE(o.error().message);
+	auto r = parse_toml_bounded(text, "/etc/containerd/config.toml", limits);
 	if (!r) {
 		FUZZ_REQUIRE_LINE(r.error().message);
 		FUZZ_REQUIRE(r.error().message.starts_with("/etc/containerd/config.toml"), r.error().message);

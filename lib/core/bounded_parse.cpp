@@ -47,6 +47,20 @@ struct Abort {
 	int line;
 };
 
+// YAML takes an implicit key of at most 1024 characters, and yaml-cpp holds JSON to that, but it
+// lets a longer block key through (a quoted one that runs on over lines). A key whose JSON form
+// would be over the limit is refused: a spec that parses as YAML must parse as the JSON it is also
+// written and read as. Bytes, with every control character as its 6-byte \u escape: an upper bound.
+constexpr std::size_t MAX_KEY_JSON_BYTES = 1000;
+
+std::size_t json_string_bytes(std::string_view s)
+{
+	std::size_t n = 2;  // the quotes
+	for (unsigned char c : s)
+		n += c < 0x20 ? 6 : (c == '"' || c == '\\') ? 2 : 1;
+	return n;
+}
+
 // Builds the JSON value from yaml-cpp's events, counting nodes and depth as it goes.
 class JsonBuilder : public YAML::EventHandler {
 public:
@@ -129,6 +143,8 @@ private:
 		if (!f.have_key) {
 			if (!v.is_string() && !v.is_number() && !v.is_boolean())
 				throw Abort{"expected a plain key" + where(), mark.line};
+			if (v.is_string() && json_string_bytes(v.get_ref<const std::string &>()) > MAX_KEY_JSON_BYTES)
+				throw Abort{"a key longer than " + std::to_string(MAX_KEY_JSON_BYTES) + " bytes as JSON" + where(), mark.line};
 			f.key = v.is_string() ? v.get<std::string>() : v.dump();
 			f.have_key = true;
 			return nullptr;
