@@ -93,4 +93,16 @@ bool numeric_name_less(std::string_view a, std::string_view b)
 	return a < b;
 }
 
+std::string concat(std::initializer_list<std::string_view> parts)
+{
+	std::size_t size = 0;
+	for (auto p : parts)
+		size += p.size();
+	std::string out;
+	out.reserve(size);
+	for (auto p : parts)
+		out.append(p);
+	return out;
+}
+
 }  // namespace unbounded

@@ -199,11 +199,11 @@ std::string Discovery::other_driver_of(std::size_t tree, const std::string &rel,
 	const std::string dir = fs::dirname(rel) == "." ? std::string() : fs::dirname(rel);
 	for (const auto &o : other_drivers_)
 		if (o.tree == tree && (o.dir.empty() || dir == o.dir || dir.starts_with(o.dir + "/")))
-			return "a file of driver " + o.version + " (" + fs::join(st_.trees()[tree].display, o.dir) + "), not " + out_.version;
+			return concat({"a file of driver ", o.version, " (", fs::join(st_.trees()[tree].display, o.dir), "), not ", out_.version});
 	for (const auto &target : via)
 		for (const auto &[f, v] : other_flavours_)
-			if (target.find("/" + std::string(staging_layout::FLAVOUR_PARENT) + "/" + f + "/") != std::string::npos)
-				return "through " + target + ", a file of driver " + v + " (flavour " + f + "), not " + out_.version;
+			if (target.find(concat({"/", staging_layout::FLAVOUR_PARENT, "/", f, "/"})) != std::string::npos)
+				return concat({"through ", target, ", a file of driver ", v, " (flavour ", f, "), not ", out_.version});
 	return {};
 }
 

@@ -58,3 +58,10 @@ TEST_CASE("numeric names sort in numeric order, before other names", "[format]")
 	CHECK_FALSE(all_digits(""));
 	CHECK_FALSE(all_digits("12a"));
 }
+
+TEST_CASE("concat joins its parts in order, empty parts included", "[format]")
+{
+	const std::string version = "550.54.15";
+	CHECK(concat({"a file of driver ", version, " (", "", "), not ", std::string_view("535")}) == "a file of driver 550.54.15 (), not 535");
+	CHECK(concat({}).empty());
+}
