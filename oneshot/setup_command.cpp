@@ -105,7 +105,7 @@ int keep_live_root(const Context &ctx, Report &report, const RunSnapshot &snap, 
 	SpecForState cdi;
 	{
 		PhaseTimer t(report, "cdi");
-		auto s = spec_for_state(ctx, live, /*learn_hook=*/true);
+		auto s = plan_specs(ctx.config.driver_root, live, snap.machine);
 		if (!s)
 			return finish_failed(ctx, report, s.error());
 		cdi = std::move(*s);
@@ -153,10 +153,10 @@ Result<Manifest> plan_root(const RootLocation &root, Report &report, const RunSn
 
 // The spec depends only on the planned root and the devices: it is generated before anything is
 // touched, so a device problem fails the run with the old root and spec untouched.
-Result<SpecForState> make_spec(const Context &ctx, Report &report, const Manifest &plan)
+Result<SpecForState> make_spec(const Context &ctx, Report &report, const RunSnapshot &snap, const Manifest &plan)
 {
 	PhaseTimer t(report, "cdi");
-	auto s = spec_for_state(ctx, plan, /*learn_hook=*/true);
+	auto s = plan_specs(ctx.config.driver_root, plan, snap.machine);
 	if (!s)
 		return fail(s.error());
 	report.details["gpu_source"] = s->devices.source;
@@ -184,7 +184,7 @@ Result<InstallStats> install_root(const Context &ctx, Report &report, const RunS
 		auto left = leave_out_all_copied(plan, driver, reusable, ctx.config.driver_root, s.error().message);
 		if (!left.empty()) {
 			record_left_out(report, std::move(left));
-			auto again = make_spec(ctx, report, plan);
+			auto again = make_spec(ctx, report, snap, plan);
 			if (!again)
 				return fail(again.error());
 			cdi = std::move(*again);
@@ -203,7 +203,7 @@ int build_root(const Context &ctx, Report &report, const RunSnapshot &snap, cons
 	auto plan = plan_root(live_root_location(ctx), report, snap, driver);
 	if (!plan)
 		return finish_failed(ctx, report, plan.error());
-	auto cdi = make_spec(ctx, report, *plan);
+	auto cdi = make_spec(ctx, report, snap, *plan);
 	if (!cdi)
 		return finish_failed(ctx, report, cdi.error());
 	warn_about_devices(ctx, report, cdi->devices);
@@ -286,7 +286,7 @@ DriverWitnesses witnesses_of(const KernelModule &module, const StagingState &sta
 // without a root to keep.
 bool nothing_to_do(const Context &ctx, Report &report, const StagingState &state, Mode mode)
 {
-	struct stat root_st{};
+	struct stat root_st = {};
 	const bool root_exists = ::lstat(ctx.real(ctx.config.driver_root).c_str(), &root_st) == 0;
 	if (state.nvidia_machine || (mode == Mode::Refresh && root_exists))
 		return false;
@@ -336,7 +336,10 @@ int apply(const Context &ctx, Report &report, Mode mode, int run_dir)
 	if (nothing_to_do(ctx, report, *state, mode))
 		return EXIT_READY;
 
-	const RunSnapshot snap = take_snapshot(ctx);
+	const RunSnapshot snap = [&] {
+		PhaseTimer t(report, "snapshot");
+		return take_snapshot(ctx, /*learn_hook=*/true);
+	}();
 	report.details["kernel_module_version"] = snap.module.version.value_or("");
 	const StagedDriver staged = discover_step(ctx, report, *state, run_dir, snap.module);
 	const DriverDecision decision = decide(report, snap, *state, staged, mode);

@@ -10,7 +10,7 @@ RootLocation live_root_location(const Context &ctx)
 	return RootLocation{ctx.real(ctx.config.driver_root), ctx.config.driver_root, ctx.config.staging};
 }
 
-RunSnapshot take_snapshot(const Context &ctx)
+RunSnapshot take_snapshot(const Context &ctx, bool learn_hook)
 {
 	RunSnapshot s;
 	// The kernel module is read on every run: a path unit cannot watch /proc, so a module reload is
@@ -23,6 +23,7 @@ RunSnapshot take_snapshot(const Context &ctx)
 		s.sides[i] = read_spec(ctx, *sides[i].path);
 	// Written by a pod and only ever checked up to MAX_SPEC_BYTES.
 	s.device_plugin = read_spec(ctx, ctx.config.device_plugin_spec, MAX_SPEC_BYTES);
+	s.machine = read_machine_devices(ctx, learn_hook);
 	return s;
 }
 

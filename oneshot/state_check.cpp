@@ -64,7 +64,7 @@ std::vector<Problem> check_live_state(const Context &ctx, Report &report, const 
 	check_module(snap, version, problems);
 
 	PhaseTimer t(report, "verify_cdi");
-	auto state = spec_for_state(ctx, *manifest);
+	auto state = plan_specs(cfg.driver_root, *manifest, snap.machine);
 	const SpecForState *current = nullptr;  // what the specs should be now, when the devices could be read
 	if (!state) {
 		problems.push_back(Problem{"/dev", state.error().message});

@@ -9,34 +9,47 @@ namespace unbounded {
 
 std::optional<std::string> cdi_hook_in_machine(const Context &ctx)
 {
-	struct stat st{};
+	struct stat st = {};
 	if (::stat(ctx.real(ctx.config.cdi_hook).c_str(), &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111))
 		return ctx.config.cdi_hook;
 	return std::nullopt;
 }
 
-Result<SpecForState> spec_for_state(const Context &ctx, const Manifest &manifest, bool learn_hook)
+MachineDevices read_machine_devices(const Context &ctx, bool learn_hook)
 {
-	auto devices = enumerate_devices(ctx);
-	if (!devices)
-		return fail(devices.error());
-	SpecForState s;
-	s.devices = std::move(*devices);
-	CdiInputs in{&manifest, ctx.config.driver_root, &s.devices, cdi_hook_in_machine(ctx), {}};
-	if (in.hook_path) {
-		HookCommands h = hook_commands(ctx.real(*in.hook_path), *in.hook_path, ctx.real(RUN_DIR), learn_hook);
-		if (!h.warning.empty())
-			s.devices.warnings.push_back(h.warning);
+	MachineDevices m;
+	m.devices = enumerate_devices(ctx);
+	m.hook_path = cdi_hook_in_machine(ctx);
+	if (m.hook_path) {
+		HookCommands h = hook_commands(ctx.real(*m.hook_path), *m.hook_path, ctx.real(RUN_DIR), learn_hook);
+		m.hook_warning = std::move(h.warning);
 		if (h.commands.empty())
-			in.hook_path.reset();  // a hook we cannot trust to have what we name: none at all
-		in.hook_commands = std::move(h.commands);
+			m.hook_path.reset();  // a hook we cannot trust to have what we name: none at all
+		m.hook_commands = std::move(h.commands);
 	}
+	return m;
+}
+
+Result<SpecForState> plan_specs(const std::string &driver_root, const Manifest &manifest, const MachineDevices &machine)
+{
+	if (!machine.devices)
+		return fail(machine.devices.error());
+	SpecForState s;
+	s.devices = *machine.devices;
+	if (!machine.hook_warning.empty())
+		s.devices.warnings.push_back(machine.hook_warning);
+	const CdiInputs in{&manifest, driver_root, &s.devices, machine.hook_path, machine.hook_commands};
 	s.spec = generate_cdi(in);
 	if (!s.devices.imex_channels.empty())
 		s.imex = generate_imex_cdi(s.devices.imex_channels);
 	for (const auto &f : s.devices.fabric)
 		s.fabric.emplace_back(f.kind, generate_fabric_cdi(f));
 	return s;
+}
+
+Result<SpecForState> spec_for_state(const Context &ctx, const Manifest &manifest, bool learn_hook)
+{
+	return plan_specs(ctx.config.driver_root, manifest, read_machine_devices(ctx, learn_hook));
 }
 
 const CdiSpec *SpecForState::side(const char *kind) const

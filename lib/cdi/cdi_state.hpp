@@ -8,12 +8,26 @@
 #include "manifest.hpp"
 
 #include <optional>
+#include <set>
 #include <string>
 
 namespace unbounded {
 
 // The nvidia-cdi-hook path when that binary exists (a regular executable file) in the machine.
 std::optional<std::string> cdi_hook_in_machine(const Context &ctx);
+
+// What the machine offers a spec, read once per run (the run's snapshot holds it, issue 35): the
+// devices, and the hook with what it can do. The specs are then a pure function of it and the root.
+struct MachineDevices {
+	Result<DeviceInventory> devices = fail(make_error("The devices were not read"));
+	std::optional<std::string> hook_path;  // unset: no hook, or one that cannot say what it has
+	std::set<std::string> hook_commands;
+	std::string hook_warning;  // why the hook is not used ("" when it is, or there is none)
+};
+
+// `learn_hook`: what the hook can do may be learnt by running it and memoised in the run directory
+// (setup and refresh); verify and generate-cdi only read the memo, or ask the hook without saving.
+MachineDevices read_machine_devices(const Context &ctx, bool learn_hook);
 
 struct SpecForState {
 	CdiSpec spec;
@@ -25,8 +39,12 @@ struct SpecForState {
 	const CdiSpec *side(const char *kind) const;
 };
 
-// `learn_hook`: what the hook can do may be learnt by running it and memoised in the run directory
-// (setup and refresh); verify and generate-cdi only read the memo, or ask the hook without saving.
+// The specs for the driver root `manifest` (served at `driver_root`, the machine's path) on the
+// machine's devices as read. Pure: it reads and writes nothing, so a plan can be made again (the
+// ENOSPC retry) and tested on devices made up in memory. Fails only when the devices could not be read.
+Result<SpecForState> plan_specs(const std::string &driver_root, const Manifest &manifest, const MachineDevices &machine);
+
+// read_machine_devices() then plan_specs(), for the commands that plan once (generate-cdi).
 Result<SpecForState> spec_for_state(const Context &ctx, const Manifest &manifest, bool learn_hook = false);
 
 // What `expected_gpus` asks for beside what the machine offers: nullopt when it is unset or met,

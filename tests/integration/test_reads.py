@@ -21,18 +21,24 @@ that is not there yet is still a read attempt). The manifest written into a new 
 is not the live root's manifest: it is created in the temp tree under its own name (O_CREAT|O_EXCL).
 """
 
+import json
 import os
 import re
 import shutil
 import subprocess
 import unittest
 
-from unbounded_tests.harness import PLUGIN_SPEC, SETUP, V1, V2, MachineRoot, main, plugin_spec, write
+from unbounded_tests.harness import (IS_ROOT, PLUGIN_SPEC, SETUP, V1, V2, MachineRoot, fixture, main, pe_image, plugin_spec,
+                                     preload_env, write)
 
 SPECS = ("/etc/cdi/nvidia.yaml", "/etc/cdi/nvidia-imex-channel.yaml", "/etc/cdi/nvidia-nvswitch.yaml",
          "/etc/cdi/nvidia-gdrcopy.yaml", "/etc/cdi/nvidia-gds.yaml", PLUGIN_SPEC)
 MODULE = "/proc/driver/nvidia/version"
 MANIFEST = "/run/nvidia/driver/.unbounded-manifest.json"
+# The devices the specs are made for: /proc/devices (every node's major is checked against it) and
+# the GPU's information file stand for the whole device read (devices, MIG, IMEX, fabric, IPC).
+DEVICES = ("/proc/devices", "/proc/driver/nvidia/gpus/0000:18:00.0/information")
+MIB = 1024 * 1024
 
 # 1234 openat(5</tmp/x/run/nvidia/driver>, ".unbounded-manifest.json", O_RDONLY|O_CLOEXEC) = 6</tmp/x/...>
 CALL = re.compile(r'^(?:\d+\s+)?(open|openat|openat2)\((.*)\)\s+=\s+(-?\d+)(?:<([^>]*)>)?')
@@ -56,13 +62,21 @@ class ReadOnce(unittest.TestCase):
         if "ASAN_OPTIONS" in self.env:
             self.env["ASAN_OPTIONS"] = self.env["ASAN_OPTIONS"].replace("detect_leaks=1", "detect_leaks=0")
 
-    def opens(self, *args):
-        """Runs the binary under strace; returns {machine path: opens} for the files counted."""
+    def opens(self, *args, tmpfs=None, env=None):
+        """Runs the binary under strace; returns {machine path: opens} for the files counted. `tmpfs`: a
+        directory of the machine that gets a 16 MiB tmpfs of its own (a private mount namespace)."""
         log = os.path.join(self.root, "strace.log")
-        cmd = ["strace", "-f", "-y", "-qq", "-o", log, "-e", "trace=open,openat,openat2", SETUP, "--root", self.root, *args]
+        # `env` (a shim's preload) goes to the traced binary only, not to strace, unshare or sh.
+        traced_env = [a for k, v in (env or {}).items() for a in ("-E", f"{k}={v}")]
+        cmd = ["strace", "-f", "-y", "-qq", "-o", log, "-e", "trace=open,openat,openat2", *traced_env,
+               SETUP, "--root", self.root, *args]
+        if tmpfs:
+            cmd = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+                   'mount -t tmpfs -o size=16m tmpfs "$0" && exec "$@"', self.m.p(tmpfs), *cmd]
         r = subprocess.run(cmd, capture_output=True, text=True, env=self.env, cwd=self.root, timeout=120)
         self.assertEqual(r.returncode, 0, f"{args}: {r.stderr[-2000:]}")
-        counted = {self.root + p: p for p in (MODULE, MANIFEST, *SPECS)}
+        self.last = r
+        counted = {self.root + p: p for p in (MODULE, MANIFEST, *SPECS, *DEVICES)}
         counts = dict.fromkeys(counted.values(), 0)
         with open(log) as f:
             text = f.read()
@@ -113,6 +127,23 @@ class ReadOnce(unittest.TestCase):
         self.assertOnce("refresh to a new driver", self.opens("refresh"))
         with open(self.m.p("/etc/cdi/nvidia.yaml")) as f:
             self.assertIn(f"libcuda.so.{V2}", f.read())
+
+    @unittest.skipUnless(IS_ROOT and shutil.which("unshare"), "needs root and unshare for a private tmpfs")
+    def test_a_retry_after_enospc_plans_from_the_same_read(self):
+        """The copies run out of room after the estimate said they fit (another writer filled /run; here
+        statfs() says there is room on a 16 MiB tmpfs): setup leaves the optional files out, plans the
+        specs again and installs once more, from what it read at its start. Before the snapshot held the
+        devices, the second plan read them again (/proc/devices and the GPU's information twice)."""
+        write(self.m.p("/run/host-nvidia/0/nvidia/wine/nvngx.dll"), pe_image(b"\x01" * (9 * MIB)))
+        write(self.m.p("/run/host-nvidia/3/nvoptix.bin"), b"\x7a\xda" * (9 * MIB // 2))
+        os.makedirs(self.m.p("/run/nvidia"), exist_ok=True)
+        counts = self.opens("--json", "setup", tmpfs="/run/nvidia", env=preload_env(fixture("roomy_statfs_shim.so")))
+        result = json.loads(self.last.stdout)
+        self.assertEqual(result["outcome"], "ready")
+        left = sorted(os.path.basename(p) for p in result.get("optional_left_out", []))
+        self.assertEqual(left, ["nvngx.dll", "nvoptix.bin"], result.get("warnings"))
+        self.assertTrue(any("No space left on device" in w for w in result["warnings"]), result["warnings"])
+        self.assertOnce("setup retried after ENOSPC", counts, **{MANIFEST: 0})
 
 
 if __name__ == "__main__":
