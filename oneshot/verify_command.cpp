@@ -29,27 +29,25 @@ void carry_last_run(const Context &ctx, Report &report)
 {
 	const std::string display = std::string(RUN_DIR) + "/status.json";
 	auto dir = fs::open_dir(ctx.real(RUN_DIR));
-	if (!dir || !fs::check_trusted(dir->get(), RUN_DIR, /*directory=*/true))
+	if (!dir)
 		return;
-	auto fd = fs::open_regular_at(dir->get(), "status.json", display);
-	if (!fd)
-		return;  // no setup has run yet
-	if (auto r = fs::check_trusted(fd->get(), display, /*directory=*/false); !r) {
-		report.warnings.push_back(r.error().message + ", not reading the last run's warnings");
+	auto read = fs::read_trusted_at(dir->get(), RUN_DIR, "status.json", display, 4u << 20);
+	if (!read) {
+		// No run directory we trust, or no setup has run yet: nothing to carry. A status.json
+		// someone else could have written is said.
+		if (read.error().step == fs::TrustedStep::File)
+			report.warnings.push_back(read.error().error.message + ", not reading the last run's warnings");
 		return;
 	}
-	auto text = fs::read_fd(fd->get(), display, 4u << 20);
-	if (!text)
-		return;
-	auto parsed = parse_last_run(*text, display);
+	auto parsed = parse_last_run(read->text, display);
 	if (!parsed)
 		return;
 	for (const auto &msg : parsed->warnings)
 		if (std::find(report.warnings.begin(), report.warnings.end(), msg) == report.warnings.end())
 			report.warnings.push_back(msg);
-	struct stat st{};
+	struct stat st = {};
 	nlohmann::ordered_json last{{"command", parsed->command}, {"outcome", parsed->outcome}, {"warnings", parsed->warnings.size()}};
-	if (::fstat(fd->get(), &st) == 0)
+	if (::fstat(read->fd.get(), &st) == 0)  // the text's file
 		last["finished_unix"] = st.st_mtim.tv_sec;
 	report.details["last_run"] = std::move(last);
 }
@@ -127,14 +125,17 @@ int run_verify(const Context &ctx, Report &report)
 		lock = RunLock::wait_shared(ctx.real(std::string(RUN_DIR) + "/lock"), std::chrono::minutes(2));
 	}
 	StagingState staging = probe_staging(ctx);
-	struct stat st{};
+	struct stat st = {};
 	if (!staging.nvidia_machine && ::lstat(ctx.real(ctx.config.driver_root).c_str(), &st) < 0) {
 		report.outcome = "no-gpu";
 		log::info("Not an NVIDIA machine and no driver root: nothing to verify.");
 		return EXIT_READY;
 	}
 	// Read once: the checks, the consumer check and the look at staging take what it holds.
-	const RunSnapshot snap = take_snapshot(ctx);
+	const RunSnapshot snap = [&] {
+		PhaseTimer t(report, "snapshot");
+		return take_snapshot(ctx, /*learn_hook=*/false);
+	}();
 	report.problems = check_live_state(ctx, report, snap);
 	// Fewer GPUs than expected_gpus: setup served those there are; verify says so, so that a GPU
 	// that fell off the bus after a host reboot does not go unnoticed.
