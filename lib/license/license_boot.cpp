@@ -61,22 +61,18 @@ Result<bool> LicenseReloader::check_boot_install(ReloadReport &report)
 	return true;
 }
 
-Result<ReloadReport> LicenseReloader::install_at_boot()
+Result<ReloadReport> LicenseReloader::install_at_boot() { return prepared(&LicenseReloader::install_boot_files); }
+
+Result<void> LicenseReloader::install_boot_files(ReloadReport &report)
 {
 	const LicensingConfig &lic = ctx_.config.licensing;
-	ReloadReport report;
-	auto enabled = prepare(report);
-	if (!enabled)
-		return fail(enabled.error());
-	if (!*enabled)
-		return report;
 	auto source = read_source();
 	if (!source)
 		return fail(source.error());
 	if (source->empty()) {
 		report.outcome = ReloadOutcome::NoSource;
 		note(report, "No licensing files in " + lic.source_dir + " or the legacy paths, nothing to install.");
-		return report;
+		return {};
 	}
 	auto applied = read_state(APPLIED);
 	auto failed = read_state(FAILED);
@@ -94,10 +90,10 @@ Result<ReloadReport> LicenseReloader::install_at_boot()
 	if (targets == want && *applied && **applied == want && !*restarting) {
 		report.outcome = ReloadOutcome::Unchanged;
 		note(report, "Licensing files already installed and applied.");
-		return report;
+		return {};
 	}
 	if (want.empty())
-		return report;
+		return {};
 	if (targets != want)
 		if (auto r = install(want, &targets); !r)
 			return fail(r.error());
@@ -109,7 +105,7 @@ Result<ReloadReport> LicenseReloader::install_at_boot()
 	log::notice((targets != want ? "Installed the licensing files (" : "The installed licensing files (") + want.names() +
 		    ") are what " + lic.gridd_unit + " starts with; the next reload run checks that it came up with them.");
 	report.messages.push_back("installed");
-	return report;
+	return {};
 }
 
 }  // namespace unbounded

@@ -44,19 +44,22 @@ void LicenseReloader::note(ReloadReport &r, std::string msg) const
 	r.messages.push_back(std::move(msg));
 }
 
-// What every run does first: nothing when switched off; the state directory; the installed files'
-// owner and mode. Returns whether to go on.
-Result<bool> LicenseReloader::prepare(ReloadReport &report) const
+// What every run (path, timer, boot) does first: nothing when switched off; the state directory; the
+// installed files' owner and mode. Then `body`, which fills the report in.
+Result<ReloadReport> LicenseReloader::prepared(Body body)
 {
+	ReloadReport report;
 	if (!ctx_.config.licensing.auto_reload) {
 		report.outcome = ReloadOutcome::Disabled;
 		note(report, "License auto-reload is switched off (VGPU_LICENSE_AUTO_RELOAD / licensing.auto_reload).");
-		return false;
+		return report;
 	}
 	if (auto r = fs::mkdir_p(ctx_.real(ctx_.config.licensing.state_dir), 0700); !r)
 		return fail(r.error());
 	enforce_target_attributes(report);
-	return true;
+	if (auto r = (this->*body)(report); !r)
+		return fail(r.error());
+	return report;
 }
 
 // Content that failed before: not retried until it changes. A run killed while rolling back (the
@@ -164,14 +167,10 @@ Result<LicenseReloader::Round> LicenseReloader::run_round(ReloadReport &report, 
 	return *applied_now ? Round::Again : Round::Done;  // again: a rotation may have landed meanwhile
 }
 
-Result<ReloadReport> LicenseReloader::run()
+Result<ReloadReport> LicenseReloader::run() { return prepared(&LicenseReloader::reload_rounds); }
+
+Result<void> LicenseReloader::reload_rounds(ReloadReport &report)
 {
-	ReloadReport report;
-	auto enabled = prepare(report);
-	if (!enabled)
-		return fail(enabled.error());
-	if (!*enabled)
-		return report;
 	auto decided = check_boot_install(report);
 	if (!decided)
 		return fail(decided.error());
@@ -180,9 +179,9 @@ Result<ReloadReport> LicenseReloader::run()
 		if (!r)
 			return fail(r.error());
 		if (*r == Round::Done)
-			return report;
+			return {};
 	}
-	return report;
+	return {};
 }
 
 }  // namespace unbounded

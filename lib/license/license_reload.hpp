@@ -77,7 +77,10 @@ private:
 	bool shutting_down();
 	Result<bool> check_boot_install(ReloadReport &report);
 	Result<void> roll_back(ReloadReport &report, const LicenseSet &good, const LicenseSet &bad);
-	Result<bool> prepare(ReloadReport &report) const;
+	using Body = Result<void> (LicenseReloader::*)(ReloadReport &);
+	Result<ReloadReport> prepared(Body body);
+	Result<void> reload_rounds(ReloadReport &report);
+	Result<void> install_boot_files(ReloadReport &report);
 	Result<void> install_for_restart(const LicenseSet &latest, const LicenseSet &running) const;
 	Result<bool> apply_set(ReloadReport &report, const LicenseSet &latest, const LicenseSet &running);
 	enum class Round { Done, Again };
