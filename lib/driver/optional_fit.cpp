@@ -47,7 +47,7 @@ std::optional<FreeSpace> free_space_for(const RootLocation &root)
 {
 	std::string real = fs::dirname(root.real), display = fs::dirname(root.display);
 	for (int depth = 0; depth < 64; depth++) {
-		struct statfs st{};
+		struct statfs st = {};
 		if (::statfs(real.c_str(), &st) == 0) {
 			if (st.f_blocks == 0)
 				return std::nullopt;  // no size to run out of (tmpfs size=0): the copies find out
@@ -120,28 +120,6 @@ Reusable reusable_in(int live_fd, const Manifest *live_manifest)
 	if (live_fd < 0 || !live_manifest)
 		return [](const ManifestEntry &) { return false; };
 	return [live_fd, live_manifest](const ManifestEntry &e) { return live_file_reusable(live_fd, live_manifest->find(e.path), e); };
-}
-
-Reusable LiveView::reusable() const { return reusable_in(fd.get(), manifest ? &*manifest : nullptr); }
-
-LiveView read_live_view(const RootLocation &root)
-{
-	LiveView v;
-	auto parent = fs::open_dir(fs::dirname(root.real));
-	if (!parent)
-		return v;
-	auto dir = fs::open_dir_at(parent->get(), fs::basename(root.real), root.display);
-	if (!dir)
-		return v;
-	const std::string display = root.display + "/" + MANIFEST_NAME;
-	auto text = fs::read_file_at(dir->get(), MANIFEST_NAME, display, MAX_MANIFEST_BYTES);
-	if (!text)
-		return v;
-	if (auto m = Manifest::from_json(*text, display)) {
-		v.fd = std::move(*dir);
-		v.manifest = std::move(*m);
-	}
-	return v;
 }
 
 }  // namespace unbounded

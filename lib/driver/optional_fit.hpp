@@ -65,13 +65,4 @@ std::uint64_t bytes_without_reuse(const Manifest &plan, std::uint64_t block);
 // none, and every copy counts in full).
 Reusable reusable_in(int live_fd, const Manifest *live_manifest);
 
-// The live root and its manifest, for the estimate: empty when there is none or it does not parse
-// (every copy is then counted in full).
-struct LiveView {
-	UniqueFd fd;
-	std::optional<Manifest> manifest;
-	Reusable reusable() const;
-};
-LiveView read_live_view(const RootLocation &root);
-
 }  // namespace unbounded
