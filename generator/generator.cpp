@@ -65,7 +65,7 @@ namespace {
 
 bool exists(const std::string &path)
 {
-	struct stat st{};
+	struct stat st = {};
 	return ::lstat(path.c_str(), &st) == 0;
 }
 
@@ -244,7 +244,7 @@ std::vector<std::string> refresh_watch_paths(const Input &in, const Config &cfg)
 			continue;
 		const std::string tree = fs::join(cfg.staging, n);
 		auto is_dir = [&](const std::string &path) {
-			struct stat st{};
+			struct stat st = {};
 			return ::lstat(rooted(in, path).c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 		};
 		if (!is_dir(tree))

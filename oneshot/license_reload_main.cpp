@@ -235,7 +235,7 @@ int run(int argc, char **argv)
 	if (args.npd)
 		return npd_license(ctx);
 
-	struct sigaction sa{};
+	struct sigaction sa = {};
 	sa.sa_handler = on_signal;
 	::sigaction(SIGTERM, &sa, nullptr);
 	::sigaction(SIGINT, &sa, nullptr);

@@ -23,7 +23,7 @@ std::string ipc_presence(const Context &ctx)
 	std::string s;
 	if (ctx.config.ipc_sockets)
 		for (const auto &e : IPC_ENDPOINTS) {
-			struct stat st{};
+			struct stat st = {};
 			s += ::lstat(ctx.real(e.path).c_str(), &st) == 0 ? '1' : '0';
 		}
 	return s;

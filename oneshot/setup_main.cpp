@@ -217,7 +217,7 @@ int run(int argc, char **argv)
 	Context ctx;
 	ctx.root = effective_root(args.root);
 	if (!ctx.root.empty()) {
-		struct stat st{};
+		struct stat st = {};
 		if (::stat(ctx.root.c_str(), &st) < 0 || !S_ISDIR(st.st_mode)) {
 			log::error("--root " + printable(ctx.root) + " is not a directory" +
 				   (args.root.empty() ? " (from $UNBOUNDED_NVIDIA_ROOT)" : ""));

@@ -63,7 +63,7 @@ Result<bool> remove_our_side_spec(const Context &ctx, const SpecRead &old)
 	if (!dir)
 		return dir.error().errnum == ENOENT ? Result<bool>(false) : fail(dir.error());
 	const std::string name = fs::basename(real);
-	struct stat now{};
+	struct stat now = {};
 	if (::fstatat(dir->get(), name.c_str(), &now, AT_SYMLINK_NOFOLLOW) < 0 || now.st_dev != old.dev || now.st_ino != old.ino)
 		return false;
 	if (::unlinkat(dir->get(), name.c_str(), 0) < 0)

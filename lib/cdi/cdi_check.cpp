@@ -254,7 +254,7 @@ public:
 		}
 		int err = 0;
 		UniqueFd fd = open(path, !device, err);
-		struct stat st{};
+		struct stat st = {};
 		if (err == ETIMEDOUT) {
 			stop();
 			return;
@@ -306,7 +306,7 @@ private:
 			return UniqueFd();
 		}
 		UniqueFd fd(::openat(it->second.get(), base.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
-		struct stat st{};
+		struct stat st = {};
 		if (!fd || ::fstat(fd.get(), &st) < 0) {
 			err = errno;
 			return UniqueFd();

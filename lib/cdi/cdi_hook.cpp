@@ -104,7 +104,7 @@ std::optional<std::string> run_help(const std::string &path)
 		if (left <= 0)
 			break;
 		if (!eof) {
-			struct pollfd p{rd.get(), POLLIN, 0};
+			pollfd p{rd.get(), POLLIN, 0};
 			// Short waits: the exit is only seen by asking, and the pipe may stay open past it.
 			if (::poll(&p, 1, static_cast<int>(std::min<long long>(left, 10))) > 0 && !drain(rd.get(), out, eof) && !eof)
 				break;  // past MAX_HELP
@@ -154,7 +154,7 @@ std::set<std::string> parse_hook_help(std::string_view help)
 HookCommands hook_commands(const std::string &real_path, const std::string &display, const std::string &run_dir, bool save_memo)
 {
 	HookCommands h;
-	struct stat st{};
+	struct stat st = {};
 	if (::stat(real_path.c_str(), &st) < 0) {
 		h.warning = errno_error(errno, "Failed to stat " + display).message + ", writing no hooks";
 		return h;

@@ -36,7 +36,7 @@ bool ours_in_form(std::string_view target)
 // Whether `name` in /dev/char leads to a character device numbered `dev`.
 bool leads_to(int dirfd, const std::string &name, dev_t dev)
 {
-	struct stat st{};
+	struct stat st = {};
 	return ::fstatat(dirfd, name.c_str(), &st, 0) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == dev;
 }
 
@@ -78,7 +78,7 @@ void remove_stale(int dirfd, const std::vector<DeviceNode> &nodes, DevCharLinks 
 		const auto dev = number_of(name);
 		if (!dev || current.count(*dev))
 			continue;
-		struct stat st{};
+		struct stat st = {};
 		if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISLNK(st.st_mode) ||
 		    !ours_in_form(read_link(dirfd, name)) || leads_to(dirfd, name, *dev))
 			continue;
@@ -143,7 +143,7 @@ DevCharLinks ensure_dev_char_links(const Context &ctx, const std::vector<DeviceN
 			r.present++;
 			continue;
 		}
-		struct stat st{};
+		struct stat st = {};
 		const bool exists = ::fstatat(dir->get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
 		if (exists) {
 			const std::string current = S_ISLNK(st.st_mode) ? read_link(dir->get(), name) : std::string();

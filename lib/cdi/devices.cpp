@@ -41,7 +41,7 @@ bool is_complete_gpu_uuid(std::string_view u)
 
 std::optional<DeviceNode> read_device_node(const Context &ctx, const std::string &path)
 {
-	struct stat st{};
+	struct stat st = {};
 	if (::lstat(ctx.real(path).c_str(), &st) < 0 || !S_ISCHR(st.st_mode))
 		return std::nullopt;
 	return DeviceNode{path, ::major(st.st_rdev), ::minor(st.st_rdev), static_cast<unsigned>(st.st_mode & 0777),

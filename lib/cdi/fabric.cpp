@@ -62,7 +62,7 @@ constexpr std::size_t FABRIC_CLASSES = 3;
 // What a GDS mount must be: the machine's own file or directory, never a link out of it.
 bool mountable(const Context &ctx, const std::string &path, std::vector<std::string> &warnings)
 {
-	struct stat st{};
+	struct stat st = {};
 	if (::lstat(ctx.real(path).c_str(), &st) < 0)
 		return false;
 	const bool dir = path == "/run/udev";

@@ -43,7 +43,7 @@ std::optional<std::string> refusal(const Context &ctx, const IpcEndpoint &e)
 	UniqueFd dir(::open(ctx.real("/").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
 	if (dir.get() < 0)
 		return std::string("Failed to open / : ") + std::strerror(errno);
-	struct stat st{};
+	struct stat st = {};
 	if (::fstat(dir.get(), &st) < 0)
 		return std::string("Failed to stat /: ") + std::strerror(errno);
 	if (auto why = untrusted_dir("/", st, false); !why.empty())

@@ -36,7 +36,7 @@ SpecRead read_spec(const Context &ctx, const std::string &path, std::size_t cap)
 		f.text = fail(fd.error());
 		return f;
 	}
-	struct stat st{};
+	struct stat st = {};
 	if (::fstat(fd->get(), &st) == 0) {
 		f.dev = st.st_dev;
 		f.ino = st.st_ino;

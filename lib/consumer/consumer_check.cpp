@@ -255,7 +255,7 @@ private:
 		// first, its type from fstat, then a reopen of that very file.
 		(void)dirfd;
 		auto path_fd = open_confined(root_.get(), s.path, ConfinedOpen{Confinement::InRoot, O_PATH, true, &steps_});
-		struct stat st{};
+		struct stat st = {};
 		if (!path_fd || ::fstat(path_fd->get(), &st) < 0 || !S_ISREG(st.st_mode))
 			return;
 		UniqueFd fd(::open(("/proc/self/fd/" + std::to_string(path_fd->get())).c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));

@@ -236,7 +236,7 @@ void find_containerd(int root, ContainerdView &view)
 		view.version_source = std::string(DPKG_STATUS) + " (" + pkg->package + " " + printable(pkg->version) + ")";
 	} else {
 		for (const char *bin : {"/usr/bin/containerd", "/usr/local/bin/containerd"}) {
-			struct stat st{};
+			struct stat st = {};
 			if (::fstatat(root, bin + 1, &st, AT_SYMLINK_NOFOLLOW) == 0) {
 				view.found = true;
 				view.version_source = bin;

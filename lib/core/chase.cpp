@@ -21,7 +21,7 @@ struct MountKey {
 
 std::optional<MountKey> mount_key(int fd)
 {
-	struct stat st{};
+	struct stat st = {};
 	if (::fstat(fd, &st) < 0)
 		return std::nullopt;
 	return MountKey{fs::mount_id_of(fd), st.st_dev};

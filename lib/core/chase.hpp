@@ -52,7 +52,7 @@ struct Chased {
 	UniqueFd dir;          // O_PATH of the directory holding the last component (the end, when `name` is empty)
 	std::string name;      // the last component; "" when the path ends at a directory by "", "." or ".."
 	std::string rel;       // the canonical path from the root the walk ended in, "" for that root
-	struct stat st{};      // lstat of the last component (of `dir` when `name` is empty)
+	struct stat st = {};      // lstat of the last component (of `dir` when `name` is empty)
 	UniqueFd fd;           // with OpenLast: O_PATH|O_NOFOLLOW of the last component itself
 	unsigned symlinks = 0; // symlinks followed
 };

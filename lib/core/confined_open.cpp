@@ -47,7 +47,7 @@ Result<UniqueFd> walk(int root, std::string_view path, const ConfinedOpen &how)
 	UniqueFd f(::openat(c->dir.get(), c->name.c_str(), how.flags | O_NOFOLLOW | O_CLOEXEC));
 	if (!f)
 		return errno_result(errno, path);
-	struct stat again{};
+	struct stat again = {};
 	if (::fstat(f.get(), &again) < 0)
 		return errno_result(errno, path);
 	if (again.st_dev != c->st.st_dev || again.st_ino != c->st.st_ino)

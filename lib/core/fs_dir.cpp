@@ -31,7 +31,7 @@ Result<void> mkdir_p(const std::string &path, mode_t mode)
 {
 	if (path.empty())
 		return {};
-	struct stat existing{};
+	struct stat existing = {};
 	if (::stat(path.c_str(), &existing) == 0 && S_ISDIR(existing.st_mode))
 		return {};
 	std::string cur;
@@ -44,7 +44,7 @@ Result<void> mkdir_p(const std::string &path, mode_t mode)
 		if (::mkdir(cur.c_str(), mode) < 0 && errno != EEXIST)
 			return fail(last_errno_error("Failed to create directory " + cur));
 	}
-	struct stat st{};
+	struct stat st = {};
 	if (::stat(path.c_str(), &st) < 0)
 		return fail(last_errno_error("Failed to stat " + path));
 	if (!S_ISDIR(st.st_mode))

@@ -36,7 +36,7 @@ Result<UniqueFd> open_regular_at(int dirfd, const std::string &name, const std::
 
 Result<void> require_regular(int fd, const std::string &display)
 {
-	struct stat st{};
+	struct stat st = {};
 	if (::fstat(fd, &st) < 0)
 		return fail(last_errno_error("Failed to stat " + display));
 	if (!S_ISREG(st.st_mode))

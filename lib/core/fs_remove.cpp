@@ -11,7 +11,7 @@ namespace unbounded::fs {
 
 long long mount_id_of(int fd)
 {
-	struct statx stx{};
+	struct statx stx = {};
 	if (::statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_MNT_ID, &stx) == 0 && (stx.stx_mask & STATX_MNT_ID) &&
 	    stx.stx_mnt_id != 0)
 		return static_cast<long long>(stx.stx_mnt_id);
@@ -52,7 +52,7 @@ Result<void> remove_contents(int sub, long long mnt, dev_t dev, const std::strin
 				continue;
 			return fail(last_errno_error("Failed to open " + child));
 		}
-		struct stat cst{};
+		struct stat cst = {};
 		if (::fstat(cfd.get(), &cst) < 0)
 			return fail(last_errno_error("Failed to stat " + child));
 		const long long cmnt = mount_id_of(cfd.get());
@@ -97,7 +97,7 @@ Result<void> remove_tree_at(int dirfd, const std::string &name, const std::strin
 	// The directory that holds `name` (name may have several components, dirfd may be AT_FDCWD).
 	UniqueFd parent(::openat(dirfd, name.find('/') == std::string::npos ? "." : dirname(name).c_str(),
 				 O_PATH | O_DIRECTORY | O_CLOEXEC));
-	struct stat pst{}, st{};
+	struct stat pst = {}, st = {};
 	if (!parent || ::fstat(parent.get(), &pst) < 0 || ::fstat(sub.get(), &st) < 0)
 		return fail(last_errno_error("Failed to stat " + display));
 	const long long mnt = mount_id_of(sub.get());

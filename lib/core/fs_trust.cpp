@@ -12,7 +12,7 @@ namespace unbounded::fs {
 
 Result<void> check_trusted(int fd, const std::string &display, bool directory)
 {
-	struct stat st{};
+	struct stat st = {};
 	if (::fstat(fd, &st) < 0)
 		return fail(last_errno_error("Failed to stat " + display));
 	if (directory ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
@@ -56,7 +56,7 @@ Result<UniqueFd> open_private_dir(const std::string &path, const std::string &di
 	int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
 		if (errno == ELOOP || errno == ENOTDIR) {
-			struct stat st{};
+			struct stat st = {};
 			const char *what = ::lstat(path.c_str(), &st) == 0 ? file_type_name(st.st_mode) : "not a directory";
 			return fail(errno_error(EPERM, "Refusing " + display + ": it is " + what + ", expected a directory"));
 		}

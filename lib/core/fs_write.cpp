@@ -117,7 +117,7 @@ Result<PreparedWrite> prepare_file_atomic_at(int dirfd, const std::string &base,
 
 	if (opts.skip_if_unchanged) {
 		auto old = read_file_at(dirfd, base, path, content.size() + 1);
-		struct stat st{};
+		struct stat st = {};
 		if (old && *old == content && ::fstatat(dirfd, base.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 		    (st.st_mode & 07777) == opts.mode && (!opts.owner_root || (st.st_uid == 0 && st.st_gid == 0)))
 			return w;

@@ -40,7 +40,7 @@ Result<RunLock> RunLock::acquire(int dirfd, const std::string &name, const std::
 std::optional<RunLock> RunLock::wait_shared(const std::string &real_path, std::chrono::milliseconds timeout)
 {
 	UniqueFd fd(::open(real_path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
-	struct stat st{};
+	struct stat st = {};
 	if (!fd || ::fstat(fd.get(), &st) < 0 || !S_ISREG(st.st_mode))
 		return std::nullopt;
 	const auto deadline = std::chrono::steady_clock::now() + timeout;

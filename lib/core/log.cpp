@@ -28,7 +28,7 @@ bool stderr_is_journal_stream()
 	unsigned long long dev = 0, ino = 0;
 	if (std::sscanf(e, "%llu:%llu", &dev, &ino) != 2)
 		return false;
-	struct stat st{};
+	struct stat st = {};
 	if (fstat(STDERR_FILENO, &st) < 0)
 		return false;
 	return st.st_dev == dev && st.st_ino == ino;

@@ -54,7 +54,7 @@ Result<bool> remove_our_spec(const std::string &real_path, const std::string &di
 	if (!starts_with_marker(fd->get()))
 		return false;
 	// Still the file that was read (not replaced in between): then it goes.
-	struct stat opened{}, now{};
+	struct stat opened = {}, now = {};
 	if (::fstat(fd->get(), &opened) < 0 || ::fstatat(dir->get(), name.c_str(), &now, AT_SYMLINK_NOFOLLOW) < 0 ||
 	    opened.st_dev != now.st_dev || opened.st_ino != now.st_ino)
 		return false;

@@ -19,7 +19,7 @@ namespace unbounded {
 Result<void> Discovery::add_wine_dlls()
 {
 	for (std::size_t t = 0; t < st_.trees().size(); t++) {
-		struct stat st{};
+		struct stat st = {};
 		if (::fstatat(st_.trees()[t].fd.get(), "nvidia", &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
 			continue;  // one fstatat for a tree without it: the boot path stays cheap
 		for (const char *name : WINE_DLLS) {
@@ -74,7 +74,7 @@ Result<void> Discovery::add_graphics_configs()
 			for (const auto &[n, d] : is_dir)
 				if (n == first)
 					return d;
-			struct stat st{};
+			struct stat st = {};
 			const bool d = ::fstatat(st_.trees()[t].fd.get(), std::string(first).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 				       S_ISDIR(st.st_mode);
 			is_dir.emplace_back(first, d);

@@ -103,7 +103,7 @@ const DriverFile *Discovery::taken_elsewhere(const Entry &e) const
 bool Discovery::is_link(std::size_t tree, const std::string &dir, const char *name) const
 {
 	auto d = st_.open_dir(tree, dir);
-	struct stat st{};
+	struct stat st = {};
 	return d && *d && ::fstatat(d->get(), name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode);
 }
 

@@ -62,7 +62,7 @@ Result<void> Discovery::list_scan_dirs()
 			if (!*dfd)
 				continue;
 			const std::string display = fs::join(st_.trees()[t].display, dir);
-			struct stat dst{};
+			struct stat dst = {};
 			if (::fstat(dfd->get(), &dst) < 0)
 				return fail(last_errno_error("Failed to stat " + display));
 			const std::string key = identity_key(dst);

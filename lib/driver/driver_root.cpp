@@ -35,7 +35,7 @@ Result<void> check_replaceable(int dirfd, const RootLocation &root)
 				offender = fs::join(root.display, child);
 				return false;
 			}
-			struct stat st{};
+			struct stat st = {};
 			if (::fstatat(fd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0) {
 				offender = fs::join(root.display, child);
 				return false;
@@ -76,7 +76,7 @@ using root_build::mtime_ns;
 
 bool live_file_reusable(int live_fd, const ManifestEntry *o, const ManifestEntry &e)
 {
-	struct stat ost{};
+	struct stat ost = {};
 	return o && o->type == ManifestEntry::Type::File && o->source_id == e.source_id && o->size == e.size &&
 	       o->mtime_ns == e.mtime_ns && o->mode == e.mode &&
 	       ::fstatat(live_fd, e.path.c_str(), &ost, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(ost.st_mode) &&
@@ -88,7 +88,7 @@ namespace root_build {
 Result<LiveRoot> open_live_root(int parent_fd, const std::string &base, const RootLocation &root,
 			       const std::optional<std::string> *known_manifest)
 {
-	if (struct stat lst{}; ::fstatat(parent_fd, base.c_str(), &lst, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(lst.st_mode) &&
+	if (struct stat lst = {}; ::fstatat(parent_fd, base.c_str(), &lst, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(lst.st_mode) &&
 			       !S_ISLNK(lst.st_mode))
 		return fail(make_error("Refusing to replace " + root.display + " (driver_root): it is " +
 				       fs::file_type_name(lst.st_mode) + ", not a driver root"));

@@ -22,7 +22,7 @@ void check_entry(int root_fd, const ManifestEntry &e, const std::string &display
 {
 	auto add = [&](const std::string &path, const std::string &msg) { problems.push_back(Problem{path, msg}); };
 	const std::string p = fs::join(display, e.path);
-	struct stat est{};
+	struct stat est = {};
 	if (::fstatat(root_fd, e.path.c_str(), &est, AT_SYMLINK_NOFOLLOW) < 0) {
 		add(p, p + " is missing: " + errno_string(errno));
 		return;
@@ -50,7 +50,7 @@ void check_entry(int root_fd, const ManifestEntry &e, const std::string &display
 		add(p, p + " points to " + target + ", expected " + e.target);
 		return;
 	}
-	struct stat tst{};
+	struct stat tst = {};
 	if (::fstatat(root_fd, e.path.c_str(), &tst, 0) < 0)
 		add(p, p + " is a dangling symlink to " + e.target);
 }
@@ -115,7 +115,7 @@ std::vector<Problem> verify_driver_root(const RootLocation &root, Manifest *mani
 	if (is_expected)
 		*is_expected = false;
 	auto one = [&](const std::string &msg) { return std::vector<Problem>{Problem{root.display, msg}}; };
-	struct stat st{};
+	struct stat st = {};
 	if (::lstat(root.real.c_str(), &st) < 0)
 		return one("Driver root " + root.display + " is missing: " + errno_string(errno));
 	if (S_ISLNK(st.st_mode))

@@ -49,7 +49,7 @@ Result<std::uint64_t> copy_source(const DriverFile &src, const ManifestEntry &e,
 				     O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
 		if (!in)
 			return fail(last_errno_error("Failed to open " + src.source.display));
-		struct stat before{};
+		struct stat before = {};
 		if (::fstat(in.get(), &before) < 0)
 			return fail(last_errno_error("Failed to stat " + src.source.display));
 		if (!S_ISREG(before.st_mode) || before.st_ino != src.source.st.st_ino || before.st_dev != src.source.st.st_dev ||
@@ -63,7 +63,7 @@ Result<std::uint64_t> copy_source(const DriverFile &src, const ManifestEntry &e,
 		auto n = fs::copy_fd(in.get(), out.get(), e.size, src.source.display + " to " + dest_display, e.size + 1);
 		if (!n)
 			return fail(n.error());
-		struct stat after{};
+		struct stat after = {};
 		if (::fstat(in.get(), &after) < 0)
 			return fail(last_errno_error("Failed to stat " + src.source.display));
 		if (*n != e.size || !same_content_stamp(before, after)) {

@@ -213,7 +213,7 @@ Result<InstallStats> install_driver_root(const DriverSet &driver, const Manifest
 	auto pfd = fs::open_dir(parent);
 	if (!pfd)
 		return fail(pfd.error());
-	struct statfs sfs{};
+	struct statfs sfs = {};
 	if (::fstatfs(pfd->get(), &sfs) == 0)
 		stats.fstype = fs_name(sfs.f_type);
 

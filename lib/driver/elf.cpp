@@ -210,7 +210,7 @@ Result<Info> parse(const Reader &rd, const std::string &display, std::uint64_t f
 
 Result<Info> read_info(int fd, const std::string &display)
 {
-	struct stat st{};
+	struct stat st = {};
 	if (::fstat(fd, &st) < 0)
 		return fail(last_errno_error("Failed to stat " + display));
 	unsigned char ident[EI_NIDENT];

@@ -12,7 +12,7 @@ std::vector<Problem> one(const RootLocation &root, const std::string &msg) { ret
 // lstat() of the root's path: a real directory, as verify_driver_root() requires it.
 std::vector<Problem> check_root_path(const RootLocation &root, bool *exists)
 {
-	struct stat st{};
+	struct stat st = {};
 	if (::lstat(root.real.c_str(), &st) < 0)
 		return one(root, "Driver root " + root.display + " is missing: " + errno_string(errno));
 	if (exists)

@@ -49,7 +49,7 @@ Result<Staging> Staging::open(const std::string &real_parent, const std::string 
 		if (s.trees_.size() == MAX_STAGING_TREES) {
 			::close(fd);
 			const auto dirs = std::count_if(names->begin(), names->end(), [&](const std::string &x) {
-				struct stat st{};
+				struct stat st = {};
 				return is_staging_entry(x) && ::fstatat(pfd->get(), x.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
 			});
 			return fail(make_error(display_parent + " holds " + std::to_string(dirs) + " staging directories, more than the " +
@@ -225,7 +225,7 @@ Result<UniqueFd> Staging::open_regular(const ResolvedFile &f) const
 	if (fd < 0)
 		return fail(last_errno_error("Failed to open " + f.display));
 	UniqueFd u(fd);
-	struct stat st{};
+	struct stat st = {};
 	if (::fstat(u.get(), &st) < 0)
 		return fail(last_errno_error("Failed to stat " + f.display));
 	if (!S_ISREG(st.st_mode))

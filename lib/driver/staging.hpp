@@ -40,7 +40,7 @@ struct ResolvedFile {
 	std::string display;      // "/run/host-nvidia/0/nvidia/current/libcuda.so.535.1"
 	UniqueFd dir;             // O_PATH fd of the containing directory
 	std::string name;         // last component
-	struct stat st{};         // lstat of the final (non-symlink) file
+	struct stat st = {};         // lstat of the final (non-symlink) file
 	std::vector<std::string> via;  // the absolute symlink targets followed, in order (host paths)
 };
 

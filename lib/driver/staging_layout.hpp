@@ -42,7 +42,7 @@ inline std::vector<std::string> flavours(int tree_fd, std::vector<std::string> *
 		return out;
 	std::stable_partition(names->begin(), names->end(), [](const std::string &n) { return n == "current"; });
 	for (const auto &n : *names) {
-		struct stat st{};
+		struct stat st = {};
 		if (!is_plain_file_name(n) || ::fstatat(dir.get(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
 			continue;
 		if (out.size() < MAX_FLAVOURS)

@@ -17,7 +17,7 @@ namespace {
 
 Millis since(const struct timespec &t)
 {
-	struct timespec now{};
+	struct timespec now = {};
 	::clock_gettime(CLOCK_REALTIME, &now);
 	const long long ms = (static_cast<long long>(now.tv_sec) - t.tv_sec) * 1000 + (now.tv_nsec - t.tv_nsec) / 1'000'000;
 	return Millis(ms);
@@ -53,7 +53,7 @@ void stamp_dir(StagingStamp &s, int tree_fd, const std::string &display, const s
 		UniqueFd fd(::openat(parent ? parent.get() : tree_fd, c.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
 		auto [it, fresh] = seen.emplace(prefix, fd.valid());
 		if (fresh && fd) {
-			struct stat st{};
+			struct stat st = {};
 			if (::fstat(fd.get(), &st) == 0)
 				add_to(s, display + prefix, st);
 		}
@@ -71,7 +71,7 @@ StagingStamp StagingWatch::stamp() const
 	auto pfd = fs::open_dir(real_parent_);
 	if (!pfd)
 		return s;
-	struct stat st{};
+	struct stat st = {};
 	if (::fstat(pfd->get(), &st) == 0)
 		add_to(s, display_parent_, st);
 	auto names = fs::list_dir(pfd->get(), display_parent_);

@@ -21,7 +21,7 @@ namespace unbounded {
 
 struct StagingStamp {
 	std::string identity;        // device, inode and times of every watched directory, in order
-	struct timespec newest{};    // the latest change time among them
+	struct timespec newest = {};    // the latest change time among them
 	bool operator==(const StagingStamp &o) const { return identity == o.identity; }
 };
 

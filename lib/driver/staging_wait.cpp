@@ -26,7 +26,7 @@ StagingState probe_staging(const Context &ctx)
 				if (!is_staging_entry(n))
 					continue;
 				s.nvidia_machine = true;
-				struct stat st{};
+				struct stat st = {};
 				if (::fstatat(pfd->get(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
 					continue;
 				const std::string display = fs::join(ctx.config.staging, n);
@@ -42,7 +42,7 @@ StagingState probe_staging(const Context &ctx)
 			}
 		}
 	}
-	struct stat st{};
+	struct stat st = {};
 	if (::lstat(ctx.real("/dev/nvidiactl").c_str(), &st) == 0) {
 		s.nvidia_machine = true;
 		s.control_node = S_ISCHR(st.st_mode);

@@ -137,7 +137,7 @@ void LicenseReloader::enforce_target_attributes(ReloadReport &report) const
 {
 	for (const auto &item : items_) {
 		UniqueFd f(::open(ctx_.real(item.target).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
-		struct stat st{};
+		struct stat st = {};
 		if (!f || ::fstat(f.get(), &st) < 0 || !S_ISREG(st.st_mode))
 			continue;  // absent (installed later) or not a file (refused when it is installed)
 		const bool want_root = ::geteuid() == 0;

@@ -60,7 +60,7 @@ TEST_CASE("chase: a plain path and a relative symlink give the canonical path, i
 	REQUIRE(d);
 	CHECK(d->rel == "lib/libcuda.so.535");
 	REQUIRE(d->fd);
-	struct stat st{};
+	struct stat st = {};
 	REQUIRE(::fstat(d->fd.get(), &st) == 0);
 	CHECK(st.st_ino == d->st.st_ino);
 
@@ -162,7 +162,7 @@ TEST_CASE("chase: OneMount refuses a component on another mount", "[chase]")
 	UniqueFd proc(::open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC));
 	REQUIRE(slash);
 	REQUIRE(proc);
-	struct stat a{}, b{};
+	struct stat a = {}, b = {};
 	REQUIRE(::fstat(slash.get(), &a) == 0);
 	REQUIRE(::fstat(proc.get(), &b) == 0);
 	REQUIRE(a.st_dev != b.st_dev);

@@ -17,7 +17,7 @@ std::string outcome(int root, const std::string &path, Confinement c, bool follo
 	auto fd = open_confined(root, path, ConfinedOpen{c, flags, follow_last});
 	if (!fd)
 		return std::string("errno ") + std::to_string(fd.error().errnum);
-	struct stat st{};
+	struct stat st = {};
 	REQUIRE(::fstat(fd->get(), &st) == 0);
 	if (S_ISDIR(st.st_mode))
 		return "dir";

@@ -87,7 +87,7 @@ struct Machine {
 	}
 	unsigned mode(const std::string &rel) const
 	{
-		struct stat st{};
+		struct stat st = {};
 		REQUIRE(::stat((dir / rel).c_str(), &st) == 0);
 		return st.st_mode & 07777;
 	}

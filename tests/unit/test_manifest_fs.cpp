@@ -65,13 +65,13 @@ TEST_CASE("atomic writes replace whole files and skip identical content", "[fs]"
 	auto w1 = fs::write_file_atomic(p, "one\n");
 	REQUIRE(w1);
 	CHECK(*w1 == fs::WriteOutcome::Written);
-	struct stat st1{};
+	struct stat st1 = {};
 	REQUIRE(::stat(p.c_str(), &st1) == 0);
 	CHECK((st1.st_mode & 07777) == 0644);
 	auto w2 = fs::write_file_atomic(p, "one\n");
 	REQUIRE(w2);
 	CHECK(*w2 == fs::WriteOutcome::Unchanged);
-	struct stat st2{};
+	struct stat st2 = {};
 	REQUIRE(::stat(p.c_str(), &st2) == 0);
 	CHECK(st1.st_ino == st2.st_ino);
 	auto w3 = fs::write_file_atomic(p, "two\n");
