@@ -1,7 +1,7 @@
 # Two entry points for people and CI; both install what a fresh Debian bookworm machine lacks.
 #   make demo    build, assemble a demo machine root, run setup on it, show the result
-#   make check   build and run every meson test suite: unit, integration, system, consumer, containerd,
-#                package, tools
+#   make check   build and run every meson test suite: unit, format, integration, system, consumer,
+#                containerd, package, tools
 #   make check-arm64   cross-build for arm64 (--buildtype=release) and run the unit and integration
 #                      tiers under qemu-user
 #   make check-builds  a packager's builds: --buildtype=release, and plain with dpkg-buildflags; unit tier
@@ -20,7 +20,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BUILD_DEPS := meson ninja-build g++ pkg-config libsystemd-dev libmount-dev nlohmann-json3-dev \
 	libyaml-cpp-dev catch2 systemd scdoc
 # systemd-journal-remote: the unit tier writes a journal file for the sd-journal reader of nvidia-gridd.
-TEST_DEPS := python3 python3-jsonschema python3-yaml util-linux strace systemd-journal-remote
+# clang-format-14: the format suite holds the C++ files to .clang-format.
+TEST_DEPS := python3 python3-jsonschema python3-yaml util-linux strace systemd-journal-remote clang-format-14
 # The system tier boots a mkosi image with systemd-nspawn.
 SYSTEM_DEPS := systemd-container mkosi debootstrap
 PACKAGE_DEPS := debhelper dpkg-dev fakeroot lintian man-db groff-base git

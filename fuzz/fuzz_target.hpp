@@ -56,10 +56,10 @@ std::string over_cap(std::string_view text, std::size_t cap, char fill);
 
 }  // namespace unbounded::fuzz
 
-#define FUZZ_REQUIRE(cond, detail)                                                  \
-	do {                                                                        \
-		if (!(cond))                                                        \
-			::unbounded::fuzz::violated(FUZZ_NAME, #cond, (detail));   \
+#define FUZZ_REQUIRE(cond, detail)                                               \
+	do {                                                                     \
+		if (!(cond))                                                     \
+			::unbounded::fuzz::violated(FUZZ_NAME, #cond, (detail)); \
 	} while (0)
 
 // A message must be one printable line.
@@ -76,13 +76,13 @@ std::string over_cap(std::string_view text, std::size_t cap, char fill);
 #endif
 
 // FUZZ_TARGET { body using `data`, `size` and `text` (the input as a string_view) }
-#define FUZZ_TARGET                                                                 \
-	static int fuzz_one_input_(const std::uint8_t *data, std::size_t size);     \
-	static int fuzz_body_(const std::uint8_t *data, std::size_t size, std::string_view text); \
-	static int fuzz_one_input_(const std::uint8_t *data, std::size_t size)      \
-	{                                                                           \
+#define FUZZ_TARGET                                                                                          \
+	static int fuzz_one_input_(const std::uint8_t *data, std::size_t size);                              \
+	static int fuzz_body_(const std::uint8_t *data, std::size_t size, std::string_view text);            \
+	static int fuzz_one_input_(const std::uint8_t *data, std::size_t size)                               \
+	{                                                                                                    \
 		return fuzz_body_(data, size, std::string_view(reinterpret_cast<const char *>(data), size)); \
-	}                                                                           \
-	FUZZ_ENTRY_                                                                 \
-	static int fuzz_body_([[maybe_unused]] const std::uint8_t *data, [[maybe_unused]] std::size_t size, \
+	}                                                                                                    \
+	FUZZ_ENTRY_                                                                                          \
+	static int fuzz_body_([[maybe_unused]] const std::uint8_t *data, [[maybe_unused]] std::size_t size,  \
 			      [[maybe_unused]] std::string_view text)

@@ -120,7 +120,9 @@ Decision decide(const Input &in, Error *config_error)
 		break;
 	case Enabled::Auto:
 		d.nvidia = staged || ctl;
-		d.reason = staged ? cfg.staging + " has staging entries" : ctl ? "/dev/nvidiactl exists" : "no " + cfg.staging + " entries and no /dev/nvidiactl";
+		d.reason = staged ? cfg.staging + " has staging entries"
+			   : ctl  ? "/dev/nvidiactl exists"
+				  : "no " + cfg.staging + " entries and no /dev/nvidiactl";
 		break;
 	}
 	// SourcePath= names the file the units are generated from, as systemd's own generators do: the

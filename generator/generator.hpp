@@ -18,13 +18,13 @@ struct Input {
 };
 
 struct Decision {
-	bool nvidia = false;        // generate the setup unit and the ordering
-	bool licensing = false;     // enable the license .path and .timer units
+	bool nvidia = false;                   // generate the setup unit and the ordering
+	bool licensing = false;                // enable the license .path and .timer units
 	std::vector<std::string> stale_specs;  // not an NVIDIA machine, but CDI specs of ours are there: remove them before containerd
-	std::string reason;         // one line for the log
-	std::string source_path;    // SourcePath= of the generated units: the config file, or "" for none
-	Config config;              // as read (defaults when absent or unreadable)
-	std::vector<std::string> warnings;  // ignored knobs, for the log
+	std::string reason;                    // one line for the log
+	std::string source_path;               // SourcePath= of the generated units: the config file, or "" for none
+	Config config;                         // as read (defaults when absent or unreadable)
+	std::vector<std::string> warnings;     // ignored knobs, for the log
 };
 
 // Decides from the config and the machine. A config that cannot be read is reported in `config_error`

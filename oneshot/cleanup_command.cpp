@@ -32,7 +32,7 @@ int run_cleanup(const Context &ctx, Report &report)
 		any |= *removed;
 		if (*removed)
 			log::notice("Removed " + *path + ", written by unbounded-nvidia-setup when this was an NVIDIA machine: "
-				    "its devices are gone, so containerd must not offer them.",
+							 "its devices are gone, so containerd must not offer them.",
 				    {{"MESSAGE_ID", message_id::CDI_SPEC_REMOVED}, {"UNBOUNDED_NVIDIA_PATH", *path}});
 	}
 	if (!any)

@@ -21,8 +21,7 @@ std::vector<Problem> record_consumer(const Context &ctx, Report &report, bool ve
 	report.details["consumer_findings"] = std::move(counts);
 	std::vector<Problem> problems;
 	for (auto &f : consumer.findings) {
-		const log::Fields fields{{"MESSAGE_ID", f.message_id}, {"UNBOUNDED_NVIDIA_PATH", f.problem.path},
-					 {"UNBOUNDED_NVIDIA_CHECK", f.check}};
+		const log::Fields fields{{"MESSAGE_ID", f.message_id}, {"UNBOUNDED_NVIDIA_PATH", f.problem.path}, {"UNBOUNDED_NVIDIA_CHECK", f.check}};
 		if (f.warning || !verify) {
 			log::warning(f.problem.message, fields);
 			if (verify)

@@ -133,10 +133,7 @@ int usage_error(int argc, char **argv, const std::string &what)
 // 0 to go on, -1 for a clean exit (--help, --version), else the exit status.
 int parse_args(int argc, char **argv, Args &a)
 {
-	static const option opts[] = {{"root", required_argument, nullptr, 'r'}, {"config", required_argument, nullptr, 'c'},
-				      {"boot", no_argument, nullptr, 'b'},       {"help", no_argument, nullptr, 'h'},
-				      {"npd", no_argument, nullptr, 'n'},
-				      {"version", no_argument, nullptr, 'V'},    {nullptr, 0, nullptr, 0}};
+	static const option opts[] = {{"root", required_argument, nullptr, 'r'}, {"config", required_argument, nullptr, 'c'}, {"boot", no_argument, nullptr, 'b'}, {"help", no_argument, nullptr, 'h'}, {"npd", no_argument, nullptr, 'n'}, {"version", no_argument, nullptr, 'V'}, {nullptr, 0, nullptr, 0}};
 	opterr = 0;
 	for (int c; (c = getopt_long(argc, argv, "h", opts, nullptr)) >= 0;) {
 		switch (c) {

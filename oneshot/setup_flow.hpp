@@ -6,7 +6,10 @@
 
 namespace unbounded {
 
-enum class Mode { Setup, Refresh };
+enum class Mode {
+	Setup,
+	Refresh,
+};
 
 // Lock, (wait for staging,) snapshot, discover, decide, build or keep, write the spec, check it.
 // `run_dir` is the open run directory. Returns the exit code.

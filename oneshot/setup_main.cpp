@@ -25,14 +25,17 @@ struct Args;
 
 // What a command line may name: each command, how it runs, its line in --help, the options only it
 // takes, and what the run leaves behind besides its answer.
-enum VerbOption : unsigned { TAKES_OUTPUT = 1, TAKES_NPD = 2 };
+enum VerbOption : unsigned {
+	TAKES_OUTPUT = 1,
+	TAKES_NPD = 2,
+};
 struct Verb {
 	const char *name;
 	int (*run)(const Context &ctx, Report &report, const Args &args);
-	const char *help;       // continuation lines start with 18 spaces, under the first one's text
-	unsigned options = 0;   // VerbOption
-	bool records = false;   // the consumer check and status.json (setup and refresh)
-	bool metrics = false;   // the textfile collector's metrics
+	const char *help;      // continuation lines start with 18 spaces, under the first one's text
+	unsigned options = 0;  // VerbOption
+	bool records = false;  // the consumer check and status.json (setup and refresh)
+	bool metrics = false;  // the textfile collector's metrics
 };
 
 int run_generate_cdi_verb(const Context &ctx, Report &report, const Args &args);
@@ -94,12 +97,22 @@ struct Args {
 
 int parse_args(int argc, char **argv, Args &a)
 {
-	enum { OPT_ROOT = 0x100, OPT_CONFIG, OPT_JSON, OPT_OUTPUT, OPT_VERSION, OPT_NPD };
+	enum {
+		OPT_ROOT = 0x100,
+		OPT_CONFIG,
+		OPT_JSON,
+		OPT_OUTPUT,
+		OPT_VERSION,
+		OPT_NPD,
+	};
 	static const option opts[] = {
-		{"root", required_argument, nullptr, OPT_ROOT},   {"config", required_argument, nullptr, OPT_CONFIG},
-		{"json", no_argument, nullptr, OPT_JSON},         {"output", required_argument, nullptr, OPT_OUTPUT},
+		{"root", required_argument, nullptr, OPT_ROOT},
+		{"config", required_argument, nullptr, OPT_CONFIG},
+		{"json", no_argument, nullptr, OPT_JSON},
+		{"output", required_argument, nullptr, OPT_OUTPUT},
 		{"npd", optional_argument, nullptr, OPT_NPD},
-		{"help", no_argument, nullptr, 'h'},              {"version", no_argument, nullptr, OPT_VERSION},
+		{"help", no_argument, nullptr, 'h'},
+		{"version", no_argument, nullptr, OPT_VERSION},
 		{nullptr, 0, nullptr, 0},
 	};
 	opterr = 0;
@@ -107,7 +120,7 @@ int parse_args(int argc, char **argv, Args &a)
 	while ((c = getopt_long(argc, argv, "+h", opts, nullptr)) >= 0 || optind < argc) {
 		if (c < 0) {
 			// A command; options may follow it ("verify --json").
-			if (a.command != "setup" || std::string(argv[optind]) == "" ) {
+			if (a.command != "setup" || std::string(argv[optind]) == "") {
 				std::fprintf(stderr, "unbounded-nvidia-setup: unexpected argument '%s'\n", argv[optind]);
 				return EXIT_USAGE;
 			}
@@ -121,7 +134,10 @@ int parse_args(int argc, char **argv, Args &a)
 		}
 		switch (c) {
 		case OPT_ROOT: a.root = optarg; break;
-		case OPT_CONFIG: a.config = optarg; a.config_given = true; break;
+		case OPT_CONFIG:
+			a.config = optarg;
+			a.config_given = true;
+			break;
 		case OPT_JSON: a.json = true; break;
 		case OPT_OUTPUT: a.output = optarg; break;
 		case OPT_NPD: a.npd = optarg ? optarg : "ready"; break;

@@ -39,7 +39,6 @@ void warn_about_device_plugin(const Context &ctx, Report &report, const SpecRead
 	report.warnings.push_back(p->message);
 }
 
-
 // What the devices say, and the GPUs the machine offers beside expected_gpus: fewer are served
 // (exit 0: one missing GPU must not take the others down), said here and made a problem by verify.
 void warn_about_devices(const Context &ctx, Report &report, const DeviceInventory &devices)
@@ -60,7 +59,7 @@ int finish_not_ready(Report &report)
 	report.outcome = "not-ready";
 	for (const auto &p : report.problems)
 		log::error("Not ready: " + p.message, {{"MESSAGE_ID", message_id::VERIFY_FAILED},
-							  {"UNBOUNDED_NVIDIA_PATH", p.path}});
+						       {"UNBOUNDED_NVIDIA_PATH", p.path}});
 	report.error = std::to_string(report.problems.size()) + " verification problem(s), first: " +
 		       report.problems.front().message;
 	notify_status("Not ready: " + report.problems.front().message);

@@ -13,9 +13,9 @@
 namespace unbounded {
 
 struct StagedDriver {
-	std::optional<DriverSet> driver;     // nullopt when staging holds no consistent driver
-	Error error;                         // why not
-	std::vector<std::string> warnings;   // memo rejected, ...
+	std::optional<DriverSet> driver;    // nullopt when staging holds no consistent driver
+	Error error;                        // why not
+	std::vector<std::string> warnings;  // memo rejected, ...
 	std::size_t cache_hits = 0;
 };
 

@@ -73,7 +73,7 @@ std::string judge_staging(const Context &ctx, Report &report, const RunSnapshot 
 	if (!staging.nvidia_machine || staging.usable.empty()) {
 		report.outcome = "staging-gone";
 		report.problems.push_back(Problem{ctx.config.staging, "The host's staging mounts under " + ctx.config.staging +
-									  " are gone: driver " + version + " stays live, but no refresh can follow the host"});
+									      " are gone: driver " + version + " stays live, but no refresh can follow the host"});
 		return {};
 	}
 	// The memo is read, never written: verify changes nothing.

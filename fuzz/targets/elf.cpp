@@ -17,7 +17,7 @@ using namespace unbounded;
 
 namespace {
 
-constexpr std::size_t MAX_NEEDED = 256;     // elf.cpp: more DT_NEEDED entries are not read
+constexpr std::size_t MAX_NEEDED = 256;    // elf.cpp: more DT_NEEDED entries are not read
 constexpr std::uint16_t MAX_PHNUM = 4096;  // elf.cpp: more program headers are refused
 
 Result<elf::Info> read(std::string_view bytes)

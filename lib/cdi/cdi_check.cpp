@@ -238,7 +238,7 @@ public:
 		: root_fd_(open_root(ctx)), display_(display), problems_(problems), budget_(budget), steps_(budget.steps),
 		  // No time budget: no deadline (now() + milliseconds::max() overflows the clock's nanoseconds).
 		  deadline_(budget.time == std::chrono::milliseconds::max() ? std::chrono::steady_clock::time_point::max()
-									      : std::chrono::steady_clock::now() + budget.time)
+									    : std::chrono::steady_clock::now() + budget.time)
 	{
 	}
 
@@ -438,7 +438,7 @@ std::vector<Problem> verify_cdi_spec(const Context &ctx, const SpecRead &file, c
 	if ((text && text->size() > MAX_SPEC_BYTES && !(expected && *text == expected->yaml)) ||
 	    (!text && text.error().errnum == EFBIG && cap > MAX_SPEC_BYTES))
 		text = fail(errno_error(EFBIG, "Refusing to parse " + path + ", it is larger than " + std::to_string(MAX_SPEC_BYTES) +
-						   " bytes and not the spec generated for the current state"));
+						       " bytes and not the spec generated for the current state"));
 	if (!text) {
 		problems.push_back(Problem{path, "CDI spec " + path + " is unreadable: " + read_failure(text.error())});
 		return problems;

@@ -29,9 +29,9 @@ void check_cdi_structure(const nlohmann::ordered_json &doc, const std::string &d
 // hostPaths, each through 40 symlinks of 4 KiB: unbounded, that took verify a minute and a refresh
 // as long holding the lock. Past any of these the check stops with one problem saying so.
 struct HostPathBudget {
-	std::size_t failures = SIZE_MAX;                  // stop after this many problems
+	std::size_t failures = SIZE_MAX;  // stop after this many problems
 	std::chrono::milliseconds time = std::chrono::milliseconds::max();
-	std::uint64_t steps = UINT64_MAX;                 // path components walked (ConfinedOpen::steps)
+	std::uint64_t steps = UINT64_MAX;  // path components walked (ConfinedOpen::steps)
 	bool limited() const { return steps != UINT64_MAX || failures != SIZE_MAX || time != std::chrono::milliseconds::max(); }
 };
 // For the device plugin's spec: the first few failures are what an operator reads (three are shown);

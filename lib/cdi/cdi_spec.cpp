@@ -224,7 +224,9 @@ std::vector<std::string> drm_by_path_links(const Gpu &g)
 		const std::string name = fs::basename(n.path);
 		if (!n.path.starts_with("/dev/dri/"))
 			continue;
-		const char *suffix = name.starts_with("card") ? "-card" : name.starts_with("renderD") ? "-render" : nullptr;
+		const char *suffix = name.starts_with("card")      ? "-card"
+				     : name.starts_with("renderD") ? "-render"
+								   : nullptr;
 		if (suffix)
 			links.push_back("../" + name + "::/dev/dri/by-path/pci-" + g.pci + suffix);
 	}
@@ -436,7 +438,9 @@ std::string lowest_cdi_version(const Edits &common, const std::vector<std::pair<
 		gids |= !e.additional_gids.empty();
 		digit_names |= !name.empty() && name.front() >= '0' && name.front() <= '9';
 	}
-	return gids ? "0.7.0" : digit_names ? "0.5.0" : "0.3.0";
+	return gids          ? "0.7.0"
+	       : digit_names ? "0.5.0"
+			     : "0.3.0";
 }
 
 nlohmann::ordered_json spec_document(const CdiParts &p)

@@ -24,16 +24,16 @@ inline const std::vector<std::string> CDI_MOUNT_OPTIONS = {"ro", "nosuid", "node
 
 struct CdiInputs {
 	const Manifest *manifest = nullptr;
-	std::string driver_root;                // as in the machine: "/run/nvidia/driver"
+	std::string driver_root;  // as in the machine: "/run/nvidia/driver"
 	const DeviceInventory *devices = nullptr;
-	std::optional<std::string> hook_path;   // set only when the hook binary exists in the machine
-	std::set<std::string> hook_commands;    // what it can do (see cdi_hook.hpp); only these are emitted
+	std::optional<std::string> hook_path;  // set only when the hook binary exists in the machine
+	std::set<std::string> hook_commands;   // what it can do (see cdi_hook.hpp); only these are emitted
 };
 
 struct CdiParts;  // its devices and edits (cdi_spec.cpp)
 
 struct CdiSpec {
-	std::string yaml;                       // the file's bytes
+	std::string yaml;  // the file's bytes
 	std::string cdi_version;
 	std::size_t devices = 0, mounts = 0, device_nodes = 0, hooks = 0;
 	// What verify checks of a spec it has just generated, besides the nodes it has just read:

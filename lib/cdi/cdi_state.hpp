@@ -32,7 +32,7 @@ MachineDevices read_machine_devices(const Context &ctx, bool learn_hook);
 struct SpecForState {
 	CdiSpec spec;
 	DeviceInventory devices;
-	std::optional<CdiSpec> imex;  // the IMEX channel spec, when the machine has channels
+	std::optional<CdiSpec> imex;                           // the IMEX channel spec, when the machine has channels
 	std::vector<std::pair<const char *, CdiSpec>> fabric;  // (kind, spec) of each fabric class with nodes
 
 	// The spec of a side_specs() kind, null when the machine has none of its devices.

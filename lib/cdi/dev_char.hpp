@@ -17,9 +17,9 @@
 namespace unbounded {
 
 struct DevCharLinks {
-	std::size_t created = 0;   // made (or corrected) by this run
-	std::size_t present = 0;   // already leading to their node
-	std::size_t removed = 0;   // links of ours whose node went
+	std::size_t created = 0;            // made (or corrected) by this run
+	std::size_t present = 0;            // already leading to their node
+	std::size_t removed = 0;            // links of ours whose node went
 	std::vector<std::string> warnings;  // an entry that is not ours and leads elsewhere, a failure
 };
 

@@ -121,7 +121,10 @@ void add_control_nodes(const Context &ctx, const NodeMajors &nm, DeviceInventory
 	for (const char *p : CONTROL_NODES) {
 		const std::string_view name(p);
 		const bool uvm = name.starts_with("/dev/nvidia-uvm");
-		const unsigned minor = name == "/dev/nvidiactl" ? 255 : name == "/dev/nvidia-modeset" ? 254 : name == "/dev/nvidia-uvm" ? 0 : 1;
+		const unsigned minor = name == "/dev/nvidiactl"        ? 255
+				       : name == "/dev/nvidia-modeset" ? 254
+				       : name == "/dev/nvidia-uvm"     ? 0
+								       : 1;
 		const std::size_t warned = inv.warnings.size();
 		if (auto n = checked_node(ctx, p, uvm ? nm.uvm : nm.nvidia, uvm && nm.uvm_unchecked, minor,
 					  uvm ? "nvidia-uvm" : "nvidia-frontend", inv.warnings))
@@ -184,8 +187,8 @@ Result<void> leave_unbound(DeviceInventory &inv, std::vector<std::string> unboun
 		which += (which.empty() ? "" : ", ") + u;
 	if (inv.gpus.empty())
 		return fail(make_error("None of the " + std::to_string(listed_count) + " GPU(s) in " + gpus_dir +
-				       " has its /dev/nvidia<minor> in this machine (" + which +
-				       "): bind the host's /dev/nvidia<N> of the GPUs this machine is given" + refusals(),
+					       " has its /dev/nvidia<minor> in this machine (" + which +
+					       "): bind the host's /dev/nvidia<N> of the GPUs this machine is given" + refusals(),
 				       EXIT_NOT_READY, ENOENT));
 	inv.unbound_gpus = std::move(unbound);
 	inv.warnings.push_back(std::to_string(inv.unbound_gpus.size()) + " of the " + std::to_string(listed_count) + " GPU(s) in " +

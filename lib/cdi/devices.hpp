@@ -15,9 +15,9 @@
 namespace unbounded {
 
 struct DeviceNode {
-	std::string path;        // in the machine: "/dev/nvidia0"
+	std::string path;  // in the machine: "/dev/nvidia0"
 	unsigned major = 0, minor = 0;
-	unsigned mode = 0;       // permission bits
+	unsigned mode = 0;  // permission bits
 	unsigned gid = 0;
 };
 
@@ -41,7 +41,7 @@ struct FabricDevices {
 };
 
 struct Gpu {
-	std::string pci;                  // "0000:18:00.0", "" when enumerated from /dev only
+	std::string pci;  // "0000:18:00.0", "" when enumerated from /dev only
 	unsigned minor = 0;
 	std::optional<std::string> uuid;  // only when fully known (not "GPU-????????-...")
 	std::vector<DeviceNode> nodes;    // /dev/nvidia<minor>, then its DRM nodes
@@ -50,14 +50,14 @@ struct Gpu {
 };
 
 struct DeviceInventory {
-	std::vector<Gpu> gpus;                 // index order
-	std::vector<DeviceNode> control;       // nvidia-modeset, nvidia-uvm, nvidia-uvm-tools, nvidiactl (those that exist)
+	std::vector<Gpu> gpus;                   // index order
+	std::vector<DeviceNode> control;         // nvidia-modeset, nvidia-uvm, nvidia-uvm-tools, nvidiactl (those that exist)
 	std::vector<ImexChannel> imex_channels;  // by id
-	std::vector<FabricDevices> fabric;     // the classes with nodes, in side_specs() order
-	std::vector<std::string> ipc;          // the IPC endpoints to mount (ipc.hpp), unless ipc_sockets is off
-	std::string source;                    // "proc" or "dev"
-	std::size_t listed_gpus = 0;           // in /proc/driver/nvidia/gpus (the host's, not namespaced)
-	std::vector<std::string> unbound_gpus; // PCI addresses of the listed GPUs this machine has no node of
+	std::vector<FabricDevices> fabric;       // the classes with nodes, in side_specs() order
+	std::vector<std::string> ipc;            // the IPC endpoints to mount (ipc.hpp), unless ipc_sockets is off
+	std::string source;                      // "proc" or "dev"
+	std::size_t listed_gpus = 0;             // in /proc/driver/nvidia/gpus (the host's, not namespaced)
+	std::vector<std::string> unbound_gpus;   // PCI addresses of the listed GPUs this machine has no node of
 	std::vector<std::string> warnings;
 
 	std::size_t mig_devices() const

@@ -13,8 +13,8 @@ namespace {
 
 struct FabricClass {
 	const char *kind;
-	const char *driver;   // its name in /proc/devices
-	const char *what;     // for warnings
+	const char *driver;  // its name in /proc/devices
+	const char *what;    // for warnings
 	// The minor a /dev entry of this class must have, nullopt when the name is not of the class.
 	std::optional<unsigned> (*minor_of)(std::string_view name);
 	std::vector<const char *> mounts;  // machine paths, mounted while the class has nodes

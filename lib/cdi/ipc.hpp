@@ -12,7 +12,10 @@
 
 namespace unbounded {
 
-enum class IpcKind { Socket, Directory };
+enum class IpcKind {
+	Socket,
+	Directory,
+};
 
 struct IpcEndpoint {
 	const char *path;  // in the machine, and in the container

@@ -257,7 +257,7 @@ Result<DeviceNode> access_node(const Context &ctx, const CapsSource &caps, const
 				       EXIT_NOT_READY, ENOENT));
 	if (node->major != caps.major || node->minor != minor)
 		return fail(make_error(what + ": " + path + " is " + std::to_string(node->major) + ":" + std::to_string(node->minor) +
-				       ", expected nvidia-caps " + std::to_string(caps.major) + ":" + std::to_string(minor),
+					       ", expected nvidia-caps " + std::to_string(caps.major) + ":" + std::to_string(minor),
 				       EXIT_NOT_READY, EINVAL));
 	return *node;
 }

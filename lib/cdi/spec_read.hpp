@@ -17,13 +17,13 @@ namespace unbounded {
 inline constexpr std::size_t SPEC_READ_CAP = 16u << 20;
 
 struct SpecRead {
-	std::string path;                       // as configured: "/etc/cdi/nvidia.yaml"
-	std::size_t cap = SPEC_READ_CAP;        // what it was read up to
+	std::string path;                          // as configured: "/etc/cdi/nvidia.yaml"
+	std::size_t cap = SPEC_READ_CAP;           // what it was read up to
 	Result<std::string> text = fail(Error{});  // at most `cap` bytes, or why not (ENOENT: not there)
-	dev_t dev = 0;                          // of the file read, to remove only that very file
+	dev_t dev = 0;                             // of the file read, to remove only that very file
 	ino_t ino = 0;
 	mode_t mode = 0;
-	bool ours = false;                      // a regular file that begins with our marker line, whatever its size
+	bool ours = false;  // a regular file that begins with our marker line, whatever its size
 
 	bool absent() const { return !text && text.error().errnum == ENOENT; }
 	// What fs::read_file_at(..., path, max_bytes) would have returned (max_bytes at most `cap`).

@@ -32,8 +32,8 @@ constexpr std::size_t OWN_SPEC_CAP = 16u << 20;  // ours: 6,000 IMEX channels ar
 constexpr std::string_view DRA_PREFIX = "k8s.gpu.nvidia.com-claim_";
 
 struct SpecFile {
-	std::size_t dir = 0;   // index in the directory list: a later one wins
-	std::string path;      // as the machine sees it
+	std::size_t dir = 0;  // index in the directory list: a later one wins
+	std::string path;     // as the machine sees it
 	std::string name;
 	bool ours = false;
 	std::string kind, cdi_version;
@@ -333,8 +333,8 @@ void check_containerd(const ContainerdView &v, const Context &ctx, ConsumerRepor
 	}
 	if (v.cdi_enabled && !*v.cdi_enabled) {
 		const std::string file = v.cdi_enabled_from.starts_with("/") ? v.cdi_enabled_from
-					 : !v.cdi_table_from.empty()      ? v.cdi_table_from
-									  : v.config;
+					 : !v.cdi_table_from.empty()         ? v.cdi_table_from
+									     : v.config;
 		problem(out, "cdi-disabled", message_id::CONTAINERD_CDI_OFF, file,
 			"CDI is off in containerd " + (v.version ? v.version->text : std::string("(version unknown)")) + " (" +
 				printable(v.cdi_enabled_from) + "): pods get no GPU from " + ctx.config.cdi_spec + ". Set enable_cdi = true under " +
@@ -379,7 +379,9 @@ void check_shadowing(const std::vector<SpecFile> &specs, const std::string &max_
 			std::set<std::string> both;
 			std::set_intersection(o.devices.begin(), o.devices.end(), f.devices.begin(), f.devices.end(),
 					      std::inserter(both, both.begin()));
-			const char *wins = f.dir > o.dir ? "theirs" : f.dir == o.dir ? "neither" : "ours";
+			const char *wins = f.dir > o.dir    ? "theirs"
+					   : f.dir == o.dir ? "neither"
+							    : "ours";
 			out.shadowing.push_back(json{{"file", printable(f.path)},
 						     {"ours", o.path},
 						     {"kind", printable(o.kind)},

@@ -20,7 +20,7 @@ struct ConsumerFinding {
 	std::string check;       // one of CONSUMER_CHECKS
 	const char *message_id;  // message_ids.hpp
 	Problem problem;
-	bool warning = false;    // never makes verify not ready (claims come and go; an unreadable config)
+	bool warning = false;  // never makes verify not ready (claims come and go; an unreadable config)
 };
 
 // Every check name, for metrics that show a zero as well as a count.

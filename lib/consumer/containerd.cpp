@@ -98,16 +98,18 @@ const json *cri_table(const json &doc, long file_version)
 	if (!doc.contains("plugins") || !doc["plugins"].is_object())
 		return nullptr;
 	const json &plugins = doc["plugins"];
-	const char *name = file_version >= 3 ? "io.containerd.cri.v1.runtime" : file_version == 2 ? "io.containerd.grpc.v1.cri" : "cri";
+	const char *name = file_version >= 3   ? "io.containerd.cri.v1.runtime"
+			   : file_version == 2 ? "io.containerd.grpc.v1.cri"
+					       : "cri";
 	auto it = plugins.find(name);
 	return it != plugins.end() && it->is_object() ? &*it : nullptr;
 }
 
 std::string cri_section_name(long file_version)
 {
-	return file_version >= 3 ? "[plugins.'io.containerd.cri.v1.runtime']"
+	return file_version >= 3   ? "[plugins.'io.containerd.cri.v1.runtime']"
 	       : file_version == 2 ? "[plugins.\"io.containerd.grpc.v1.cri\"]"
-				  : "[plugins.cri]";
+				   : "[plugins.cri]";
 }
 
 // containerd's imports: paths relative to the importing file's directory, a '*' pattern in the last
@@ -212,7 +214,9 @@ int compare_cdi_versions(std::string_view a, std::string_view b)
 		return n;
 	};
 	const auto x = parse(a), y = parse(b);
-	return x < y ? -1 : x > y ? 1 : 0;
+	return x < y   ? -1
+	       : x > y ? 1
+		       : 0;
 }
 
 std::string normalize_run_path(std::string_view path)

@@ -28,19 +28,19 @@ std::string max_cdi_version_for(const ContainerdVersion &v);
 int compare_cdi_versions(std::string_view a, std::string_view b);
 
 struct ContainerdView {
-	bool found = false;                          // a containerd package (or binary) is installed
-	std::optional<ContainerdVersion> version;    // from the package; nullopt when unknown
-	std::string version_source;                  // "/var/lib/dpkg/status (containerd 1.7.24~ds1-6)"
-	std::string config;                          // the main configuration file, as the machine sees it
-	std::vector<std::string> config_files;       // the files read, in containerd's merge order
-	std::optional<bool> cdi_enabled;             // effective; nullopt when it cannot be told
-	std::string cdi_enabled_from;                // the file that set it, or "default of containerd X"
-	std::string cdi_section;                     // the table that holds enable_cdi for this version
-	std::string cdi_table_from;                  // 1.x: the last file whose CRI table replaced the others
-	std::vector<std::string> cdi_spec_dirs;      // effective, in priority order (later wins)
+	bool found = false;                        // a containerd package (or binary) is installed
+	std::optional<ContainerdVersion> version;  // from the package; nullopt when unknown
+	std::string version_source;                // "/var/lib/dpkg/status (containerd 1.7.24~ds1-6)"
+	std::string config;                        // the main configuration file, as the machine sees it
+	std::vector<std::string> config_files;     // the files read, in containerd's merge order
+	std::optional<bool> cdi_enabled;           // effective; nullopt when it cannot be told
+	std::string cdi_enabled_from;              // the file that set it, or "default of containerd X"
+	std::string cdi_section;                   // the table that holds enable_cdi for this version
+	std::string cdi_table_from;                // 1.x: the last file whose CRI table replaced the others
+	std::vector<std::string> cdi_spec_dirs;    // effective, in priority order (later wins)
 	std::string cdi_spec_dirs_from;
-	std::string max_cdi_version;                 // "" when unknown (or no CDI)
-	std::vector<std::string> warnings;           // an unreadable or broken configuration, an unknown version
+	std::string max_cdi_version;        // "" when unknown (or no CDI)
+	std::vector<std::string> warnings;  // an unreadable or broken configuration, an unknown version
 };
 
 ContainerdView read_containerd(const Context &ctx);

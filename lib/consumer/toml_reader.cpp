@@ -436,7 +436,9 @@ private:
 		int base = 10;
 		std::string_view body = digits;
 		if (body.size() > 2 && body[0] == '0' && (body[1] == 'x' || body[1] == 'o' || body[1] == 'b')) {
-			base = body[1] == 'x' ? 16 : body[1] == 'o' ? 8 : 2;
+			base = body[1] == 'x'   ? 16
+			       : body[1] == 'o' ? 8
+						: 2;
 			body.remove_prefix(2);
 		}
 		std::int64_t i = 0;

@@ -57,7 +57,9 @@ std::size_t json_string_bytes(std::string_view s)
 {
 	std::size_t n = 2;  // the quotes
 	for (unsigned char c : s)
-		n += c < 0x20 ? 6 : (c == '"' || c == '\\') ? 2 : 1;
+		n += c < 0x20                  ? 6
+		     : (c == '"' || c == '\\') ? 2
+					       : 1;
 	return n;
 }
 

@@ -141,8 +141,8 @@ private:
 
 	std::string_view path_;
 	const ChaseHow &how_;
-	std::vector<UniqueFd> dirs_;     // the directories walked so far, the root first
-	std::vector<std::string> names_; // their names (one fewer: the root has none)
+	std::vector<UniqueFd> dirs_;      // the directories walked so far, the root first
+	std::vector<std::string> names_;  // their names (one fewer: the root has none)
 	std::deque<std::string> todo_;
 	std::optional<MountKey> mount_;  // the root's, with OneMount
 	unsigned symlinks_ = 0;

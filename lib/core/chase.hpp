@@ -49,12 +49,12 @@ struct ChaseHow {
 };
 
 struct Chased {
-	UniqueFd dir;          // O_PATH of the directory holding the last component (the end, when `name` is empty)
-	std::string name;      // the last component; "" when the path ends at a directory by "", "." or ".."
-	std::string rel;       // the canonical path from the root the walk ended in, "" for that root
-	struct stat st = {};      // lstat of the last component (of `dir` when `name` is empty)
-	UniqueFd fd;           // with OpenLast: O_PATH|O_NOFOLLOW of the last component itself
-	unsigned symlinks = 0; // symlinks followed
+	UniqueFd dir;           // O_PATH of the directory holding the last component (the end, when `name` is empty)
+	std::string name;       // the last component; "" when the path ends at a directory by "", "." or ".."
+	std::string rel;        // the canonical path from the root the walk ended in, "" for that root
+	struct stat st = {};    // lstat of the last component (of `dir` when `name` is empty)
+	UniqueFd fd;            // with OpenLast: O_PATH|O_NOFOLLOW of the last component itself
+	unsigned symlinks = 0;  // symlinks followed
 };
 
 enum class ChaseStep {
@@ -70,9 +70,9 @@ enum class ChaseStep {
 struct ChaseError {
 	ChaseStep step = ChaseStep::Walk;
 	int errnum = 0;
-	std::string at;        // canonical path from the root of the component that failed ("lib/libcuda.so.1")
-	unsigned symlinks = 0; // symlinks followed before the failure
-	Error error;           // "Failed to resolve PATH: %m", or on_symlink's own error
+	std::string at;         // canonical path from the root of the component that failed ("lib/libcuda.so.1")
+	unsigned symlinks = 0;  // symlinks followed before the failure
+	Error error;            // "Failed to resolve PATH: %m", or on_symlink's own error
 };
 
 // Walks `path` (relative to `root`; leading '/' ignored) by `how`. The root must be a directory fd.

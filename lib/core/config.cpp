@@ -231,8 +231,8 @@ Result<void> check_paths(const Ctx &c, const Config &cfg)
 		for (std::size_t j = 0; j < i; j++)
 			if (same_file(*specs[i].second, *specs[j].second)) {
 				const char *key = c.lines->count(specs[i].first) ? specs[i].first : specs[j].first;
-				return fail(c.at_line(line(key), key, std::string(specs[j].first) + " and " + specs[i].first + " name the same file (" +
-										 *specs[i].second + "):"));
+				const std::string why = std::string(specs[j].first) + " and " + specs[i].first + " name the same file (" + *specs[i].second + "):";
+				return fail(c.at_line(line(key), key, why));
 			}
 	// A spec of ours is overwritten on every run and removed as ours when its devices go: it must be
 	// no file another writer owns.
@@ -252,8 +252,8 @@ Result<void> check_paths(const Ctx &c, const Config &cfg)
 			owner = "nvidia-ctk's spec (nvidia-cdi-refresh writes /var/run/cdi/nvidia.yaml)";
 		if (!owner.empty()) {
 			const char *at = c.lines->count(key) ? key : "device_plugin_spec";
-			return fail(c.at_line(line(at), at, std::string(key) + " names " + *path + ", which is " + owner +
-								 ": setup would overwrite it and remove it as its own:"));
+			const std::string why = std::string(key) + " names " + *path + ", which is " + owner + ": setup would overwrite it and remove it as its own:";
+			return fail(c.at_line(line(at), at, why));
 		}
 	}
 	return {};

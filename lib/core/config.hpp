@@ -20,10 +20,14 @@ inline constexpr std::string_view DEFAULT_CONFIG_PATH = "/etc/unbounded/nvidia.y
 // setup's lock, discovery memo and status.json (not configurable: the host's reconcile loop reads it).
 inline constexpr const char *RUN_DIR = "/run/unbounded-nvidia";
 
-enum class Enabled { Auto, Yes, No };
+enum class Enabled {
+	Auto,
+	Yes,
+	No,
+};
 
 struct LicensingConfig {
-	bool section_present = false;      // a `licensing:` mapping was in the file
+	bool section_present = false;  // a `licensing:` mapping was in the file
 	std::string source_dir = "/run/host-nvidia-licensing";
 	std::string legacy_gridd_conf = "/drivers/gridd.conf";
 	std::string legacy_client_token = "/drivers/ClientConfigToken/client_configuration_token.tok";
@@ -44,13 +48,13 @@ struct LicensingConfig {
 // The refresh path (unbounded-nvidia-refresh.{path,timer,service}): applies host driver changes while
 // the machine runs.
 struct RefreshConfig {
-	Millis settle_time{10'000};   // staging must have been quiet this long before a refresh reads it
-	Millis settle_limit{300'000}; // the longest a refresh waits for quiet before it reads anyway
-	Millis interval{300'000};     // the timer backstop: events lost while a refresh runs, module reloads
+	Millis settle_time{10'000};    // staging must have been quiet this long before a refresh reads it
+	Millis settle_limit{300'000};  // the longest a refresh waits for quiet before it reads anyway
+	Millis interval{300'000};      // the timer backstop: events lost while a refresh runs, module reloads
 };
 
 struct Config {
-	std::string source_file;                 // where it was read from, empty for defaults
+	std::string source_file;  // where it was read from, empty for defaults
 	Enabled enabled = Enabled::Auto;
 	std::string staging = "/run/host-nvidia";
 	std::string driver_root = "/run/nvidia/driver";

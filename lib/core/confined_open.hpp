@@ -20,8 +20,8 @@ enum class Confinement {
 
 struct ConfinedOpen {
 	Confinement confinement = Confinement::InRoot;
-	int flags = O_PATH;        // for the final component; O_CLOEXEC is always added
-	bool follow_last = true;   // false: the final component is opened itself, even a symlink
+	int flags = O_PATH;       // for the final component; O_CLOEXEC is always added
+	bool follow_last = true;  // false: the final component is opened itself, even a symlink
 	// A budget shared by several opens of one untrusted input: each path component the user-space
 	// walk takes (a symlink's target's components included) costs one, an openat2 call one;
 	// spent, the open fails with ETIMEDOUT. 40 symlinks of 4 KiB each are ~80,000 components.

@@ -23,13 +23,13 @@ std::string basename(std::string_view path);
 // Non-empty components of a path ("a//b/" -> {"a", "b"}); "." and ".." are kept for the caller.
 std::vector<std::string> split_path(std::string_view p);
 
-Result<UniqueFd> open_dir(const std::string &path);                   // O_DIRECTORY|O_NOFOLLOW on the last component
+Result<UniqueFd> open_dir(const std::string &path);  // O_DIRECTORY|O_NOFOLLOW on the last component
 Result<UniqueFd> open_dir_at(int dirfd, const std::string &name, const std::string &display);
-Result<void> mkdir_p(const std::string &path, mode_t mode);            // like mkdir -p, trusted config paths only
+Result<void> mkdir_p(const std::string &path, mode_t mode);  // like mkdir -p, trusted config paths only
 
 // Names in a directory without "." and "..", sorted unless the caller sorts what it keeps.
 Result<std::vector<std::string>> list_dir(int dirfd, const std::string &display, bool sorted = true,
-					 bool (*keep)(std::string_view name) = nullptr);
+					  bool (*keep)(std::string_view name) = nullptr);
 
 // The same for a directory fd of the caller's own that is read once and not used again: read where
 // it stands with getdents64, no second open and no DIR stream (half the system calls of list_dir,
@@ -74,7 +74,12 @@ Result<void> check_trusted(int fd, const std::string &display, bool directory);
 // opened with open_regular_at (O_NOFOLLOW, O_NONBLOCK, fstat'ed regular), passes check_trusted, and is
 // read whole up to max_bytes. A failure says which of those it was, for callers that treat a missing
 // file apart from a forged one.
-enum class TrustedStep { Directory, Open, File, Read };
+enum class TrustedStep {
+	Directory,
+	Open,
+	File,
+	Read,
+};
 struct TrustedText {
 	UniqueFd fd;  // the file, still open (its fstat is the text's)
 	std::string text;
@@ -96,11 +101,14 @@ Result<std::string> read_fd(int fd, const std::string &display, std::size_t max_
 
 struct AtomicWriteOptions {
 	mode_t mode = 0644;
-	bool fsync = true;            // fsync the file and its directory (persistent /etc); off on tmpfs
+	bool fsync = true;  // fsync the file and its directory (persistent /etc); off on tmpfs
 	bool skip_if_unchanged = true;
-	bool owner_root = false;      // chown root:root (licensing files); "unchanged" also needs that owner
+	bool owner_root = false;  // chown root:root (licensing files); "unchanged" also needs that owner
 };
-enum class WriteOutcome { Written, Unchanged };
+enum class WriteOutcome {
+	Written,
+	Unchanged,
+};
 // Writes path via a temp file in the same directory, then rename(); readers see old or new bytes.
 // Temp files of this path that a killed writer left are removed first (callers hold a lock).
 Result<WriteOutcome> write_file_atomic(const std::string &path, std::string_view content,
@@ -134,7 +142,7 @@ private:
 	void abandon() noexcept;
 
 	UniqueFd dir_;
-	std::string tmp_;   // empty: unchanged, or already committed
+	std::string tmp_;  // empty: unchanged, or already committed
 	std::string base_;
 	std::string display_;
 	bool fsync_ = false;

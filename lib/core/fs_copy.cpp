@@ -11,7 +11,11 @@ namespace unbounded::fs {
 Result<std::uint64_t> copy_fd(int src, int dst, std::uint64_t size_hint, const std::string &display, std::uint64_t limit)
 {
 	std::uint64_t total = 0;
-	enum { CFR, SENDFILE, RW } method = CFR;
+	enum {
+		CFR,
+		SENDFILE,
+		RW,
+	} method = CFR;
 	while (total < limit) {
 		std::size_t want = size_hint > total ? static_cast<std::size_t>(std::min<std::uint64_t>(size_hint - total, 1u << 30))
 						     : (1u << 20);

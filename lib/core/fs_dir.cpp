@@ -53,7 +53,7 @@ Result<void> mkdir_p(const std::string &path, mode_t mode)
 }
 
 Result<std::vector<std::string>> list_dir(int dirfd, const std::string &display, bool sorted,
-					 bool (*keep)(std::string_view name))
+					  bool (*keep)(std::string_view name))
 {
 	int fd = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)

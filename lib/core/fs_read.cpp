@@ -41,7 +41,7 @@ Result<void> require_regular(int fd, const std::string &display)
 		return fail(last_errno_error("Failed to stat " + display));
 	if (!S_ISREG(st.st_mode))
 		return fail(errno_error(EINVAL, "Refusing to read " + display + ", it is " + file_type_name(st.st_mode) +
-						     ", not a regular file"));
+							", not a regular file"));
 	return {};
 }
 

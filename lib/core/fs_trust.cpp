@@ -17,13 +17,13 @@ Result<void> check_trusted(int fd, const std::string &display, bool directory)
 		return fail(last_errno_error("Failed to stat " + display));
 	if (directory ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
 		return fail(errno_error(EPERM, "Refusing " + display + ": it is " + file_type_name(st.st_mode) + ", expected " +
-						   (directory ? "a directory" : "a regular file")));
+						       (directory ? "a directory" : "a regular file")));
 	if (st.st_uid != ::geteuid())
 		return fail(errno_error(EPERM, "Refusing " + display + ": owned by UID " + std::to_string(st.st_uid) +
-						   ", not by UID " + std::to_string(::geteuid())));
+						       ", not by UID " + std::to_string(::geteuid())));
 	if (st.st_mode & 022)
 		return fail(errno_error(EPERM, "Refusing " + display + ": writable by group or others (mode " +
-						   format_mode(st.st_mode) + ")"));
+						       format_mode(st.st_mode) + ")"));
 	if (!directory && st.st_nlink != 1)
 		return fail(errno_error(EPERM, "Refusing " + display + ": it has " + std::to_string(st.st_nlink) + " hard links"));
 	return {};

@@ -14,7 +14,10 @@ namespace unbounded {
 
 class RunLock {
 public:
-	enum class Holder { Writer, Readers };
+	enum class Holder {
+		Writer,
+		Readers,
+	};
 	// Blocks until the lock `name` in the (trusted) directory `dirfd` is ours; calls on_wait once if
 	// someone holds it, saying whether that is another writer (setup) or only readers (verify), so
 	// "another setup is running" is said only when it is true. The lock file must be a regular file

@@ -11,10 +11,16 @@
 
 namespace unbounded::log {
 
-enum class Level : int { Error = 3, Warning = 4, Notice = 5, Info = 6, Debug = 7 };
+enum class Level : int {
+	Error = 3,
+	Warning = 4,
+	Notice = 5,
+	Info = 6,
+	Debug = 7,
+};
 
 struct Field {
-	std::string name;   // journal field name, e.g. "UNBOUNDED_NVIDIA_DRIVER_VERSION"
+	std::string name;  // journal field name, e.g. "UNBOUNDED_NVIDIA_DRIVER_VERSION"
 	std::string value;
 };
 using Fields = std::vector<Field>;

@@ -25,7 +25,7 @@ bool send_datagram(const std::string &address, std::string_view payload)
 	if (address[0] == '@')
 		sa.sun_path[0] = '\0';  // abstract namespace
 	else if (address[0] == '/')
-		len += 1;               // include the NUL of a path name
+		len += 1;  // include the NUL of a path name
 	else
 		return false;
 

@@ -17,10 +17,10 @@ inline constexpr const char *GDRCOPY_CDI_KIND = "nvidia.com/gdrcopy";
 inline constexpr const char *GDS_CDI_KIND = "nvidia.com/gds";
 
 struct SideSpec {
-	const char *key;           // its configuration key
+	const char *key;  // its configuration key
 	const char *kind;
-	const char *what;          // "IMEX channels": what the machine has none of when it is removed
-	const std::string *path;   // in the machine, from the configuration
+	const char *what;         // "IMEX channels": what the machine has none of when it is removed
+	const std::string *path;  // in the machine, from the configuration
 };
 
 // In the order they are changed: each before nvidia.yaml, which names the driver root.

@@ -19,7 +19,7 @@ using namespace driver_files;
 
 struct Entry {
 	std::size_t tree;
-	std::string rel;       // path inside the tree of the directory entry (maybe a symlink)
+	std::string rel;  // path inside the tree of the directory entry (maybe a symlink)
 	std::string name;
 	bool vdpau;
 	std::string display;
@@ -85,8 +85,8 @@ private:
 	const DiscoveryInput &in_;
 	const Staging &st_;
 	DriverSet out_;
-	std::vector<std::string> capped_;              // flavour caps that bit (cap_message)
-	std::vector<OtherDriver> other_drivers_;       // find_other_drivers()
+	std::vector<std::string> capped_;                    // flavour caps that bit (cap_message)
+	std::vector<OtherDriver> other_drivers_;             // find_other_drivers()
 	std::map<std::string, std::string> other_flavours_;  // flavour name -> the other driver's version
 	std::vector<Listing> listings_;
 	std::vector<Entry> entries_;

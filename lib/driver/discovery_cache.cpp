@@ -33,7 +33,7 @@ DiscoveryCache DiscoveryCache::load(int run_dir_fd, const std::string &display, 
 	auto read = fs::read_trusted_at(run_dir_fd, "", FILE_NAME, display, 4u << 20);
 	if (!read)
 		return read.error().step == fs::TrustedStep::Open && read.error().error.errnum == ENOENT ? c
-												 : reject(read.error().error.message);
+													 : reject(read.error().error.message);
 	const std::string &text = read->text;
 	if (auto r = check_json_bounded(text, display, ParseLimits{8, 200000}); !r)
 		return reject(r.error().message);
@@ -58,8 +58,8 @@ DiscoveryCache DiscoveryCache::load(int run_dir_fd, const std::string &display, 
 				continue;
 			info.needed = e.at("needed").get<std::vector<std::string>>();
 			const bool needed_ok = info.needed.size() <= 256 && std::all_of(info.needed.begin(), info.needed.end(), [](const std::string &n) {
-				return elf::valid_soname(n) && elf::is_driver_library_name(n);
-			});
+						       return elf::valid_soname(n) && elf::is_driver_library_name(n);
+					       });
 			if (elf::multiarch_for(info.machine, info.is_64bit).empty() || (info.soname && !elf::valid_soname(*info.soname)) || !needed_ok)
 				continue;  // not what read_info() could have returned: read the file again
 			c.elfs_[key] = std::move(info);

@@ -108,7 +108,7 @@ bool Discovery::take_graphics_config(std::size_t t, const graphics_config::Kind 
 	auto src = resolve_optional(t, rel, "graphics configuration file");
 	if (!src) {
 		if (auto r = st_.resolve(t, rel); !r && (r.error().errnum == ENOENT || r.error().errnum == ENOTDIR) &&
-						   is_link(t, dir, kind.name)) {
+						  is_link(t, dir, kind.name)) {
 			out_.warnings.push_back(r.error().message + ", skipping this graphics configuration file");
 			return true;
 		}

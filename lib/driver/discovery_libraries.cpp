@@ -26,7 +26,7 @@ Result<void> Discovery::add_libraries()
 	// refused before any is read, with the count.
 	if (const auto n = static_cast<std::size_t>(std::count_if(entries_.begin(), entries_.end(), is_driver_lib)); n > MAX_DRIVER_LIBRARIES)
 		return fail(make_error("The staging mounts hold " + std::to_string(n) + " libraries of driver " + out_.version +
-				       ", more than the " + std::to_string(MAX_DRIVER_LIBRARIES) + " a driver root is built of",
+					       ", more than the " + std::to_string(MAX_DRIVER_LIBRARIES) + " a driver root is built of",
 				       EXIT_NOT_READY, E2BIG));
 	for (const auto &e : entries_) {
 		const bool driver_lib = is_driver_lib(e);
@@ -186,13 +186,13 @@ Result<void> Discovery::check_closure()
 		const auto &f = d.second;
 		return f.kind == FileKind::Library &&
 		       (!f.needed.empty() || std::any_of(std::begin(RUNTIME_LOADS), std::end(RUNTIME_LOADS), [&](const RuntimeLoad &rl) {
-				return fs::basename(d.first).starts_with(rl.library_prefix);
-			}));
+			       return fs::basename(d.first).starts_with(rl.library_prefix);
+		       }));
 	});
 	if (!any)
 		return {};
 	std::set<std::string, std::less<>> present;  // "<arch>/<name>": file names and the SONAME links made of them
-	auto arch_of = [](std::string_view dest) {  // lib/<arch>[/vdpau]/<name>
+	auto arch_of = [](std::string_view dest) {   // lib/<arch>[/vdpau]/<name>
 		dest.remove_prefix(4);
 		return dest.substr(0, dest.find('/'));
 	};

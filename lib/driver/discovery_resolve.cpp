@@ -33,7 +33,7 @@ Result<ResolvedFile> Discovery::resolve_regular(const Entry &e) const
 		return fail(r.error());
 	if (!S_ISREG(r->st.st_mode))
 		return fail(errno_error(EINVAL, "Refusing " + e.display + (e.display == r->display ? "" : " (-> " + r->display + ")") +
-						      ", not a regular file"));
+							", not a regular file"));
 	if (auto why = other_driver_of(r->tree, r->rel, r->via); !why.empty())
 		return fail(make_error("Refusing " + e.display + " (-> " + r->display + "), " + why, EXIT_NOT_READY, EXDEV));
 	return r;

@@ -133,7 +133,8 @@ Result<void> Discovery::choose_version()
 	if (!nvml_versions.count(version)) {
 		if (nvml_versions.empty())
 			return fail(make_error("No libnvidia-ml.so." + version + " found in the staging mounts (" + where() +
-					       "), libcuda is " + cuda_versions[version], EXIT_NOT_READY, ENOENT));
+						       "), libcuda is " + cuda_versions[version],
+					       EXIT_NOT_READY, ENOENT));
 		return fail(make_error("Driver version mismatch: " + cuda_versions[version] + " but " +
 				       nvml_versions.begin()->second));
 	}
@@ -166,7 +167,8 @@ void Discovery::find_other_drivers()
 			}
 		const std::string prefix = std::string(staging_layout::FLAVOUR_PARENT) + "/";
 		const std::string flavour = l.dir.starts_with(prefix) && l.dir.find('/', prefix.size()) == std::string::npos
-						    ? l.dir.substr(prefix.size()) : std::string();
+						    ? l.dir.substr(prefix.size())
+						    : std::string();
 		if (mine && !flavour.empty())
 			ours.insert(flavour);
 		if (mine || !other)

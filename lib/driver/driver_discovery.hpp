@@ -18,30 +18,40 @@ namespace unbounded {
 
 class DiscoveryCache;
 
-enum class FileKind { Library, Binary, Firmware, Config, Data };  // Data: the DLSS DLLs for Proton
+enum class FileKind {
+	Library,
+	Binary,
+	Firmware,
+	Config,
+	Data,
+};  // Data: the DLSS DLLs for Proton
 
 struct DriverFile {
 	FileKind kind = FileKind::Library;
-	std::string dest;                     // relative to the driver root: "lib/x86_64-linux-gnu/libcuda.so.535.1"
+	std::string dest;  // relative to the driver root: "lib/x86_64-linux-gnu/libcuda.so.535.1"
 	ResolvedFile source;
-	std::optional<std::string> soname;    // DT_SONAME for libraries
-	std::vector<std::string> needed;      // its DT_NEEDED entries that name NVIDIA libraries
+	std::optional<std::string> soname;  // DT_SONAME for libraries
+	std::vector<std::string> needed;    // its DT_NEEDED entries that name NVIDIA libraries
 };
 
 struct DriverSet {
-	std::string version;                  // "535.104.05"
-	std::string multiarch;                // of libcuda: "x86_64-linux-gnu"
-	std::string libcuda_display;          // where libcuda.so.<version> was found, for messages
-	std::vector<DriverFile> files;        // sorted by dest
-	std::vector<std::string> warnings;    // something a pod may need is missing: carried by verify
-	std::vector<std::string> notes;       // entries skipped that nothing depends on (logged, reported)
+	std::string version;                // "535.104.05"
+	std::string multiarch;              // of libcuda: "x86_64-linux-gnu"
+	std::string libcuda_display;        // where libcuda.so.<version> was found, for messages
+	std::vector<DriverFile> files;      // sorted by dest
+	std::vector<std::string> warnings;  // something a pod may need is missing: carried by verify
+	std::vector<std::string> notes;     // entries skipped that nothing depends on (logged, reported)
 };
 
 // The most libraries of the driver's version a root is built of (see add_libraries).
 inline constexpr std::size_t MAX_DRIVER_LIBRARIES = 1024;
 
 inline constexpr const char *HELPER_BINARIES[] = {
-	"nvidia-smi", "nvidia-debugdump", "nvidia-persistenced", "nvidia-cuda-mps-control", "nvidia-cuda-mps-server",
+	"nvidia-smi",
+	"nvidia-debugdump",
+	"nvidia-persistenced",
+	"nvidia-cuda-mps-control",
+	"nvidia-cuda-mps-server",
 };
 
 // Version-independent pre-filter applied while listing a staging directory.
@@ -50,8 +60,8 @@ bool could_be_driver_file(std::string_view name);
 struct DiscoveryInput {
 	const Staging *staging = nullptr;
 	std::optional<std::string> kernel_version;  // chooses among several staged versions
-	DiscoveryCache *cache = nullptr;     // optional memo of listings and ELF facts
-	bool optix_data = true;              // copy nvoptix.bin with libnvoptix (config `nvoptix`)
+	DiscoveryCache *cache = nullptr;            // optional memo of listings and ELF facts
+	bool optix_data = true;                     // copy nvoptix.bin with libnvoptix (config `nvoptix`)
 };
 
 Result<DriverSet> discover_driver(const DiscoveryInput &in);

@@ -14,8 +14,11 @@ namespace unbounded::driver_files {
 
 // Versioned independently of the driver: take the highest version found of each.
 inline constexpr const char *COMPANION_PREFIXES[] = {
-	"libnvidia-egl-gbm.so.", "libnvidia-egl-wayland.so.", "libnvidia-egl-wayland2.so.",
-	"libnvidia-egl-xcb.so.", "libnvidia-egl-xlib.so.",
+	"libnvidia-egl-gbm.so.",
+	"libnvidia-egl-wayland.so.",
+	"libnvidia-egl-wayland2.so.",
+	"libnvidia-egl-xcb.so.",
+	"libnvidia-egl-xlib.so.",
 };
 // Libraries of the driver whose file name is their SONAME, without the driver's version, so that no
 // *.so.<version> pattern finds them (nvidia-ctk names them explicitly too). libnvidia-api.so.1 is
@@ -48,8 +51,8 @@ inline bool is_unversioned_library(std::string_view name)
 // which they fail: libEGL_nvidia opens libnvidia-eglcore.so.<its version> (the string is in the
 // library; EGL then finds no NVIDIA device). Checked like DT_NEEDED by the closure check.
 struct RuntimeLoad {
-	const char *library_prefix;   // "libEGL_nvidia.so." + version
-	const char *loads_prefix;     // "libnvidia-eglcore.so." + version
+	const char *library_prefix;  // "libEGL_nvidia.so." + version
+	const char *loads_prefix;    // "libnvidia-eglcore.so." + version
 };
 inline constexpr RuntimeLoad RUNTIME_LOADS[] = {
 	{"libEGL_nvidia.so.", "libnvidia-eglcore.so."},

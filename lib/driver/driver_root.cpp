@@ -86,17 +86,17 @@ bool live_file_reusable(int live_fd, const ManifestEntry *o, const ManifestEntry
 namespace root_build {
 
 Result<LiveRoot> open_live_root(int parent_fd, const std::string &base, const RootLocation &root,
-			       const std::optional<std::string> *known_manifest)
+				const std::optional<std::string> *known_manifest)
 {
 	if (struct stat lst = {}; ::fstatat(parent_fd, base.c_str(), &lst, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(lst.st_mode) &&
-			       !S_ISLNK(lst.st_mode))
+				  !S_ISLNK(lst.st_mode))
 		return fail(make_error("Refusing to replace " + root.display + " (driver_root): it is " +
 				       fs::file_type_name(lst.st_mode) + ", not a driver root"));
 	LiveRoot live;
 	live.fd.reset(::openat(parent_fd, base.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
 	if (!live.fd)
 		return live;
-	auto text = !known_manifest ? fs::read_file_at(live.fd.get(), MANIFEST_NAME, root.display + "/" + MANIFEST_NAME, MAX_MANIFEST_BYTES)
+	auto text = !known_manifest   ? fs::read_file_at(live.fd.get(), MANIFEST_NAME, root.display + "/" + MANIFEST_NAME, MAX_MANIFEST_BYTES)
 		    : *known_manifest ? Result<std::string>(**known_manifest)
 				      : fail(Error{});
 	if (text)

@@ -28,14 +28,14 @@ struct RootLocation {
 Result<Manifest> plan_manifest(const DriverSet &driver, std::vector<std::string> &warnings);
 
 struct InstallStats {
-	bool unchanged = false;          // the live root matched the plan and passed check_driver_tree: kept as it is
+	bool unchanged = false;  // the live root matched the plan and passed check_driver_tree: kept as it is
 	std::uint64_t files = 0, links = 0;
 	std::uint64_t files_copied = 0, files_reused = 0;
 	std::uint64_t bytes_copied = 0, bytes_reused = 0;
 	std::uint64_t stale_trees_removed = 0;
 	std::uint64_t stale_trees_kept = 0;  // could not be removed (a mount inside): left aside, warned about
-	std::size_t copy_threads = 0;    // the copies ran on this many threads
-	std::string fstype;              // file system of the driver root's parent ("tmpfs" expected)
+	std::size_t copy_threads = 0;        // the copies ran on this many threads
+	std::string fstype;                  // file system of the driver root's parent ("tmpfs" expected)
 	std::vector<std::string> warnings;
 };
 

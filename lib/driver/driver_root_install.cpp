@@ -203,7 +203,7 @@ Result<InstallStats> remove_stale_temp_trees(const RootLocation &root)
 }
 
 Result<InstallStats> install_driver_root(const DriverSet &driver, const Manifest &plan, const RootLocation &root,
-					std::optional<PreviousRoot> *previous, const std::optional<std::string> *known_manifest)
+					 std::optional<PreviousRoot> *previous, const std::optional<std::string> *known_manifest)
 {
 	InstallStats stats;
 	const std::string parent = fs::dirname(root.real), base = fs::basename(root.real);

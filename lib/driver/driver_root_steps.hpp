@@ -24,7 +24,7 @@ Result<UniqueFd> mkdirs_at(int base, const std::string &rel, std::map<std::strin
 struct CopyJob {
 	const DriverFile *src;
 	const ManifestEntry *entry;
-	int dirfd;                  // kept open by the caller's directory cache
+	int dirfd;  // kept open by the caller's directory cache
 	std::string name, dest_display;
 };
 
@@ -41,8 +41,8 @@ Result<CopiesDone> run_copies(std::vector<CopyJob> &jobs);
 
 // Step 2: the live root, the reuse source when it is a real directory with a readable manifest.
 struct LiveRoot {
-	UniqueFd fd;                  // invalid when there is none
-	std::string manifest_text;    // "" when it has no readable manifest
+	UniqueFd fd;                // invalid when there is none
+	std::string manifest_text;  // "" when it has no readable manifest
 };
 // known_manifest: see install_driver_root.
 Result<LiveRoot> open_live_root(int parent_fd, const std::string &base, const RootLocation &root,

@@ -12,7 +12,7 @@
 namespace unbounded::elf {
 
 struct Info {
-	std::uint16_t machine = 0;   // e_machine (EM_X86_64, EM_AARCH64, ...)
+	std::uint16_t machine = 0;  // e_machine (EM_X86_64, EM_AARCH64, ...)
 	bool is_64bit = false;
 	std::optional<std::string> soname;
 	std::vector<std::string> needed;  // DT_NEEDED entries that name NVIDIA libraries (is_driver_library_name)

@@ -23,11 +23,11 @@ enum class Content {
 };
 
 struct Kind {
-	const char *name;       // the file's name
-	const char *root_dir;   // its directory in the driver root = its path in the container, without '/'
-	const char *parent;     // the directory's own name, and its parent's ("glvnd/egl_vendor.d"): a staging
-				// tree may hold the file in its root (the host bound egl_vendor.d), under the
-				// last component (it bound glvnd/) or under both (it bound share/)
+	const char *name;      // the file's name
+	const char *root_dir;  // its directory in the driver root = its path in the container, without '/'
+	const char *parent;    // the directory's own name, and its parent's ("glvnd/egl_vendor.d"): a staging
+			       // tree may hold the file in its root (the host bound egl_vendor.d), under the
+			       // last component (it bound glvnd/) or under both (it bound share/)
 	Content content;
 };
 

@@ -10,7 +10,6 @@ namespace unbounded {
 
 using nlohmann::ordered_json;
 
-
 std::string Manifest::to_json() const
 {
 	ordered_json j;

@@ -13,8 +13,8 @@
 namespace unbounded {
 
 struct MountEntry {
-	std::string target;   // mount point in our namespace
-	std::string root;     // path of the mount's root inside its source file system ("/usr/lib/x86_64-linux-gnu")
+	std::string target;  // mount point in our namespace
+	std::string root;    // path of the mount's root inside its source file system ("/usr/lib/x86_64-linux-gnu")
 	std::string fstype;
 };
 

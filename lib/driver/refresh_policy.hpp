@@ -23,12 +23,12 @@ enum class DriverAction {
 };
 
 struct DriverWitnesses {
-	std::optional<std::string> module;        // loaded kernel module version; nullopt when unknown
+	std::optional<std::string> module;  // loaded kernel module version; nullopt when unknown
 	std::string module_unknown_reason;
-	bool staging_present = true;              // any usable staging tree at all
-	std::optional<std::string> staged;        // consistent staged userspace version; nullopt when not
-	std::string staged_where;                 // where libcuda.so.<staged> was found
-	std::string staging_error;                // why `staged` is nullopt
+	bool staging_present = true;        // any usable staging tree at all
+	std::optional<std::string> staged;  // consistent staged userspace version; nullopt when not
+	std::string staged_where;           // where libcuda.so.<staged> was found
+	std::string staging_error;          // why `staged` is nullopt
 	// Version of the live root when it passes verification, nullopt when there is none or it is
 	// broken. Asked only when the decision depends on it (verification reads the whole root).
 	std::function<std::optional<std::string>()> live;
@@ -40,13 +40,13 @@ struct DriverWitnesses {
 
 struct DriverDecision {
 	DriverAction action = DriverAction::Fail;
-	std::string message;                       // one line for the log, status.json and STATUS=
-	std::string warning;                       // something an operator should know even on success
-	std::optional<std::string> live;           // the live root's version, when it was asked for
+	std::string message;              // one line for the log, status.json and STATUS=
+	std::string warning;              // something an operator should know even on success
+	std::optional<std::string> live;  // the live root's version, when it was asked for
 };
 
 DriverDecision decide_driver(const DriverWitnesses &w);
 
-const char *outcome_name(DriverAction a);      // "pending-host-reboot", ...
+const char *outcome_name(DriverAction a);  // "pending-host-reboot", ...
 
 }  // namespace unbounded

@@ -118,8 +118,8 @@ std::string bind_hint(std::string_view target)
 }
 
 Result<std::pair<std::size_t, std::string>> Staging::map_absolute(std::size_t from_tree, const std::string &target,
-								    const std::string &link_display, const std::string &start_display,
-								    const std::set<std::pair<std::size_t, std::string>> &visited) const
+								  const std::string &link_display, const std::string &start_display,
+								  const std::set<std::pair<std::size_t, std::string>> &visited) const
 {
 	// Exact mapping through the bind mounts' host source paths, the current tree first.
 	std::vector<std::size_t> order{from_tree};
@@ -163,7 +163,7 @@ Result<std::pair<std::size_t, std::string>> Staging::map_absolute(std::size_t fr
 					       bind_hint(target) + ")",
 				       EXIT_NOT_READY, ELOOP));
 	return fail(errno_error(ENOENT, "Failed to resolve " + link_display + " (symlink to " + target +
-					       ", outside the staging mounts: " + bind_hint(target) + ")"));
+						", outside the staging mounts: " + bind_hint(target) + ")"));
 }
 
 namespace {
@@ -190,7 +190,7 @@ Result<ResolvedFile> Staging::resolve(std::size_t tree, std::string_view rel) co
 	const std::string start_display = fs::join(trees_.at(tree).display, rel);
 	std::vector<std::string> via;
 	std::set<std::pair<std::size_t, std::string>> visited;  // the links passed, (tree, path in it)
-	ChaseHow how;  // InRoot: ".." stops at the tree root, like RESOLVE_IN_ROOT
+	ChaseHow how;                                           // InRoot: ".." stops at the tree root, like RESOLVE_IN_ROOT
 	// An absolute target names a host path: it continues in the tree that holds it.
 	how.on_symlink = [&](const std::string &link, const std::string &target) -> Result<std::optional<ChaseJump>> {
 		visited.emplace(tree, link);

@@ -35,12 +35,12 @@ struct StagingTree {
 };
 
 struct ResolvedFile {
-	std::size_t tree = 0;     // tree the final file lives in
-	std::string rel;          // canonical path relative to that tree
-	std::string display;      // "/run/host-nvidia/0/nvidia/current/libcuda.so.535.1"
-	UniqueFd dir;             // O_PATH fd of the containing directory
-	std::string name;         // last component
-	struct stat st = {};         // lstat of the final (non-symlink) file
+	std::size_t tree = 0;          // tree the final file lives in
+	std::string rel;               // canonical path relative to that tree
+	std::string display;           // "/run/host-nvidia/0/nvidia/current/libcuda.so.535.1"
+	UniqueFd dir;                  // O_PATH fd of the containing directory
+	std::string name;              // last component
+	struct stat st = {};           // lstat of the final (non-symlink) file
 	std::vector<std::string> via;  // the absolute symlink targets followed, in order (host paths)
 };
 
@@ -74,8 +74,8 @@ public:
 private:
 	bool exists_plain(std::size_t tree, const std::vector<std::string> &comps) const;
 	Result<std::pair<std::size_t, std::string>> map_absolute(std::size_t from_tree, const std::string &target,
-								   const std::string &link_display, const std::string &start_display,
-								   const std::set<std::pair<std::size_t, std::string>> &visited) const;
+								 const std::string &link_display, const std::string &start_display,
+								 const std::set<std::pair<std::size_t, std::string>> &visited) const;
 	std::vector<StagingTree> trees_;
 };
 

@@ -20,8 +20,8 @@
 namespace unbounded {
 
 struct StagingStamp {
-	std::string identity;        // device, inode and times of every watched directory, in order
-	struct timespec newest = {};    // the latest change time among them
+	std::string identity;         // device, inode and times of every watched directory, in order
+	struct timespec newest = {};  // the latest change time among them
 	bool operator==(const StagingStamp &o) const { return identity == o.identity; }
 };
 
@@ -42,9 +42,9 @@ private:
 
 struct QuietWait {
 	Millis waited{};
-	bool gave_up = false;        // still changing when the limit ran out
-	StagingWatch watch;          // what was stamped
-	StagingStamp stamp;          // as it was when the wait ended
+	bool gave_up = false;  // still changing when the limit ran out
+	StagingWatch watch;    // what was stamped
+	StagingStamp stamp;    // as it was when the wait ended
 };
 
 QuietWait wait_for_quiet_staging(const Context &ctx, Millis settle, Millis limit);

@@ -68,7 +68,9 @@ Result<StagingState> wait_for_staging(const Context &ctx, Millis timeout, Millis
 			if (!s.control_node)
 				what += std::string(what.empty() ? "" : " and ") + "/dev/nvidiactl (" +
 					(s.nvidia_machine && ::access(ctx.real("/dev/nvidiactl").c_str(), F_OK) == 0
-						 ? "not a character device" : "missing") + ")";
+						 ? "not a character device"
+						 : "missing") +
+					")";
 			return fail(make_error("Timed out after " + format_duration(timeout) + " waiting for " + what,
 					       EXIT_NOT_READY, ETIMEDOUT));
 		}

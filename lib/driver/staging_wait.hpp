@@ -17,10 +17,10 @@ namespace unbounded {
 class MountTable;
 
 struct StagingState {
-	bool nvidia_machine = false;     // anything NVIDIA at all: staging entries or /dev/nvidiactl
-	std::vector<std::string> usable; // staging entries that are mounts or non-empty directories
-	std::vector<std::string> mounts; // of those, the real mount points
-	bool control_node = false;       // /dev/nvidiactl is a character device
+	bool nvidia_machine = false;               // anything NVIDIA at all: staging entries or /dev/nvidiactl
+	std::vector<std::string> usable;           // staging entries that are mounts or non-empty directories
+	std::vector<std::string> mounts;           // of those, the real mount points
+	bool control_node = false;                 // /dev/nvidiactl is a character device
 	std::shared_ptr<MountTable> mounts_table;  // as read by the probe, for the steps after the wait
 	bool ready() const { return !usable.empty() && control_node; }
 };

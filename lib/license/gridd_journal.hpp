@@ -56,9 +56,9 @@ struct GriddJournalMemo {
 
 struct GriddJournalRead {
 	LicenseObservation observation;
-	std::string cursor;        // derived up to here: the next run's memo ("" when the run logged nothing)
-	std::size_t entries = 0;   // entries read, both passes
-	bool complete = true;      // false: the cap stopped the catch-up; the next run goes on from `cursor`
+	std::string cursor;       // derived up to here: the next run's memo ("" when the run logged nothing)
+	std::size_t entries = 0;  // entries read, both passes
+	bool complete = true;     // false: the cap stopped the catch-up; the next run goes on from `cursor`
 };
 
 // Back from the newest to the first entry that decides, the memo's entry, or the run's first entry;

@@ -2,7 +2,6 @@
 // left it (gridd_journal.hpp). No sd-journal here: the unit tests drive it with a fake source.
 #include "gridd_journal.hpp"
 
-
 namespace unbounded {
 namespace {
 

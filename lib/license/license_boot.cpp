@@ -6,7 +6,6 @@
 #include "message_ids.hpp"
 #include "reload_records.hpp"
 
-
 namespace unbounded {
 
 using namespace reload_records;
@@ -37,7 +36,7 @@ Result<bool> LicenseReloader::check_boot_install(ReloadReport &report)
 			return fail(r.error());
 		report.outcome = ReloadOutcome::Verified;
 		note(report, up ? lic.gridd_unit + " started with the licensing files installed at boot (" + (*boot)->names() +
-					  ") and is running; recorded them as applied."
+					     ") and is running; recorded them as applied."
 				: lic.gridd_unit + " is not running; the licensing files installed at boot are recorded for its next start.");
 		return true;
 	}
@@ -56,7 +55,7 @@ Result<bool> LicenseReloader::check_boot_install(ReloadReport &report)
 		return fail(r.error());
 	report.outcome = ReloadOutcome::Failed;
 	log::error(lic.gridd_unit + " is " + state + " with the licensing files installed at boot, and there are no last known good "
-		   "ones to return to; not retrying these files until they change.",
+						     "ones to return to; not retrying these files until they change.",
 		   {{"MESSAGE_ID", message_id::LICENSE_FAILED}});
 	return true;
 }

@@ -18,9 +18,17 @@ constexpr const char *COUNTERS_FILE = "metrics.state";
 constexpr std::size_t MAX_CURSOR = 512;
 constexpr const char *CURSOR_CHARS = "0123456789abcdefABCDEFxXsimbt=;";
 constexpr ReloadOutcome ALL_OUTCOMES[] = {
-	ReloadOutcome::Disabled, ReloadOutcome::NoSource, ReloadOutcome::Unchanged, ReloadOutcome::Recorded,
-	ReloadOutcome::KnownBad, ReloadOutcome::Applied,  ReloadOutcome::RolledBack, ReloadOutcome::Failed,
-	ReloadOutcome::Interrupted, ReloadOutcome::Installed, ReloadOutcome::Verified,
+	ReloadOutcome::Disabled,
+	ReloadOutcome::NoSource,
+	ReloadOutcome::Unchanged,
+	ReloadOutcome::Recorded,
+	ReloadOutcome::KnownBad,
+	ReloadOutcome::Applied,
+	ReloadOutcome::RolledBack,
+	ReloadOutcome::Failed,
+	ReloadOutcome::Interrupted,
+	ReloadOutcome::Installed,
+	ReloadOutcome::Verified,
 };
 
 const char *license_state_message_id(LicenseState s)

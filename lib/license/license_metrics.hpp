@@ -18,11 +18,11 @@ struct LicenseCounters {
 	double last_applied = 0;             // Unix time of the last applied rotation, 0 when none
 	std::string applied_invocation;      // nvidia-gridd's invocation ID right after that rotation
 	LicenseState license = LicenseState::Unknown;
-	double license_since = 0;            // Unix time the state began
-	double license_expiry = 0;           // Unix time, licensed with a known expiry only
-	double license_rotation = 0;         // last_applied when the state is of the run that rotation started
-	std::string license_invocation;      // nvidia-gridd's run the state is of
-	std::string journal_cursor;          // that run's journal, derived up to here (gridd_journal.hpp)
+	double license_since = 0;        // Unix time the state began
+	double license_expiry = 0;       // Unix time, licensed with a known expiry only
+	double license_rotation = 0;     // last_applied when the state is of the run that rotation started
+	std::string license_invocation;  // nvidia-gridd's run the state is of
+	std::string journal_cursor;      // that run's journal, derived up to here (gridd_journal.hpp)
 	std::string serialize() const;
 	static LicenseCounters parse(std::string_view text);  // unknown or damaged lines are dropped
 };

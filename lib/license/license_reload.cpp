@@ -11,7 +11,7 @@ using namespace reload_records;
 
 namespace {
 
-constexpr unsigned MAX_ROUNDS = 5;                 // re-checks of a source that keeps changing
+constexpr unsigned MAX_ROUNDS = 5;  // re-checks of a source that keeps changing
 
 }  // namespace
 
@@ -84,9 +84,9 @@ bool LicenseReloader::sleep_jitter(ReloadReport &report, const LicenseSet &sourc
 	report.jitter = Millis(lic.jitter.count() > 0
 				       ? static_cast<Millis::rep>(seams_.random_below(static_cast<std::uint64_t>(lic.jitter.count()) + 1))
 				       : 0);
-	note(report, (unverified ? "A restart of " + lic.gridd_unit + " was interrupted before it was judged; restarting with " :
-				   "Licensing files changed; applying ") +
-			     "(" + source.names() + ") after a jitter of " + format_duration(report.jitter) + ".");
+	const std::string what = unverified ? "A restart of " + lic.gridd_unit + " was interrupted before it was judged; restarting with "
+					    : std::string("Licensing files changed; applying ");
+	note(report, what + "(" + source.names() + ") after a jitter of " + format_duration(report.jitter) + ".");
 	seams_.sleep(report.jitter);
 	if (!seams_.stop_requested())
 		return true;

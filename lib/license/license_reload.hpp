@@ -22,12 +22,12 @@ namespace unbounded {
 
 // What the reloader needs from the world besides files and units; tests replace them.
 struct ReloadSeams {
-	std::function<void(Millis)> sleep;                        // the jitter: returns early once stop_requested()
-	std::function<void(Millis)> wait;                         // inside a restart: the whole time, stop or not
+	std::function<void(Millis)> sleep;                         // the jitter: returns early once stop_requested()
+	std::function<void(Millis)> wait;                          // inside a restart: the whole time, stop or not
 	std::function<std::uint64_t(std::uint64_t)> random_below;  // uniform in [0, bound)
 	std::function<bool(std::uint32_t)> pid_alive;
 	std::function<bool()> stop_requested;
-	std::function<void(std::string_view stage)> after_stage;   // test hooks: "recorded" (bytes taken), "installed"
+	std::function<void(std::string_view stage)> after_stage;  // test hooks: "recorded" (bytes taken), "installed"
 };
 
 enum class ReloadOutcome {
@@ -47,9 +47,9 @@ const char *outcome_name(ReloadOutcome o);
 
 struct ReloadReport {
 	ReloadOutcome outcome = ReloadOutcome::Unchanged;
-	unsigned restarts = 0;   // nvidia-gridd restarts, rollbacks included
-	unsigned applied = 0;    // sets applied in this run (a rotation during the run makes it 2)
-	Millis jitter{0};        // the last jitter slept
+	unsigned restarts = 0;              // nvidia-gridd restarts, rollbacks included
+	unsigned applied = 0;               // sets applied in this run (a rotation during the run makes it 2)
+	Millis jitter{0};                   // the last jitter slept
 	std::vector<std::string> messages;  // what happened, in order, without file contents
 };
 
@@ -72,7 +72,11 @@ private:
 	LicenseSet read_targets() const;
 	void enforce_target_attributes(ReloadReport &report) const;
 	Result<void> install(const LicenseSet &set, const LicenseSet *previous) const;
-	enum class Restart { Up, Down, NotStarted };
+	enum class Restart {
+		Up,
+		Down,
+		NotStarted,
+	};
 	Result<Restart> restart_gridd(ReloadReport &report);
 	bool shutting_down();
 	Result<bool> check_boot_install(ReloadReport &report);
@@ -83,7 +87,10 @@ private:
 	Result<void> install_boot_files(ReloadReport &report);
 	Result<void> install_for_restart(const LicenseSet &latest, const LicenseSet &running) const;
 	Result<bool> apply_set(ReloadReport &report, const LicenseSet &latest, const LicenseSet &running);
-	enum class Round { Done, Again };
+	enum class Round {
+		Done,
+		Again,
+	};
 	Result<Round> run_round(ReloadReport &report, unsigned round, bool decided);
 	Result<void> known_bad(ReloadReport &report, const LicenseSet &source, const std::optional<LicenseSet> &applied, bool unverified,
 			       bool set_outcome);

@@ -47,8 +47,9 @@ Result<LicenseReloader::Restart> LicenseReloader::restart_gridd(ReloadReport &re
 		seams_.wait(Millis(100));
 	if (old_pid && seams_.pid_alive(old_pid))
 		return fail(make_error(unit + " (PID " + std::to_string(old_pid) + ") did not exit after SIGTERM within " +
-				       format_duration(lic.stop_timeout) + "; not starting a second instance" +
-				       (stopped ? "" : ": " + stopped.error().message), EXIT_NOT_READY, ETIMEDOUT));
+					       format_duration(lic.stop_timeout) + "; not starting a second instance" +
+					       (stopped ? "" : ": " + stopped.error().message),
+				       EXIT_NOT_READY, ETIMEDOUT));
 	if (!stopped)
 		return fail(stopped.error());
 	if (auto started = units_.start(unit, lic.stop_timeout); !started) {
@@ -60,7 +61,7 @@ Result<LicenseReloader::Restart> LicenseReloader::restart_gridd(ReloadReport &re
 	if (!after)
 		return fail(after.error());
 	return after->active_state == "active" && after->main_pid != 0 && seams_.pid_alive(after->main_pid) ? Restart::Up
-													     : Restart::Down;
+													    : Restart::Down;
 }
 
 // nvidia-gridd did not stay up with `bad`: remember that, put `good` back and restart it.
@@ -155,7 +156,7 @@ Result<bool> LicenseReloader::apply_set(ReloadReport &report, const LicenseSet &
 		    (*r == Restart::Down && shutting_down())) {
 			report.outcome = ReloadOutcome::Interrupted;
 			note(report, "Stopped while " + lic.gridd_unit + " restarted, before it could be judged; the new files stay "
-				     "installed and are checked by the next run.");
+									 "installed and are checked by the next run.");
 			return false;
 		}
 		up = *r == Restart::Up;

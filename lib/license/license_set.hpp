@@ -14,10 +14,10 @@ namespace unbounded {
 
 // The licensing files: the name in the source directory, the installed path, its mode.
 struct LicenseItem {
-	std::string name;     // "gridd.conf"
-	std::string target;   // "/etc/nvidia/gridd.conf"
-	unsigned mode;        // 0644, 0600 for the token
-	std::string legacy;   // per-file fallback source
+	std::string name;    // "gridd.conf"
+	std::string target;  // "/etc/nvidia/gridd.conf"
+	unsigned mode;       // 0644, 0600 for the token
+	std::string legacy;  // per-file fallback source
 };
 std::vector<LicenseItem> license_items(const LicensingConfig &lic);
 

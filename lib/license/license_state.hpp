@@ -26,7 +26,12 @@ std::optional<LicenseState> license_state_from_name(std::string_view name);
 struct GriddLineMeaning {
 	// RenewalFailed: a renewal did not go through; the lease still runs to its expiry (nvidia-gridd
 	// retries), so it ends a license only where no expiry is known.
-	enum class Kind { Nothing, Acquired, NotLicensed, RenewalFailed } kind = Kind::Nothing;
+	enum class Kind {
+		Nothing,
+		Acquired,
+		NotLicensed,
+		RenewalFailed,
+	} kind = Kind::Nothing;
 	std::optional<std::int64_t> expiry;  // Unix time, from "Expiry: ..." of an acquisition, when it printed one
 };
 GriddLineMeaning classify_gridd_line(std::string_view message);

@@ -200,7 +200,7 @@ private:
 			r = sd_bus_message_read(m.get(), "o", &job_path);
 		if (r < 0)
 			return fail(errno_error(-r, std::string("Failed to ") + (std::strcmp(method, "StopUnit") == 0 ? "stop " : "start ") +
-						     unit + ": " + err.text(r)));
+							    unit + ": " + err.text(r)));
 		wait.path = job_path;
 
 		const auto deadline = std::chrono::steady_clock::now() + timeout;

@@ -12,12 +12,12 @@
 namespace unbounded {
 
 struct UnitStatus {
-	std::string active_state;   // "active", "inactive", "failed", "activating", ...
-	std::string sub_state;      // "running", "dead", ...
+	std::string active_state;  // "active", "inactive", "failed", "activating", ...
+	std::string sub_state;     // "running", "dead", ...
 	std::uint32_t main_pid = 0;
-	int kill_signal = 15;       // KillSignal=
-	bool send_sigkill = true;   // SendSIGKILL=
-	std::string invocation_id;  // this run of the unit (32 hex digits), "" when it has none
+	int kill_signal = 15;                 // KillSignal=
+	bool send_sigkill = true;             // SendSIGKILL=
+	std::string invocation_id;            // this run of the unit (32 hex digits), "" when it has none
 	std::uint64_t active_enter_usec = 0;  // when it last became active (CLOCK_REALTIME), 0 when never
 };
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Issue 35: one run of setup or refresh reads the machine once. The kernel module's version file, the
-live driver root's manifest and each spec file the configuration names are opened exactly once per
-run, under strace, through the real binary on a fake machine root.
+live driver root's manifest, each spec file the configuration names and the devices the specs are made
+for (/proc/devices, the GPU's information file) are opened exactly once per run, under strace, through
+the real binary on a fake machine root; also when the copies run out of room and the run plans again.
 
 Why exactly once: what a run decides from (which driver may be live, whether the root and the specs
 change) must be the state it read, not a second look that can differ from the first when the host

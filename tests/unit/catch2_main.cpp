@@ -40,7 +40,8 @@ public:
 	void testCaseEnded(const Catch::TestCaseStats &stats) override
 	{
 		const bool ok = stats.totals.assertions.failed == 0 && stats.totals.testCases.failed == 0;
-		stream << (ok ? "ok " : "not ok ") << ++n_ << " - " << stats.testInfo.name << "\n" << failures_;
+		stream << (ok ? "ok " : "not ok ") << ++n_ << " - " << stats.testInfo.name << "\n"
+		       << failures_;
 		failures_.clear();
 		StreamingReporterBase::testCaseEnded(stats);
 	}

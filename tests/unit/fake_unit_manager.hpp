@@ -19,13 +19,13 @@ public:
 	std::uint32_t pid = 100;
 	int kill_signal = 15;
 	bool send_sigkill = false;
-	bool ignores_sigterm = false;               // the daemon keeps running after the stop job times out
+	bool ignores_sigterm = false;                          // the daemon keeps running after the stop job times out
 	std::function<bool()> stays_up = [] { return true; };  // decided at start, e.g. from the installed config
 	// decided at start, like stays_up: a daemon that starts, then dies this long after its start
 	std::function<std::optional<Millis>()> crashes_after = [] { return std::optional<Millis>(); };
-	bool refuses_start = false;                 // start jobs fail (as during a shutdown)
-	bool stopping = false;                      // the manager's SystemState is "stopping" (a shutdown)
-	Millis clock{0};                            // advanced by the reloader's waits (the test's seams)
+	bool refuses_start = false;  // start jobs fail (as during a shutdown)
+	bool stopping = false;       // the manager's SystemState is "stopping" (a shutdown)
+	Millis clock{0};             // advanced by the reloader's waits (the test's seams)
 	std::vector<std::string> calls;
 	std::set<std::uint32_t> alive{100};
 

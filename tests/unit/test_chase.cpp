@@ -27,7 +27,7 @@ struct Tree {
 		dir.link("missing", "root/etc/dangling");
 		dir.link("loop-b", "root/etc/loop-a");
 		dir.link("loop-a", "root/etc/loop-b");
-		dir.link("../lib", "root/etc/libdir");                // a symlink in the middle of a path
+		dir.link("../lib", "root/etc/libdir");  // a symlink in the middle of a path
 		root.reset(::open((dir / "root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
 		REQUIRE(root);
 	}

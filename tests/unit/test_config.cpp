@@ -80,7 +80,8 @@ refresh:
   settle_time: 0s
   settle_limit: 2m
   interval: 1h
-)", "f.yaml");
+)",
+			      "f.yaml");
 	REQUIRE(c);
 	CHECK(c->enabled == Enabled::Yes);
 	CHECK(c->staging == "/srv/staging");

@@ -38,8 +38,8 @@ struct Tree {
 		dir.write("root/etc/file", "inside");
 		dir.write("outside", "OUTSIDE");
 		dir.link("file", "root/etc/relative");
-		dir.link("/etc/file", "root/etc/absolute");          // InRoot: the root's /etc/file
-		dir.link("../../outside", "root/etc/climb");         // InRoot: clamped at the root
+		dir.link("/etc/file", "root/etc/absolute");   // InRoot: the root's /etc/file
+		dir.link("../../outside", "root/etc/climb");  // InRoot: clamped at the root
 		dir.link("../etc/file", "root/etc/up-and-back");
 		dir.link("loop-b", "root/etc/loop-a");
 		dir.link("loop-a", "root/etc/loop-b");

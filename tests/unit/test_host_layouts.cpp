@@ -74,7 +74,7 @@ TEST_CASE("a machine offers the listed GPUs it has nodes of, numbered 0..N-1 in 
 	CHECK(parts.bound[1].pci == "0000:1b:00.0");
 	CHECK(parts.bound[0].nodes.front().path == "/dev/nvidia2");
 	CHECK(parts.unbound == std::vector<std::string>{"0000:18:00.0", "0000:19:00.0", "0000:1c:00.0", "0000:1d:00.0",
-							 "0000:1e:00.0", "0000:1f:00.0"});
+							"0000:1e:00.0", "0000:1f:00.0"});
 
 	SECTION("the spec names exactly those: by index, by UUID, and in all")
 	{

@@ -103,10 +103,10 @@ TEST_CASE("the discovery memo is believed only from our own file, entry by entry
 	REQUIRE(dir);
 	const std::string forged =
 		R"({"format":)" + std::to_string(DiscoveryCache::FORMAT) + R"(,"listings":{"1:2:3":["libcuda.so.535.104.05"],"4:5:6":["libcuda.so.535.104.05","../../x"]},)"
-		R"("elf":{"k1":{"machine":62,"is_64bit":true,"soname":"../../../tmp/evil","needed":[]},)"
-		R"("k2":{"machine":62,"is_64bit":true,"soname":"libcuda.so.1","needed":["libnvidia-glsi.so.535.104.05"]},)"
-		R"("k3":{"machine":9999,"is_64bit":true,"needed":[]},"k4":{"machine":62,"is_64bit":true,"needed":["../libnvidia-x.so"]},)"
-		R"("k5":{"machine":62,"is_64bit":true,"needed":["libc.so.6"]},"k6":{"machine":62,"is_64bit":true}}})";
+									   R"("elf":{"k1":{"machine":62,"is_64bit":true,"soname":"../../../tmp/evil","needed":[]},)"
+									   R"("k2":{"machine":62,"is_64bit":true,"soname":"libcuda.so.1","needed":["libnvidia-glsi.so.535.104.05"]},)"
+									   R"("k3":{"machine":9999,"is_64bit":true,"needed":[]},"k4":{"machine":62,"is_64bit":true,"needed":["../libnvidia-x.so"]},)"
+									   R"("k5":{"machine":62,"is_64bit":true,"needed":["libc.so.6"]},"k6":{"machine":62,"is_64bit":true}}})";
 	t.write(DiscoveryCache::FILE_NAME, forged, 0644);
 
 	SECTION("invalid entries are dropped, valid ones kept")
@@ -119,10 +119,10 @@ TEST_CASE("the discovery memo is believed only from our own file, entry by entry
 		CHECK_FALSE(c.elf("k1"));              // a SONAME with a slash
 		CHECK(c.elf("k2").value().soname == "libcuda.so.1");
 		CHECK(c.elf("k2").value().needed == std::vector<std::string>{"libnvidia-glsi.so.535.104.05"});
-		CHECK_FALSE(c.elf("k3"));              // an unknown machine
-		CHECK_FALSE(c.elf("k4"));              // a needed name with a slash
-		CHECK_FALSE(c.elf("k5"));              // a needed name read_info() never keeps
-		CHECK_FALSE(c.elf("k6"));              // a memo of before DT_NEEDED was kept
+		CHECK_FALSE(c.elf("k3"));  // an unknown machine
+		CHECK_FALSE(c.elf("k4"));  // a needed name with a slash
+		CHECK_FALSE(c.elf("k5"));  // a needed name read_info() never keeps
+		CHECK_FALSE(c.elf("k6"));  // a memo of before DT_NEEDED was kept
 	}
 	SECTION("a memo writable by others is not believed at all")
 	{

@@ -294,7 +294,7 @@ TEST_CASE("a shutdown refusing the start leaves the outcome unknown, re-evaluate
 		m.stop = false;
 		m.units.refuses_start = false;
 		m.after_stage = nullptr;
-		m.units.active = "inactive";  // stopped by the shutdown...
+		m.units.active = "inactive";                // stopped by the shutdown...
 		m.units.start("nvidia-gridd.service", 1s);  // ...and started again at the next boot
 		m.units.calls.clear();
 		auto next = m.run();

@@ -396,7 +396,7 @@ TEST_CASE("license metrics: one state at 1, the expiry only when licensed, nothi
 {
 	LicenseCounters c;
 	GriddView v{"", derive_license_state(lines({"License acquired successfully. (Info: https://dls.corp.example:443, NVIDIA Virtual "
-						   "Compute Server; Expiry: 2026-12-2 16:0:0 GMT)"}),
+						    "Compute Server; Expiry: 2026-12-2 16:0:0 GMT)"}),
 					     true, 1)};
 	apply_license_view(c, v, 1'796'140'900);
 	std::string text = license_metrics_text(c, 1'796'140'900);

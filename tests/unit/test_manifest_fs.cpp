@@ -111,7 +111,7 @@ TEST_CASE("prepared writes change nothing until committed, and leave nothing whe
 		REQUIRE(pb->commit());
 		CHECK(fs::read_file(b).value() == "b1\n");
 		REQUIRE(pb->commit());  // a second commit has nothing left to do
-		// pa is dropped uncommitted: a keeps its bytes and its temp file goes.
+					// pa is dropped uncommitted: a keeps its bytes and its temp file goes.
 	}
 	CHECK(fs::read_file(a).value() == "a1\n");
 	CHECK(fs::list_dir(dir->get(), t.path()).value() == std::vector<std::string>{"a.yaml", "b.yaml"});

@@ -49,7 +49,7 @@ TEST_CASE("userspace upgraded, old module loaded: the live copy keeps serving")
 	auto d = decide_driver(witnesses(V1, V2, V1));
 	CHECK(d.action == DriverAction::KeepPendingHostReboot);
 	CHECK(d.message == "Host staged driver " + V2 + " but the loaded kernel module is " + V1 + ": keeping driver root " + V1 +
-			       " until the host reboots");
+				   " until the host reboots");
 	CHECK(std::string(outcome_name(d.action)) == "pending-host-reboot");
 	// setup run by hand decides the same: the module is the authority, not a guess
 	CHECK(decide_driver(witnesses(V1, V2, V1, false)).action == DriverAction::KeepPendingHostReboot);

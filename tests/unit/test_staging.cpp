@@ -121,12 +121,12 @@ TEST_CASE("the mount table keeps the staging mount points only, as the kernel es
 	std::string info;
 	info += "22 1 0:21 / / rw,relatime shared:1 - ext4 /dev/vda1 rw\n";
 	info += "30 22 0:30 /usr/lib/x86_64-linux-gnu /run/host-nvidia/0 ro,nosuid - ext4 /dev/vda1 ro\n";
-	info += "31 22 0:31 / /run/host-nvidia/0/nested ro - tmpfs tmpfs ro\n";         // not a direct child
+	info += "31 22 0:31 / /run/host-nvidia/0/nested ro - tmpfs tmpfs ro\n";  // not a direct child
 	info += "32 22 0:32 /a\\040b /run/host-nvidia/with\\040space ro - ext4 /dev/vda1 ro\n";
-	info += "33 22 0:33 / /run/host-nvidia-other/1 ro - tmpfs tmpfs ro\n";           // a sibling prefix
-	info += "34 22 0:34 / /run/host-nvidia ro - tmpfs tmpfs ro\n";                   // the parent itself
-	info += "35 22 0:35 /x " + std::string(20000, 'a') + " ro - tmpfs tmpfs ro\n";   // too long: skipped
-	info += "36 30 0:36 /later /run/host-nvidia/0 ro - xfs /dev/vdb ro\n";           // shadows 30
+	info += "33 22 0:33 / /run/host-nvidia-other/1 ro - tmpfs tmpfs ro\n";          // a sibling prefix
+	info += "34 22 0:34 / /run/host-nvidia ro - tmpfs tmpfs ro\n";                  // the parent itself
+	info += "35 22 0:35 /x " + std::string(20000, 'a') + " ro - tmpfs tmpfs ro\n";  // too long: skipped
+	info += "36 30 0:36 /later /run/host-nvidia/0 ro - xfs /dev/vdb ro\n";          // shadows 30
 	for (int i = 0; i < 20000; i++)
 		info += std::to_string(100 + i) + " 22 0:99 / /var/lib/kubelet/pods/p" + std::to_string(i) + "/volume rw - tmpfs tmpfs rw\n";
 	t.write("mountinfo", info);
