@@ -135,7 +135,10 @@ class ReadOnce(unittest.TestCase):
         statfs() says there is room on a 16 MiB tmpfs): setup leaves the optional files out, plans the
         specs again and installs once more, from what it read at its start. Before the snapshot held the
         devices, the second plan read them again (/proc/devices and the GPU's information twice)."""
-        write(self.m.p("/run/host-nvidia/0/nvidia/wine/nvngx.dll"), pe_image(b"\x01" * (9 * MIB)))
+        lib = self.m.p("/run/host-nvidia/0")
+        shutil.copy(fixture(f"libnvoptix.so.{V1}"), lib)  # nvoptix.bin is OptiX's data
+        os.symlink(f"libnvoptix.so.{V1}", os.path.join(lib, "libnvoptix.so.1"))
+        write(os.path.join(lib, "nvidia/wine/nvngx.dll"), pe_image(b"\x01" * (9 * MIB)))
         write(self.m.p("/run/host-nvidia/3/nvoptix.bin"), b"\x7a\xda" * (9 * MIB // 2))
         os.makedirs(self.m.p("/run/nvidia"), exist_ok=True)
         counts = self.opens("--json", "setup", tmpfs="/run/nvidia", env=preload_env(fixture("roomy_statfs_shim.so")))
