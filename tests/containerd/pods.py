@@ -1,0 +1,320 @@
+"""What both containerd tiers share (test_containerd.py on trixie's 1.7, test_containerd2.py on sid's
+2.x): the GPU machine they boot (Debian's real 535 driver bound as staging, fake /dev/nvidia* nodes,
+a fake module version, /proc/devices and GPU information files), the command loop the host drives in
+the booted machine, the kubelet stand-in's pod calls, the probe a GPU pod runs and the assertion of
+what it saw. Only the containerd configuration and the scenarios differ between the tiers."""
+
+import hashlib
+import os
+import shutil
+import time
+import uuid
+
+import cri
+import probe_image
+from unbounded_tests import debian_hosts as dh
+from unbounded_tests.harness import ARCH, make_chardev, proc_version_text
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+LIB = "/usr/lib/x86_64-linux-gnu"
+UUIDS = [f"GPU-{i:08x}-8e4b-4d0e-9c1a-2b7e6d5f4a10" for i in range(2)]
+# The host recipe's binds (as the podman tier's), one staging slot each.
+BINDS = [LIB, "/usr/lib/nvidia/current", "/usr/share/glvnd/egl_vendor.d", "/usr/share/vulkan", "/etc/OpenCL/vendors"]
+NODES = [("nvidiactl", 195, 255), ("nvidia-modeset", 195, 254), ("nvidia-uvm", 509, 0), ("nvidia-uvm-tools", 509, 1),
+         ("nvidia0", 195, 0), ("nvidia1", 195, 1)]
+ALL_NODES = sorted(f"/dev/{n}" for n, _, _ in NODES)
+REQUIRED = ("systemd-nspawn", "mkosi", "debootstrap", "unshare", "journalctl", "protoc", "readelf", "dpkg-deb")
+
+# The scenario: hand the host turn 1 at once and run the commands it writes (cmd-N, atomically
+# renamed into place) until it is done; then the machine powers off.
+AGENT = """
+touch $out/host-turn-1
+n=1
+while [ ! -e $out/host-done-1 ]; do
+	if [ -e $out/cmd-$n ]; then
+		sh $out/cmd-$n > $out/cmd-$n.out 2>&1
+		echo $? > $out/cmd-$n.rc.tmp
+		mv $out/cmd-$n.rc.tmp $out/cmd-$n.rc
+		n=$((n + 1))
+	else
+		sleep 0.1
+	fi
+done
+"""
+
+# What a GPU pod's container reports: its GPU nodes, what opening an allowed node gives (ENXIO: no
+# driver behind it) and a node it was not given (EPERM: the device rules are enforced), the libraries
+# its own loader resolves, their checksums, and nvidia-smi's complaint.
+PROBE = """
+for n in /dev/nvidia*; do [ -e "$n" ] && echo "NODE $n"; done
+for n in /dev/nvidia*; do [ -c "$n" ] && { (exec 3<"$n") 2>/tmp/err; echo "OPEN $n $(cat /tmp/err)"; }; done
+mknod /tmp/denied c 195 77 && { (exec 3</tmp/denied) 2>/tmp/err; echo "DENIED $(cat /tmp/err)"; }
+/usr/lib64/ld-linux-x86-64.so.2 --preload 'libcuda.so.1 libnvidia-ml.so.1' --list /usr/bin/true 2>&1 | while read -r l; do echo "LD $l"; done
+sha256sum /usr/lib/@ARCH@/libcuda.so.@V@ /usr/lib/@ARCH@/libnvidia-ml.so.@V@ 2>&1 | while read -r l; do echo "SUM $l"; done
+nvidia-smi > /tmp/smi 2>&1; echo "SMI rc=$? $(cat /tmp/smi)"
+true
+"""
+
+RELOAD_PROBE = 'for n in /dev/nvidia0 /dev/nvidiactl; do (exec 3<"$n") 2>/tmp/err; echo "OPEN $n $(cat /tmp/err)"; done'
+
+# systemd-analyze runs no generators: the generator's directories go into its unit path.
+ANALYZE = ("cd /; SYSTEMD_UNIT_PATH=/etc/systemd/system:/run/systemd/generator.early:"
+           "/run/systemd/generator:/usr/lib/systemd/system:/run/systemd/generator.late "
+           "systemd-analyze verify --man=no unbounded-nvidia-setup.service "
+           "unbounded-nvidia-refresh.service unbounded-nvidia-refresh.path unbounded-nvidia-refresh.timer "
+           "unbounded-nvidia-license-reload.service unbounded-nvidia-license-reload.path "
+           "unbounded-nvidia-license-reload.timer unbounded-nvidia-license-install.service containerd.service 2>&1")
+
+
+def missing_prerequisites():
+    missing = [t for t in REQUIRED if not shutil.which(t)]
+    for module in ("grpc", "google.protobuf"):
+        try:
+            __import__(module)
+        except ImportError:
+            missing.append(f"python module {module}")
+    if os.geteuid() != 0:
+        missing.append("root")
+    return missing
+
+
+def sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def driver_version(host):
+    """The driver version a Debian host tree installs (its libcuda.so.<v>)."""
+    return [n for n in os.listdir(host.p(f"{LIB}/nvidia/current"))
+            if n.startswith("libcuda.so.") and n.count(".") == 4][0][len("libcuda.so."):]
+
+
+def install_hosts(tmp, *releases):
+    """Debian's real NVIDIA packages of each release ("bookworm-535", ...) installed into host trees
+    under `tmp`, as debian_hosts.py lays them out; returns [(tree, version)]."""
+    hosts = []
+    for release in releases:
+        tree = dh.HostTree(os.path.join(tmp, f"host-{release}"))
+        dh.install_debian(tree, release)
+        hosts.append((tree, driver_version(tree)))
+    return hosts
+
+
+def fake_proc_devices(m):
+    """The drivers' majors in /proc/devices, as on a host with the NVIDIA modules loaded (setup takes
+    a node only with its driver's major): this host's list with nvidia-frontend and nvidia-uvm
+    added, bound over /proc/devices before setup by a unit like the fake module's."""
+    with open("/proc/devices") as f:
+        lines = f.read().splitlines()
+    at = lines.index("Character devices:") + 1
+    lines[at:at] = ["195 nvidia-frontend", "509 nvidia-uvm"]
+    m.write("/var/lib/unbounded-test/proc-devices", "\n".join(lines) + "\n")
+    m.write("/etc/systemd/system/fake-proc-devices.service",
+            "[Unit]\nDescription=Fake /proc/devices with the NVIDIA majors (containerd tier)\nDefaultDependencies=no\n"
+            "After=local-fs.target\nBefore=sysinit.target unbounded-nvidia-setup.service\n\n[Service]\nType=oneshot\n"
+            "RemainAfterExit=yes\nExecStart=/bin/mount --bind /var/lib/unbounded-test/proc-devices /proc/devices\n")
+    os.makedirs(m.p("/etc/systemd/system/sysinit.target.wants"), exist_ok=True)
+    os.symlink("/etc/systemd/system/fake-proc-devices.service", m.p("/etc/systemd/system/sysinit.target.wants/fake-proc-devices.service"))
+
+
+def prepare_gpu_node(m, host, version, base, config_toml):
+    """Makes machine `m` (booted on the unified hierarchy, bpf() allowed) a GPU node of `host`'s driver:
+    each of BINDS copied to a staging directory bound read-only at /run/host-nvidia/<n>, the nodes,
+    the module at `version`, /proc/devices and two GPUs' information files; containerd configured by
+    `config_toml`, its runc wrapper, the probe image made from `base`, and /run/containerd a host
+    directory (the CRI socket the test connects to). Returns the staging directories."""
+    m.enforce_device_rules()
+    staging = []
+    for n, path in enumerate(BINDS):
+        d = m.host(f"staging/{n}")
+        shutil.copytree(host.p(path), d, symlinks=True) if os.path.isdir(host.p(path)) else os.makedirs(d)
+        staging.append(d)
+        m.bind(d, f"/run/host-nvidia/{n}", read_only=True)
+    for name, major, minor in NODES:
+        node = m.host(f"dev/{name}")
+        make_chardev(node, major, minor)
+        m.bind(node, f"/dev/{name}")
+    m.fake_module(proc_version_text(version))
+    fake_proc_devices(m)
+    for i, uid in enumerate(UUIDS):
+        bus = f"0000:{0x18 + i:02x}:00.0"
+        info = m.host(f"proc-driver/nvidia/gpus/{bus}/information")
+        with open(info, "w") as f:
+            f.write(f"Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 150\nGPU UUID: \t {uid}\nVideo BIOS: \t 96.00.74.00.0d\n"
+                    f"Bus Type: \t PCIe\nDMA Size: \t 52 bits\nDMA Mask: \t 0xfffffffffffff\nBus Location: \t {bus}\n"
+                    f"Device Minor: \t {i}\nGPU Excluded:\t No\n")
+    # containerd copies the node's /etc/hosts into every host-network pod; the image has none.
+    m.write("/etc/hosts", "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n")
+    m.write("/etc/unbounded/nvidia.yaml", "refresh:\n  settle_time: 2s\n")
+    m.write("/etc/containerd/config.toml", config_toml)
+    os.makedirs(m.p("/usr/local/libexec/unbounded-test"), exist_ok=True)
+    shutil.copy(os.path.join(HERE, "runc-no-cpu-controller"), m.p("/usr/local/libexec/unbounded-test/runc"))
+    os.makedirs(m.p("/var/lib/unbounded-test"), exist_ok=True)
+    probe_image.build(base, m.p("/var/lib/unbounded-test/probe.tar"))
+    run = m.host("containerd-run")
+    os.makedirs(run, exist_ok=True)
+    m.bind(run, "/run/containerd")
+    return staging
+
+
+class Node:
+    """One booted machine session: the host side of the command loop, and the CRI client."""
+
+    def __init__(self, m, pb):
+        self.m = m
+        self.pb = pb
+        self.n = 0
+        self.cri = None
+
+    def sh(self, script, timeout=60):
+        """Runs `script` with sh in the machine; returns (rc, output)."""
+        self.n += 1
+        path = self.m.p(f"/var/lib/standin/cmd-{self.n}")
+        with open(path + ".tmp", "w") as f:
+            f.write(script + "\n")
+        os.rename(path + ".tmp", path)
+        deadline = time.monotonic() + timeout
+        while not os.path.exists(path + ".rc"):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the machine did not run {script!r} within {timeout}s")
+            time.sleep(0.1)
+        with open(path + ".rc") as f:
+            rc = int(f.read())
+        with open(path + ".out") as f:
+            return rc, f.read()
+
+    def connect(self):
+        sock = self.m.host("containerd-run/containerd.sock")
+        self.cri = cri.CRI(self.pb, sock)
+        return self.cri
+
+    def reconnect(self):
+        """A new channel after containerd restarted (the old one's connection is gone)."""
+        self.cri.close()
+        return self.connect()
+
+    def pod(self, name, cdi=(), annotations=None):
+        """RunPodSandbox (host network, so the node's UTS namespace and no hostname; systemd cgroup parent as kubelet's systemd driver names it),
+        then CreateContainer and StartContainer of the probe image asking for `cdi` devices through
+        CRI's CDIDevices field and `annotations`. Returns the container's id; raises grpc.RpcError."""
+        pb = self.pb
+        uid = uuid.uuid4().hex
+        config = pb.PodSandboxConfig(
+            metadata=pb.PodSandboxMetadata(name=name, uid=uid, namespace="default", attempt=0),
+            log_directory=f"/var/log/pods/default_{name}_{uid}",
+            linux=pb.LinuxPodSandboxConfig(
+                cgroup_parent=f"kubepods-besteffort-pod{uid}.slice",
+                security_context=pb.LinuxSandboxSecurityContext(namespace_options=pb.NamespaceOption(network=pb.NODE))))
+        sandbox = self.cri.RunPodSandbox(pb.RunPodSandboxRequest(config=config)).pod_sandbox_id
+        container = self.cri.CreateContainer(pb.CreateContainerRequest(
+            pod_sandbox_id=sandbox, sandbox_config=config,
+            config=pb.ContainerConfig(
+                metadata=pb.ContainerMetadata(name="probe"), image=pb.ImageSpec(image=probe_image.NAME),
+                command=["/usr/bin/sleep", "3600"], log_path="probe.log", annotations=annotations or {},
+                CDI_devices=[pb.CDIDevice(name=d) for d in cdi], linux=pb.LinuxContainerConfig()))).container_id
+        self.cri.StartContainer(pb.StartContainerRequest(container_id=container))
+        return sandbox, container
+
+    def exec(self, container, script):
+        r = self.cri.ExecSync(self.pb.ExecSyncRequest(container_id=container, cmd=["/bin/sh", "-c", script], timeout=60))
+        return r.exit_code, r.stdout.decode(errors="replace") + r.stderr.decode(errors="replace")
+
+    def remove(self, sandbox):
+        self.cri.StopPodSandbox(self.pb.StopPodSandboxRequest(pod_sandbox_id=sandbox))
+        self.cri.RemovePodSandbox(self.pb.RemovePodSandboxRequest(pod_sandbox_id=sandbox))
+
+    def probe(self, name, version, cdi=(), annotations=None):
+        """A pod's probe report, or {"error": ...} when containerd refused it."""
+        try:
+            sandbox, container = self.pod(name, cdi, annotations)
+        except self.cri.grpc.RpcError as e:
+            return {"error": f"{e.code()}: {e.details()}"}
+        rc, out = self.exec(container, PROBE.replace("@ARCH@", ARCH).replace("@V@", version))
+        self.remove(sandbox)
+        return {"rc": rc, "out": out}
+
+
+def run_session(m, pb, steps, journal_unit="containerd.service"):
+    """One boot of `m`: `steps(node)` runs as the host's turn while the machine runs its command loop.
+    An exception in it ends the turn (so the machine powers off) and is raised after the boot, with
+    the end of containerd's journal."""
+    node = Node(m, pb)
+    failure = []
+
+    def turn():
+        try:
+            node.connect()
+            steps(node)
+        except BaseException as e:  # noqa: B902 -- re-raised below, once the machine is down
+            failure.append(e)
+        finally:
+            if node.cri:
+                node.cri.close()
+    m.boot(AGENT, host_turns=[turn], timeout=900)
+    if failure:
+        journal = "\n".join(msg for _, _, msg in m.messages(f"_SYSTEMD_UNIT={journal_unit}"))
+        raise RuntimeError(f"a step failed in the booted machine; containerd's journal ends:\n{journal[-3000:]}\n"
+                           f"console:\n{m.console[-2000:]}") from failure[0]
+
+
+def parse(report):
+    out = report.get("out", "")
+    lines = out.splitlines()
+    return {
+        "nodes": sorted(l.split()[1] for l in lines if l.startswith("NODE ")),
+        "open": {l.split()[1]: l for l in lines if l.startswith("OPEN ")},
+        "denied": [l for l in lines if l.startswith("DENIED ")],
+        "ld": "\n".join(l for l in lines if l.startswith("LD ")),
+        "sums": {l.split()[-1]: l.split()[1] for l in lines if l.startswith("SUM ") and len(l.split()) == 3},
+        "smi": "\n".join(l for l in lines if l.startswith("SMI ") or not l.startswith(("NODE", "OPEN", "DENIED", "LD", "SUM"))),
+        "out": out,
+    }
+
+
+class PodAssertions:
+    """The assertions on what a pod saw, for a TestCase class whose setUpClass filled `seen` and set
+    `hosts`: {driver version: the host tree it came from}."""
+
+    def ok(self, key):
+        self.assertIn(key, self.seen, f"the boot did not get as far as {key}")
+        return self.seen[key]
+
+    def sums(self, key):
+        rc, out = self.ok(key)
+        self.assertEqual(rc, 0, out)
+        return out
+
+    def assertGpuPod(self, report, root_sums, version, nodes=ALL_NODES):
+        """What a pod given `nodes` sees: exactly those GPU nodes, each allowed one opening with ENXIO
+        (not EPERM), a node it was not given denied, the loader resolving libcuda and libnvidia-ml to
+        the mounted files, byte-identical to the driver root's, and nvidia-smi reaching the driver."""
+        self.assertNotIn("error", report, report)
+        p = parse(report)
+        self.assertEqual(p["nodes"], nodes, p["out"])
+        for n in nodes:
+            self.assertIn("No such device or address", p["open"].get(n, ""), p["out"])
+        self.assertEqual(len(p["denied"]), 1, p["out"])
+        self.assertIn("Operation not permitted", p["denied"][0], "the device rules are not enforced")
+        self.assertRegex(p["ld"], rf"libcuda\.so\.1 => (/usr)?/lib/{ARCH}/libcuda\.so\.1 ")
+        self.assertRegex(p["ld"], rf"libnvidia-ml\.so\.1 => (/usr)?/lib/{ARCH}/libnvidia-ml\.so\.1 ")
+        want = {}
+        for line in root_sums.splitlines():
+            digest, path = line.split()
+            want[f"/usr/lib/{ARCH}/{os.path.basename(path)}"] = digest
+        self.assertEqual(len(want), 2, root_sums)
+        self.assertEqual(p["sums"], want, "the container's libraries are not the driver root's copies")
+        for lib in ("libcuda", "libnvidia-ml"):  # and the root's are the host's files of `version`
+            host = self.hosts[version]
+            self.assertEqual(want[f"/usr/lib/{ARCH}/{lib}.so.{version}"], sha256(host.p(f"{LIB}/nvidia/current/{lib}.so.{version}")))
+        self.assertIn("couldn't communicate with the NVIDIA driver", p["smi"])
+        self.assertNotIn("couldn't find libnvidia-ml.so", p["smi"])
+
+    def assertNoGpuPod(self, report):
+        """A pod that asked for no device (or whose containerd does not apply CDI): no GPU node, the
+        device rules enforced, no libcuda for its loader."""
+        self.assertNotIn("error", report, report)
+        p = parse(report)
+        self.assertEqual(p["nodes"], [], p["out"])
+        self.assertIn("Operation not permitted", "".join(p["denied"]), p["out"])
+        self.assertNotIn("libcuda.so.1 =>", p["ld"])
