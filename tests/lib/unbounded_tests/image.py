@@ -15,12 +15,17 @@ CACHE = os.environ.get("UNBOUNDED_TEST_CACHE", "/var/tmp/unbounded-nvidia-test")
 
 
 def config_key(conf):
+    """The cache key of the image `conf` (a mkosi.conf.d/) makes: its files, the apt.conf beside it
+    (see base_image) and mkosi's version."""
     h = hashlib.sha256()
     for dirpath, dirnames, filenames in os.walk(conf):
         dirnames.sort()
         for n in sorted(filenames):
             p = os.path.join(dirpath, n)
             h.update(os.path.relpath(p, conf).encode() + b"\0" + open(p, "rb").read() + b"\0")
+    apt_conf = os.path.join(os.path.dirname(conf), "apt.conf")
+    if os.path.exists(apt_conf):
+        h.update(b"apt.conf\0" + open(apt_conf, "rb").read() + b"\0")
     h.update(subprocess.run(["mkosi", "--version"], capture_output=True, text=True).stdout.encode())
     return h.hexdigest()[:16]
 
@@ -53,8 +58,12 @@ def base_image(workdir=SOURCE, cache=CACHE):
         cmd = (f"mount -t tmpfs tmpfs /run && cd '{workdir}' && mkosi --nspawn-keep-unit --force "
                f"--output-dir '{cache}' --output '{image}' build")
         log = os.path.join(cache, "mkosi.log")
+        # An apt.conf beside mkosi.conf.d/ reaches the apt that mkosi runs (which sees an empty /etc/apt).
+        env = dict(os.environ)
+        if os.path.exists(os.path.join(workdir, "apt.conf")):
+            env["APT_CONFIG"] = os.path.join(workdir, "apt.conf")
         with open(log, "w") as f:
-            r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", cmd], stdout=f, stderr=subprocess.STDOUT)
+            r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", cmd], stdout=f, stderr=subprocess.STDOUT, env=env)
         if r.returncode != 0 or not os.path.isfile(os.path.join(image, "usr/lib/systemd/systemd")):
             tail = open(log).read()[-3000:]
             _failures[workdir] = f"mkosi build of a directory image failed ({r.returncode}), log {log}:\n{tail}"

@@ -1,0 +1,251 @@
+#!/usr/bin/env python3
+"""Issue 33, item 1, on containerd 2.x: the pod cases on Debian sid's containerd (2.1), whose CRI
+plugin has CDI on by default and reads configuration version 3, where the CRI tables are
+[plugins.'io.containerd.cri.v1.runtime'] and [plugins.'io.containerd.cri.v1.images'], and whose
+systemd is the newest Debian has (the generated and shipped units verified on it too).
+
+The machine is the trixie tier's GPU node (pods.py: Debian's real 535 driver as staging, fake nodes,
+module and GPUs, the kubelet stand-in over the CRI socket) on a sid image built by mkosi from
+tests/containerd/sid/mkosi.conf.d/, booted once. Its containerd.toml names no enable_cdi and no
+cdi_spec_dirs: what 2.x does by default is what is tested, and what verify says it does. Then,
+in the same boot, what verify reads from files only is held against what this containerd does:
+- a leftover /var/run/cdi/nvidia.yaml of our kind (as nvidia-cdi-refresh writes it) that defines
+  nvidia.com/gpu=all with one GPU: a pod asking for `all` gets that spec's one GPU, not ours, and
+  verify says the file wins;
+- enable_cdi = false in the version-3 table: the pod sees no GPU and verify names the key.
+One boot, not two: the driver upgrade, the restart and the daemon-reload are the trixie tier's
+cases, and nothing in them depends on containerd's version."""
+
+import json
+import os
+import shutil
+import time
+import unittest
+
+import cri
+import probe_image
+from pods import ALL_NODES, ANALYZE, UUIDS, PodAssertions, install_hosts, missing_prerequisites, parse, prepare_gpu_node, run_session
+from unbounded_tests.harness import ARCH, main
+from unbounded_tests.image import SOURCE, base_image
+from unbounded_tests.machine import Machine
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+CACHE = os.environ.get("UNBOUNDED_CONTAINERD2_CACHE", "/var/tmp/unbounded-nvidia-containerd2")
+BUILD = os.environ.get("BUILD_ROOT", os.path.join(SOURCE, "build"))
+# systemd's catalogue: a job finished ("Finished ..."), a job began ("Starting ...").
+JOB_DONE = "39f53479d3a045ac8e11786248231fbf"
+JOB_STARTING = "7d4958e842da4a758f6c1cdc7b36dcc5"
+
+# containerd 2.x, configuration version 3. CDI is not named: 2.x has it on, reading /etc/cdi and
+# /var/run/cdi. The rest as the trixie tier's, in 2.x's tables: runc with the systemd cgroup driver,
+# the probe image as the sandbox image, and this host's two limits (see test_containerd.py).
+CONTAINERD2_CONFIG = """# Written by the containerd 2.x tier (tests/containerd/test_containerd2.py)
+version = 3
+
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = "overlayfs"
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = "{image}"
+
+[plugins.'io.containerd.cri.v1.runtime']
+{cdi}  restrict_oom_score_adj = true
+  [plugins.'io.containerd.cri.v1.runtime'.containerd]
+    default_runtime_name = "runc"
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+        SystemdCgroup = true
+        NoNewKeyring = true
+        BinaryName = "/usr/local/libexec/unbounded-test/runc"
+"""
+
+# A leftover of nvidia-cdi-refresh: our kind, in the directory that wins, `all` being GPU 1 alone.
+SHADOW = "/var/run/cdi/nvidia.yaml"
+SHADOW_SPEC = """cdiVersion: 0.5.0
+kind: nvidia.com/gpu
+devices:
+- name: all
+  containerEdits:
+    deviceNodes:
+    - path: /dev/nvidia1
+    - path: /dev/nvidiactl
+containerEdits:
+  env:
+  - SHADOWED_BY=nvidia-cdi-refresh
+"""
+
+
+class Containerd2Tier(PodAssertions, unittest.TestCase):
+    """Boots the sid machine once in setUpClass and records what each case saw; each test asserts one."""
+
+    @classmethod
+    def setUpClass(cls):
+        missing = missing_prerequisites()
+        if missing:  # a failure, not a skip: CI must not go green without this tier
+            raise RuntimeError(f"the containerd 2.x tier needs {', '.join(missing)} (make check installs CONTAINERD_DEPS; run as root)")
+        cls.tmp = os.path.join(BUILD, "containerd2-tier")
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+        os.makedirs(cls.tmp)
+        cls.pb = cri.generate(BUILD)
+        ((cls.host, cls.v1),) = install_hosts(cls.tmp, "bookworm-535")
+        cls.hosts = {cls.v1: cls.host}
+        cls.seen = {}
+        base = base_image(os.path.join(HERE, "sid"), CACHE)
+        owner = type("ClassCleanups", (), {"addCleanup": staticmethod(cls.addClassCleanup)})()
+        cls.m = m = Machine(owner, "containerd2", base=base, real_containerd=True)
+        prepare_gpu_node(m, cls.host, cls.v1, base, CONTAINERD2_CONFIG.format(cdi="", image=probe_image.NAME))
+        t0 = time.monotonic()
+        run_session(m, cls.pb, cls.boot)
+        seen = cls.seen
+        print(f"# the boot took {time.monotonic() - t0:.0f}s; {seen.get('systemd', (0, '?'))[1].strip()}; "
+              f"{seen.get('containerd', (0, '?'))[1].strip()}; verify exited {seen.get('verify-default', ('?',))[0]} "
+              f"with CDI on by default, {seen.get('shadow-verify', ('?',))[0]} with the leftover spec, "
+              f"{seen.get('cdi-off-verify', ('?',))[0]} with CDI off", flush=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(getattr(cls, "tmp", "/nonexistent"), ignore_errors=True)
+
+    @classmethod
+    def boot(cls, node):
+        seen, v = cls.seen, cls.v1
+        seen["show"] = node.sh("systemctl show containerd.service -p Requires -p After -p ActiveState")
+        # The job messages of this boot, read in the machine: the host's journalctl is older than
+        # the journal files sid's journald writes.
+        seen["jobs"] = node.sh(f"journalctl -b -o json --no-pager _PID=1 MESSAGE_ID={JOB_DONE} + _PID=1 MESSAGE_ID={JOB_STARTING}")
+        seen["analyze"] = node.sh(ANALYZE)
+        seen["systemd"] = node.sh("systemctl --version | head -1")
+        seen["containerd"] = node.sh("containerd --version")
+        seen["import"] = node.sh("ctr -n k8s.io images import /var/lib/unbounded-test/probe.tar", timeout=120)
+        seen["root_sums"] = node.sh(f"sha256sum /run/nvidia/driver/lib/{ARCH}/libcuda.so.{v} /run/nvidia/driver/lib/{ARCH}/libnvidia-ml.so.{v}")
+        seen["field-all"] = node.probe("field-all", v, cdi=["nvidia.com/gpu=all"])
+        seen["annotation-all"] = node.probe("annotation-all", v, annotations={"cdi.k8s.io/gpu": "nvidia.com/gpu=all"})
+        seen["index-0"] = node.probe("index-0", v, cdi=["nvidia.com/gpu=0"])
+        seen["uuid-1"] = node.probe("uuid-1", v, cdi=[f"nvidia.com/gpu={UUIDS[1]}"])
+        seen["unknown"] = node.probe("unknown", v, cdi=["nvidia.com/gpu=7"])
+        seen["none"] = node.probe("none", v)
+        seen["verify-default"] = node.sh("unbounded-nvidia-setup verify --json 2>/dev/null")
+        # nvidia-cdi-refresh's leftover: what containerd gives a pod, and what verify says.
+        # /var/run is the machine's own tmpfs /run: written from inside.
+        seen["shadow-write"] = node.sh(f"mkdir -p {os.path.dirname(SHADOW)} && cat > {SHADOW} <<'EOF'\n{SHADOW_SPEC}EOF")
+        seen["shadow"] = node.probe("shadow", v, cdi=["nvidia.com/gpu=all"])
+        seen["shadow-env"] = cls.env_of(node, "nvidia.com/gpu=all")
+        seen["shadow-verify"] = node.sh("unbounded-nvidia-setup verify --json 2>/dev/null")
+        seen["shadow-remove"] = node.sh(f"rm {SHADOW}")
+        # CDI switched off in 2.x's table.
+        cls.m.write("/etc/containerd/config.toml", CONTAINERD2_CONFIG.format(cdi="  enable_cdi = false\n", image=probe_image.NAME))
+        seen["cdi-off-restart"] = node.sh("systemctl restart containerd.service", timeout=120)
+        node.reconnect()
+        seen["cdi-off"] = node.probe("cdi-off", v, cdi=["nvidia.com/gpu=all"])
+        seen["cdi-off-verify"] = node.sh("unbounded-nvidia-setup verify --json 2>/dev/null")
+
+    @staticmethod
+    def env_of(node, device):
+        sandbox, container = node.pod("shadow-env", cdi=[device])
+        try:
+            return node.exec(container, "env")
+        finally:
+            node.remove(sandbox)
+
+    # -- the assertions ----------------------------------------------------------------------------
+    def verify_json(self, key):
+        rc, out = self.ok(key)
+        try:
+            return rc, json.loads(out)
+        except ValueError:
+            self.fail(f"verify --json printed no JSON ({rc}): {out}")
+
+    def test_00_machine_is_sid_with_containerd_2(self):
+        self.assertRegex(self.ok("systemd")[1], r"^systemd 2[6-9]\d")
+        self.assertRegex(self.ok("containerd")[1], r" v?2\.\d+\.\d+")
+        self.assertEqual(self.ok("import")[0], 0, self.ok("import")[1])
+
+    def test_containerd_requires_and_follows_setup(self):
+        rc, out = self.ok("show")
+        props = dict(l.split("=", 1) for l in out.splitlines() if "=" in l)
+        self.assertIn("unbounded-nvidia-setup.service", props["Requires"].split(), out)
+        self.assertIn("unbounded-nvidia-setup.service", props["After"].split(), out)
+        self.assertEqual(props["ActiveState"], "active", out)
+
+    def test_containerd_started_only_after_setup_succeeded(self):
+        rc, out = self.ok("jobs")
+        self.assertEqual(rc, 0, out)
+        entries = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+        done = [int(e["__MONOTONIC_TIMESTAMP"]) for e in entries if e.get("MESSAGE_ID") == JOB_DONE
+                and e.get("UNIT") == "unbounded-nvidia-setup.service" and e.get("JOB_RESULT") == "done"]
+        start = [int(e["__MONOTONIC_TIMESTAMP"]) for e in entries if e.get("MESSAGE_ID") == JOB_STARTING and e.get("UNIT") == "containerd.service"]
+        self.assertTrue(done, "setup never finished successfully")
+        self.assertTrue(start, "containerd never started")
+        self.assertLess(done[0], start[0], "containerd started before setup succeeded")
+
+    def test_units_verify_cleanly_on_sid_s_systemd(self):
+        rc, out = self.ok("analyze")
+        self.assertEqual((rc, out), (0, ""), "systemd-analyze verify complained in the booted machine")
+
+    def test_pod_through_the_cdi_devices_field_with_cdi_on_by_default(self):
+        self.assertGpuPod(self.ok("field-all"), self.sums("root_sums"), self.v1)
+
+    def test_pod_through_the_cdi_annotation(self):
+        self.assertGpuPod(self.ok("annotation-all"), self.sums("root_sums"), self.v1)
+
+    def test_pod_by_index_gets_only_that_gpu(self):
+        self.assertGpuPod(self.ok("index-0"), self.sums("root_sums"), self.v1, nodes=sorted(set(ALL_NODES) - {"/dev/nvidia1"}))
+
+    def test_pod_by_uuid_gets_only_that_gpu(self):
+        self.assertGpuPod(self.ok("uuid-1"), self.sums("root_sums"), self.v1, nodes=sorted(set(ALL_NODES) - {"/dev/nvidia0"}))
+
+    def test_an_unknown_device_is_refused_at_create(self):
+        report = self.ok("unknown")
+        self.assertIn("error", report, "a pod asking for nvidia.com/gpu=7 was created")
+        self.assertIn("nvidia.com/gpu=7", report["error"])
+
+    def test_a_pod_without_devices_sees_no_gpu(self):
+        self.assertNoGpuPod(self.ok("none"))
+
+    def test_verify_reads_2_x_defaults_as_containerd_does(self):
+        """No enable_cdi in the file: verify takes 2.x's default (on), its directories and the spec
+        version its CDI library accepts, from the package it finds; and the pods above got GPUs."""
+        rc, v = self.verify_json("verify-default")
+        self.assertEqual(rc, 0, v)  # ready: nothing in the consumer checks, nor anywhere else
+        c = v["containerd"]
+        self.assertIs(c["cdi_enabled"], True, c)
+        self.assertIn("default of containerd 2.", c["cdi_enabled_from"], c)
+        self.assertEqual([d.rstrip("/") for d in c["cdi_spec_dirs"]][-1:], ["/var/run/cdi"], c)
+        self.assertRegex(c["version"] or "", r"^2\.\d+\.\d+$", c)
+        self.assertIn(c["max_cdi_version"], ("0.8.0", "1.0.0", "1.1.0"), c)
+        self.assertEqual(v["consumer_findings"].get("cdi-disabled", 0), 0, v["consumer_findings"])
+        self.assertFalse([p for p in v.get("problems", []) if "containerd" in p.get("path", "") or "/cdi/" in p.get("path", "")], v)
+
+    def test_a_leftover_spec_of_our_kind_wins_in_containerd_and_verify_says_so(self):
+        # containerd: the pod asking for `all` got the leftover's one GPU and its environment.
+        self.assertEqual(self.ok("shadow-write")[0], 0, self.ok("shadow-write")[1])
+        report = self.ok("shadow")
+        self.assertNotIn("error", report, report)
+        self.assertEqual(parse(report)["nodes"], ["/dev/nvidia1", "/dev/nvidiactl"], report["out"])
+        rc, env = self.ok("shadow-env")
+        self.assertIn("SHADOWED_BY=nvidia-cdi-refresh", env)
+        # verify: not ready, naming the file that wins.
+        rc, v = self.verify_json("shadow-verify")
+        self.assertEqual(rc, 1, v)
+        wins = [s for s in v["cdi_shadowing"] if s["file"] in (SHADOW, "/run/cdi/nvidia.yaml")]
+        self.assertEqual([s["wins"] for s in wins], ["theirs"], v["cdi_shadowing"])
+        self.assertTrue(any(p["path"] in (SHADOW, "/run/cdi/nvidia.yaml") and "wins" in p["message"] for p in v["problems"]), v["problems"])
+
+    def test_cdi_disabled_in_the_version_3_table_the_pod_sees_no_gpu_and_verify_says_why(self):
+        self.assertEqual(self.ok("cdi-off-restart")[0], 0, self.ok("cdi-off-restart")[1])
+        report = self.ok("cdi-off")
+        self.assertNotIn("error", report, report)
+        self.assertEqual(parse(report)["nodes"], [], report["out"])
+        with self.assertRaises(AssertionError):  # the premise of the GPU cases
+            self.assertGpuPod(report, self.sums("root_sums"), self.v1)
+        rc, v = self.verify_json("cdi-off-verify")
+        self.assertEqual(rc, 1, v)
+        self.assertIs(v["containerd"]["cdi_enabled"], False, v["containerd"])
+        problems = [p for p in v.get("problems", []) if p.get("path") == "/etc/containerd/config.toml"]
+        self.assertTrue(any("enable_cdi" in p.get("message", "") and "io.containerd.cri.v1.runtime" in p.get("message", "")
+                            for p in problems), v.get("problems"))
+
+
+if __name__ == "__main__":
+    main()
