@@ -26,12 +26,9 @@ import cri
 import probe_image
 from pods import ALL_NODES, ANALYZE, BINDS, RELOAD_PROBE, UUIDS, PodAssertions, parse, install_hosts, missing_prerequisites, prepare_gpu_node, run_session
 from unbounded_tests.harness import ARCH, main, proc_version_text
-from unbounded_tests.image import SOURCE, base_image
+from unbounded_tests.image import IMAGES, SOURCE, base_image
 from unbounded_tests.machine import Machine
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-CACHE = os.environ.get("UNBOUNDED_CONTAINERD_CACHE", "/var/tmp/unbounded-nvidia-containerd")
 BUILD = os.environ.get("BUILD_ROOT", os.path.join(SOURCE, "build"))
 # systemd's catalogue: a job finished ("Finished ..."), a job began ("Starting ...").
 JOB_DONE = "39f53479d3a045ac8e11786248231fbf"
@@ -79,7 +76,7 @@ class ContainerdTier(PodAssertions, unittest.TestCase):
         (cls.old, cls.v1), (cls.new, cls.v2) = install_hosts(cls.tmp, "bookworm-535", "trixie-550")
         cls.hosts = {cls.v1: cls.old, cls.v2: cls.new}
         cls.seen = {}
-        base = base_image(HERE, CACHE)
+        base = base_image(*IMAGES["trixie"])
         owner = type("ClassCleanups", (), {"addCleanup": staticmethod(cls.addClassCleanup)})()
         cls.m = m = Machine(owner, "containerd", base=base, real_containerd=True)
         cls.staging = prepare_gpu_node(m, cls.old, cls.v1, base, CONTAINERD_CONFIG.format(enable_cdi="true", image=probe_image.NAME))

@@ -26,12 +26,9 @@ import cri
 import probe_image
 from pods import ALL_NODES, ANALYZE, UUIDS, PodAssertions, install_hosts, missing_prerequisites, parse, prepare_gpu_node, run_session
 from unbounded_tests.harness import ARCH, main
-from unbounded_tests.image import SOURCE, base_image
+from unbounded_tests.image import IMAGES, SOURCE, base_image
 from unbounded_tests.machine import Machine
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-CACHE = os.environ.get("UNBOUNDED_CONTAINERD2_CACHE", "/var/tmp/unbounded-nvidia-containerd2")
 BUILD = os.environ.get("BUILD_ROOT", os.path.join(SOURCE, "build"))
 # systemd's catalogue: a job finished ("Finished ..."), a job began ("Starting ...").
 JOB_DONE = "39f53479d3a045ac8e11786248231fbf"
@@ -91,7 +88,7 @@ class Containerd2Tier(PodAssertions, unittest.TestCase):
         ((cls.host, cls.v1),) = install_hosts(cls.tmp, "bookworm-535")
         cls.hosts = {cls.v1: cls.host}
         cls.seen = {}
-        base = base_image(os.path.join(HERE, "sid"), CACHE)
+        base = base_image(*IMAGES["sid"])
         owner = type("ClassCleanups", (), {"addCleanup": staticmethod(cls.addClassCleanup)})()
         cls.m = m = Machine(owner, "containerd2", base=base, real_containerd=True)
         prepare_gpu_node(m, cls.host, cls.v1, base, CONTAINERD2_CONFIG.format(cdi="", image=probe_image.NAME))

@@ -12,6 +12,14 @@ from . import TESTS_DIR
 
 SOURCE = os.environ.get("SOURCE_ROOT", os.path.dirname(TESTS_DIR))
 CACHE = os.environ.get("UNBOUNDED_TEST_CACHE", "/var/tmp/unbounded-nvidia-test")
+CONTAINERD_CACHE = os.environ.get("UNBOUNDED_CONTAINERD_CACHE", "/var/tmp/unbounded-nvidia-containerd")
+CONTAINERD2_CACHE = os.environ.get("UNBOUNDED_CONTAINERD2_CACHE", "/var/tmp/unbounded-nvidia-containerd2")
+# The booted tiers' images: the directory whose mkosi.conf.d/ makes it, and where it is cached.
+IMAGES = {
+    "bookworm": (SOURCE, CACHE),  # the system and package tiers
+    "trixie": (os.path.join(SOURCE, "tests", "containerd"), CONTAINERD_CACHE),  # containerd 1.7
+    "sid": (os.path.join(SOURCE, "tests", "containerd", "sid"), CONTAINERD2_CACHE),  # containerd 2.x
+}
 
 
 def config_key(conf):
