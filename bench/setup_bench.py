@@ -11,8 +11,9 @@ on tmpfs (the driver root's file system in production), with the staging files a
 cache, as they are on a host.
 
 Usage: bench/setup_bench.py [BUILD_DIR]   (run `make build` first)
-With BASELINE_SETUP_BIN=<an older unbounded-nvidia-setup>, its unchanged re-run on the 155 MiB tree is
-measured too, interleaved, so a change can be compared with the binary before it in one session.
+With BASELINE_SETUP_BIN=<an older unbounded-nvidia-setup>, its unchanged re-run, its no-change refresh
+and its peak RSS on the 155 MiB tree are measured too, interleaved with ours on the same machine root,
+so a change can be compared with the binary before it in one session.
 """
 
 import json
@@ -48,6 +49,7 @@ def bench_tree(tmp, label, padding, runs, with_refresh):
     refresh = [SETUP, "--root", m.path, "--json", "refresh"]
     baseline_bin = os.environ.get("BASELINE_SETUP_BIN") if with_refresh else None
     baseline = [baseline_bin, "--root", m.path, "--json", "setup"] if baseline_bin else None
+    baseline_refresh = [baseline_bin, "--root", m.path, "--json", "refresh"] if baseline_bin else None
 
     # One warm-up run, then the list of files it copied (the manifest's sources) for cp -L.
     timed(cmd)
@@ -61,7 +63,7 @@ def bench_tree(tmp, label, padding, runs, with_refresh):
         # Staging as on a running machine: quiet for longer than the default settle time (10 s).
         time.sleep(max(0.0, 10.5 - (time.time() - os.stat(m.p("/run/host-nvidia/0")).st_ctime)))
 
-    full, rerun, noop, base_rerun, cp, pcp, rss, threads = [], [], [], [], [], [], [], set()
+    full, rerun, noop, base_rerun, base_noop, cp, pcp, rss, base_rss, same_rss, threads = [], [], [], [], [], [], [], [], [], [], set()
     dest = os.path.join(tmp, "cp")
     for _ in range(runs):
         shutil.rmtree(m.driver_root())
@@ -76,15 +78,24 @@ def bench_tree(tmp, label, padding, runs, with_refresh):
         assert res["bytes_copied"] == 0, res
         rerun.append(t)
         rss.append(res["peak_rss_kib"])
+        same_rss.append(res["peak_rss_kib"])
         if with_refresh:
             t, out = timed(refresh)
             res = json.loads(out)
             assert res["outcome"] == "ready" and res["bytes_copied"] == 0 and res["settle_waited_ms"] == 0, res
             noop.append(t)
+            same_rss.append(res["peak_rss_kib"])
         if baseline:
             t, out = timed(baseline)
-            assert json.loads(out)["bytes_copied"] == 0
+            res = json.loads(out)
+            assert res["bytes_copied"] == 0, res
             base_rerun.append(t)
+            base_rss.append(res["peak_rss_kib"])
+            t, out = timed(baseline_refresh)
+            res = json.loads(out)
+            assert res["outcome"] == "ready" and res["bytes_copied"] == 0 and res["settle_waited_ms"] == 0, res
+            base_noop.append(t)
+            base_rss.append(res["peak_rss_kib"])
         for samples, copy in ((cp, ["cp", "-L", *sources, dest]),
                               (pcp, ["sh", "-c", f"xargs -0 -P{CPUS} -n1 cp -L -t '{dest}' < '{listing}'"])):
             shutil.rmtree(dest, ignore_errors=True)
@@ -106,7 +117,11 @@ def bench_tree(tmp, label, padding, runs, with_refresh):
         print(f"  refresh, no change:           {n * 1000:8.1f} ms   refresh/re-run = {n / r:.2f}")
     if base_rerun:
         b = statistics.median(base_rerun)
-        print(f"  baseline re-run:              {b * 1000:8.1f} ms   ({baseline_bin})")
+        bn = statistics.median(base_noop)
+        print(f"  baseline re-run:              {b * 1000:8.1f} ms   re-run/baseline = {r / b:.2f}  ({baseline_bin})")
+        print(f"  baseline refresh, no change:  {bn * 1000:8.1f} ms   refresh/baseline = {statistics.median(noop) / bn:.2f}"
+              f"  (baseline refresh/re-run = {bn / b:.2f})")
+        print(f"  peak RSS of re-run and refresh: {max(same_rss) / 1024:.1f} MiB, baseline's {max(base_rss) / 1024:.1f} MiB")
     print(f"  peak RSS of setup:            {max(rss) / 1024:8.1f} MiB   (target <= 16 MiB)")
     shutil.rmtree(m.path, ignore_errors=True)
 
