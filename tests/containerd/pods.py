@@ -14,8 +14,11 @@ import cri
 import probe_image
 from unbounded_tests import debian_hosts as dh
 from unbounded_tests.harness import ARCH, make_chardev, proc_version_text
+from unbounded_tests.image import IMAGES, SOURCE, base_image
+from unbounded_tests.machine import Machine
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+BUILD = os.environ.get("BUILD_ROOT", os.path.join(SOURCE, "build"))
 
 LIB = "/usr/lib/x86_64-linux-gnu"
 UUIDS = [f"GPU-{i:08x}-8e4b-4d0e-9c1a-2b7e6d5f4a10" for i in range(2)]
@@ -318,3 +321,48 @@ class PodAssertions:
         self.assertEqual(p["nodes"], [], p["out"])
         self.assertIn("Operation not permitted", "".join(p["denied"]), p["out"])
         self.assertNotIn("libcuda.so.1 =>", p["ld"])
+
+
+class GpuNodeTier(PodAssertions):
+    """What both tiers' TestCase classes share: the start of setUpClass (prerequisites, the CRI client,
+    Debian's real driver trees, the machine from its image), the clean-up, and the cases whose
+    assertions do not depend on containerd's version."""
+
+    @classmethod
+    def start(cls, name, label, releases, image):
+        """Fails (never skips) without the tier's prerequisites; installs each release's driver into a host
+        tree (cls.hosts: {version: tree}) and makes cls.m, a machine of `image` that keeps its own
+        containerd. Returns ([(tree, version)] in the order of `releases`, the base image's path)."""
+        missing = missing_prerequisites()
+        if missing:  # a failure, not a skip: CI must not go green without this tier
+            raise RuntimeError(f"the {label} tier needs {', '.join(missing)} (make check installs CONTAINERD_DEPS; run as root)")
+        cls.tmp = os.path.join(BUILD, f"{name}-tier")
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+        os.makedirs(cls.tmp)
+        cls.pb = cri.generate(BUILD)
+        hosts = install_hosts(cls.tmp, *releases)
+        cls.hosts = {version: tree for tree, version in hosts}
+        cls.seen = {}
+        base = base_image(*IMAGES[image])
+        owner = type("ClassCleanups", (), {"addCleanup": staticmethod(cls.addClassCleanup)})()
+        cls.m = Machine(owner, name, base=base, real_containerd=True)
+        return hosts, base
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(getattr(cls, "tmp", "/nonexistent"), ignore_errors=True)
+
+    def test_containerd_requires_and_follows_setup(self):
+        rc, out = self.ok("show")
+        props = dict(l.split("=", 1) for l in out.splitlines() if "=" in l)
+        self.assertIn("unbounded-nvidia-setup.service", props["Requires"].split(), out)
+        self.assertIn("unbounded-nvidia-setup.service", props["After"].split(), out)
+        self.assertEqual(props["ActiveState"], "active", out)
+
+    def test_an_unknown_device_is_refused_at_create(self):
+        report = self.ok("unknown")
+        self.assertIn("error", report, "a pod asking for nvidia.com/gpu=7 was created")
+        self.assertIn("nvidia.com/gpu=7", report["error"])
+
+    def test_a_pod_without_devices_sees_no_gpu(self):
+        self.assertNoGpuPod(self.ok("none"))

@@ -22,14 +22,10 @@ import shutil
 import time
 import unittest
 
-import cri
 import probe_image
-from pods import ALL_NODES, ANALYZE, BINDS, RELOAD_PROBE, UUIDS, PodAssertions, parse, install_hosts, missing_prerequisites, prepare_gpu_node, run_session
+from pods import ALL_NODES, ANALYZE, BINDS, RELOAD_PROBE, UUIDS, GpuNodeTier, parse, prepare_gpu_node, run_session
 from unbounded_tests.harness import ARCH, main, proc_version_text
-from unbounded_tests.image import IMAGES, SOURCE, base_image
-from unbounded_tests.machine import Machine
 
-BUILD = os.environ.get("BUILD_ROOT", os.path.join(SOURCE, "build"))
 # systemd's catalogue: a job finished ("Finished ..."), a job began ("Starting ...").
 JOB_DONE = "39f53479d3a045ac8e11786248231fbf"
 JOB_STARTING = "7d4958e842da4a758f6c1cdc7b36dcc5"
@@ -61,24 +57,13 @@ version = 2
 """
 
 
-class ContainerdTier(PodAssertions, unittest.TestCase):
+class ContainerdTier(GpuNodeTier, unittest.TestCase):
     """Boots the machine twice in setUpClass and records what each case saw; each test asserts one."""
 
     @classmethod
     def setUpClass(cls):
-        missing = missing_prerequisites()
-        if missing:  # a failure, not a skip: CI must not go green without this tier
-            raise RuntimeError(f"the containerd tier needs {', '.join(missing)} (make check installs CONTAINERD_DEPS; run as root)")
-        cls.tmp = os.path.join(BUILD, "containerd-tier")
-        shutil.rmtree(cls.tmp, ignore_errors=True)
-        os.makedirs(cls.tmp)
-        cls.pb = cri.generate(BUILD)
-        (cls.old, cls.v1), (cls.new, cls.v2) = install_hosts(cls.tmp, "bookworm-535", "trixie-550")
-        cls.hosts = {cls.v1: cls.old, cls.v2: cls.new}
-        cls.seen = {}
-        base = base_image(*IMAGES["trixie"])
-        owner = type("ClassCleanups", (), {"addCleanup": staticmethod(cls.addClassCleanup)})()
-        cls.m = m = Machine(owner, "containerd", base=base, real_containerd=True)
+        ((cls.old, cls.v1), (cls.new, cls.v2)), base = cls.start("containerd", "containerd", ("bookworm-535", "trixie-550"), "trixie")
+        m = cls.m
         cls.staging = prepare_gpu_node(m, cls.old, cls.v1, base, CONTAINERD_CONFIG.format(enable_cdi="true", image=probe_image.NAME))
         t0 = time.monotonic()
         run_session(m, cls.pb, cls.first_boot)
@@ -88,10 +73,6 @@ class ContainerdTier(PodAssertions, unittest.TestCase):
         run_session(m, cls.pb, cls.second_boot)
         cls.seen["boot2_s"] = time.monotonic() - t0
         print(f"# boot 1 took {cls.seen['boot1_s']:.0f}s, boot 2 {cls.seen['boot2_s']:.0f}s", flush=True)
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(getattr(cls, "tmp", "/nonexistent"), ignore_errors=True)
 
     @classmethod
     def first_boot(cls, node):
@@ -157,13 +138,6 @@ class ContainerdTier(PodAssertions, unittest.TestCase):
         self.assertIn(" 1.7.", self.ok("containerd")[1])
         self.assertEqual(self.ok("import")[0], 0, self.ok("import")[1])
 
-    def test_containerd_requires_and_follows_setup(self):
-        rc, out = self.ok("show")
-        props = dict(l.split("=", 1) for l in out.splitlines() if "=" in l)
-        self.assertIn("unbounded-nvidia-setup.service", props["Requires"].split(), out)
-        self.assertIn("unbounded-nvidia-setup.service", props["After"].split(), out)
-        self.assertEqual(props["ActiveState"], "active", out)
-
     def test_containerd_started_only_after_setup_succeeded_on_each_boot(self):
         entries = self.m.journal("_PID=1")
         boots = []
@@ -197,19 +171,6 @@ class ContainerdTier(PodAssertions, unittest.TestCase):
     def test_pod_by_uuid_gets_only_that_gpu(self):
         self.assertGpuPod(self.ok("uuid-1"), self.sums("root_sums_1"), self.v1,
                           nodes=sorted(set(ALL_NODES) - {"/dev/nvidia0"}))
-
-    def test_an_unknown_device_is_refused_at_create(self):
-        report = self.ok("unknown")
-        self.assertIn("error", report, "a pod asking for nvidia.com/gpu=7 was created")
-        self.assertIn("nvidia.com/gpu=7", report["error"])
-
-    def test_a_pod_without_devices_sees_no_gpu(self):
-        report = self.ok("none")
-        self.assertNotIn("error", report, report)
-        p = parse(report)
-        self.assertEqual(p["nodes"], [], p["out"])
-        self.assertIn("Operation not permitted", "".join(p["denied"]), p["out"])
-        self.assertNotIn("libcuda.so.1 =>", p["ld"])
 
     def test_a_daemon_reload_keeps_the_running_pod_s_gpu(self):
         rc, before = self.ok("reload-before")

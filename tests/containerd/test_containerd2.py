@@ -18,18 +18,13 @@ cases, and nothing in them depends on containerd's version."""
 
 import json
 import os
-import shutil
 import time
 import unittest
 
-import cri
 import probe_image
-from pods import ALL_NODES, ANALYZE, UUIDS, PodAssertions, install_hosts, missing_prerequisites, parse, prepare_gpu_node, run_session
+from pods import ALL_NODES, ANALYZE, UUIDS, GpuNodeTier, parse, prepare_gpu_node, run_session
 from unbounded_tests.harness import ARCH, main
-from unbounded_tests.image import IMAGES, SOURCE, base_image
-from unbounded_tests.machine import Machine
 
-BUILD = os.environ.get("BUILD_ROOT", os.path.join(SOURCE, "build"))
 # systemd's catalogue: a job finished ("Finished ..."), a job began ("Starting ...").
 JOB_DONE = "39f53479d3a045ac8e11786248231fbf"
 JOB_STARTING = "7d4958e842da4a758f6c1cdc7b36dcc5"
@@ -73,24 +68,13 @@ containerEdits:
 """
 
 
-class Containerd2Tier(PodAssertions, unittest.TestCase):
+class Containerd2Tier(GpuNodeTier, unittest.TestCase):
     """Boots the sid machine once in setUpClass and records what each case saw; each test asserts one."""
 
     @classmethod
     def setUpClass(cls):
-        missing = missing_prerequisites()
-        if missing:  # a failure, not a skip: CI must not go green without this tier
-            raise RuntimeError(f"the containerd 2.x tier needs {', '.join(missing)} (make check installs CONTAINERD_DEPS; run as root)")
-        cls.tmp = os.path.join(BUILD, "containerd2-tier")
-        shutil.rmtree(cls.tmp, ignore_errors=True)
-        os.makedirs(cls.tmp)
-        cls.pb = cri.generate(BUILD)
-        ((cls.host, cls.v1),) = install_hosts(cls.tmp, "bookworm-535")
-        cls.hosts = {cls.v1: cls.host}
-        cls.seen = {}
-        base = base_image(*IMAGES["sid"])
-        owner = type("ClassCleanups", (), {"addCleanup": staticmethod(cls.addClassCleanup)})()
-        cls.m = m = Machine(owner, "containerd2", base=base, real_containerd=True)
+        ((cls.host, cls.v1),), base = cls.start("containerd2", "containerd 2.x", ("bookworm-535",), "sid")
+        m = cls.m
         prepare_gpu_node(m, cls.host, cls.v1, base, CONTAINERD2_CONFIG.format(cdi="", image=probe_image.NAME))
         t0 = time.monotonic()
         run_session(m, cls.pb, cls.boot)
@@ -99,10 +83,6 @@ class Containerd2Tier(PodAssertions, unittest.TestCase):
               f"{seen.get('containerd', (0, '?'))[1].strip()}; verify exited {seen.get('verify-default', ('?',))[0]} "
               f"with CDI on by default, {seen.get('shadow-verify', ('?',))[0]} with the leftover spec, "
               f"{seen.get('cdi-off-verify', ('?',))[0]} with CDI off", flush=True)
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(getattr(cls, "tmp", "/nonexistent"), ignore_errors=True)
 
     @classmethod
     def boot(cls, node):
@@ -158,13 +138,6 @@ class Containerd2Tier(PodAssertions, unittest.TestCase):
         self.assertRegex(self.ok("containerd")[1], r" v?2\.\d+\.\d+")
         self.assertEqual(self.ok("import")[0], 0, self.ok("import")[1])
 
-    def test_containerd_requires_and_follows_setup(self):
-        rc, out = self.ok("show")
-        props = dict(l.split("=", 1) for l in out.splitlines() if "=" in l)
-        self.assertIn("unbounded-nvidia-setup.service", props["Requires"].split(), out)
-        self.assertIn("unbounded-nvidia-setup.service", props["After"].split(), out)
-        self.assertEqual(props["ActiveState"], "active", out)
-
     def test_containerd_started_only_after_setup_succeeded(self):
         rc, out = self.ok("jobs")
         self.assertEqual(rc, 0, out)
@@ -191,14 +164,6 @@ class Containerd2Tier(PodAssertions, unittest.TestCase):
 
     def test_pod_by_uuid_gets_only_that_gpu(self):
         self.assertGpuPod(self.ok("uuid-1"), self.sums("root_sums"), self.v1, nodes=sorted(set(ALL_NODES) - {"/dev/nvidia0"}))
-
-    def test_an_unknown_device_is_refused_at_create(self):
-        report = self.ok("unknown")
-        self.assertIn("error", report, "a pod asking for nvidia.com/gpu=7 was created")
-        self.assertIn("nvidia.com/gpu=7", report["error"])
-
-    def test_a_pod_without_devices_sees_no_gpu(self):
-        self.assertNoGpuPod(self.ok("none"))
 
     def test_verify_reads_2_x_defaults_as_containerd_does(self):
         """No enable_cdi in the file: verify takes 2.x's default (on), its directories and the spec
