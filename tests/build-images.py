@@ -5,16 +5,20 @@ when its configuration changed, one after the other. .ci/run starts it in the ba
 lowest CPU and I/O priority, beside make check: an image build is mostly downloading and unpacking
 packages, which overlaps the compile, and the tiers then find their images built (a tier that comes
 to an image still being built waits on the cache's lock, then uses it; one whose build failed here
-builds it again itself and reports the failure). Usage: PYTHONPATH=tests/lib tests/build-images.py [NAME...]"""
+builds it again itself and reports the failure). No test machine boots while this runs (BUILDER_LOCK):
+mkosi's apt runs in an nspawn container, and two nspawn containers are never run side by side. Usage: PYTHONPATH=tests/lib tests/build-images.py [NAME...]"""
 
+import fcntl
 import sys
 import time
 
-from unbounded_tests.image import IMAGES, base_image
+from unbounded_tests.image import BUILDER_LOCK, IMAGES, base_image
 
 
 def main(names):
     failed = 0
+    lock = open(BUILDER_LOCK, "a")  # held until the process ends: test machines boot after it
+    fcntl.flock(lock, fcntl.LOCK_EX)
     for name in names or IMAGES:
         t0 = time.monotonic()
         try:

@@ -197,9 +197,11 @@ class ContainerdTier(GpuNodeTier, unittest.TestCase):
         report = self.ok("cdi-off")
         self.assertNotIn("error", report, report)
         self.assertEqual(parse(report)["nodes"], [], report["out"])
-        # The premise of every GPU case: this pod fails the assertion the GPU pods pass.
+        # The premise of every GPU case: this pod fails the assertion the GPU pods pass, and sees what
+        # a pod that asked for nothing sees (no libcuda, the device rules enforced).
         with self.assertRaises(AssertionError):
             self.assertGpuPod(report, self.sums("root_sums_2"), self.v2)
+        self.assertNoGpuPod(report)
         rc, out = self.ok("cdi-off-verify")
         self.assertEqual(rc, 1, out)
         v = json.loads(out)

@@ -18,6 +18,7 @@ cases, and nothing in them depends on containerd's version."""
 
 import json
 import os
+import re
 import time
 import unittest
 
@@ -167,15 +168,20 @@ class Containerd2Tier(GpuNodeTier, unittest.TestCase):
 
     def test_verify_reads_2_x_defaults_as_containerd_does(self):
         """No enable_cdi in the file: verify takes 2.x's default (on), its directories and the spec
-        version its CDI library accepts, from the package it finds; and the pods above got GPUs."""
+        version its CDI library accepts, from the package it finds (the pods above got GPUs with the
+        same file: test_pod_through_the_cdi_devices_field_with_cdi_on_by_default)."""
         rc, v = self.verify_json("verify-default")
         self.assertEqual(rc, 0, v)  # ready: nothing in the consumer checks, nor anywhere else
         c = v["containerd"]
         self.assertIs(c["cdi_enabled"], True, c)
         self.assertIn("default of containerd 2.", c["cdi_enabled_from"], c)
-        self.assertEqual([d.rstrip("/") for d in c["cdi_spec_dirs"]][-1:], ["/var/run/cdi"], c)
-        self.assertRegex(c["version"] or "", r"^2\.\d+\.\d+$", c)
-        self.assertIn(c["max_cdi_version"], ("0.8.0", "1.0.0", "1.1.0"), c)
+        self.assertEqual([d.rstrip("/") for d in c["cdi_spec_dirs"]], ["/etc/cdi", "/var/run/cdi"], c)
+        # The version containerd itself reports, and what the reference's table gives for it.
+        version = re.search(r" v?(2\.\d+\.\d+)", self.ok("containerd")[1]).group(1)
+        self.assertEqual(c["version"], version, c)
+        major, minor, patch = (int(x) for x in version.split("."))
+        want = "0.8.0" if (minor, patch) <= (0, 4) else "1.0.0" if (minor, patch) <= (2, 0) else "1.1.0"
+        self.assertEqual(c["max_cdi_version"], want, c)
         self.assertEqual(v["consumer_findings"].get("cdi-disabled", 0), 0, v["consumer_findings"])
         self.assertFalse([p for p in v.get("problems", []) if "containerd" in p.get("path", "") or "/cdi/" in p.get("path", "")], v)
 
@@ -198,9 +204,11 @@ class Containerd2Tier(GpuNodeTier, unittest.TestCase):
         self.assertEqual(self.ok("cdi-off-restart")[0], 0, self.ok("cdi-off-restart")[1])
         report = self.ok("cdi-off")
         self.assertNotIn("error", report, report)
+        self.assertEqual(self.ok("shadow-remove")[0], 0, self.ok("shadow-remove")[1])  # nothing else gives GPUs
         self.assertEqual(parse(report)["nodes"], [], report["out"])
         with self.assertRaises(AssertionError):  # the premise of the GPU cases
             self.assertGpuPod(report, self.sums("root_sums"), self.v1)
+        self.assertNoGpuPod(report)
         rc, v = self.verify_json("cdi-off-verify")
         self.assertEqual(rc, 1, v)
         self.assertIs(v["containerd"]["cdi_enabled"], False, v["containerd"])

@@ -2,8 +2,8 @@
 CDI schema check, Debian's real NVIDIA packages unpacked as hosts, the base classes of the CDI and
 setup tests, and the booted machines of the system tiers.
 
-Test modules import from this package only, never from one another (tests/tools/test_no_test_imports.py
-holds that). Meson puts tests/lib on PYTHONPATH for every Python test; a script run by hand does the same:
+Test modules import from this package only, never from one another (tests/unit/test_python_imports.py
+holds that; a tier's own helper modules beside its tests, as tests/containerd/pods.py, are not test modules). Meson puts tests/lib on PYTHONPATH for every Python test; a script run by hand does the same:
     PYTHONPATH=tests/lib python3 tests/integration/test_cdi.py
 """
 

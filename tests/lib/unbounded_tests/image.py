@@ -14,6 +14,9 @@ SOURCE = os.environ.get("SOURCE_ROOT", os.path.dirname(TESTS_DIR))
 CACHE = os.environ.get("UNBOUNDED_TEST_CACHE", "/var/tmp/unbounded-nvidia-test")
 CONTAINERD_CACHE = os.environ.get("UNBOUNDED_CONTAINERD_CACHE", "/var/tmp/unbounded-nvidia-containerd")
 CONTAINERD2_CACHE = os.environ.get("UNBOUNDED_CONTAINERD2_CACHE", "/var/tmp/unbounded-nvidia-containerd2")
+# Held by tests/build-images.py while it builds images ahead of the tiers: mkosi runs apt in a
+# systemd-nspawn container, and a test machine is never booted beside another nspawn (machine.py).
+BUILDER_LOCK = os.path.join(os.environ.get("UNBOUNDED_IMAGES_LOCK_DIR", "/var/tmp"), "unbounded-nvidia-build-images.lock")
 # The booted tiers' images: the directory whose mkosi.conf.d/ makes it, and where it is cached.
 IMAGES = {
     "bookworm": (SOURCE, CACHE),  # the system and package tiers

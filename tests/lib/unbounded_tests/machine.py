@@ -2,6 +2,7 @@
 units, booted with systemd-nspawn in a private mount namespace with a tmpfs /run, fake staging bind
 mounts, fake device nodes and a scenario script that runs once the machine is up and powers it off."""
 
+import fcntl
 import json
 import os
 import shutil
@@ -10,7 +11,7 @@ import tempfile
 import time
 
 from . import TESTS_DIR
-from .image import SOURCE, base_image
+from .image import BUILDER_LOCK, SOURCE, base_image
 
 BUILD = os.environ.get("BUILD_ROOT", os.path.join(SOURCE, "build"))
 STANDINS = os.path.join(TESTS_DIR, "system", "standins")
@@ -118,6 +119,8 @@ class Machine:
         `host_turns` are what the host does while the machine runs: the scenario hands the turn over
         with `host_turn N` (it waits until turn N, a callable run here, is done)."""
         self.write("/usr/local/libexec/scenario", SCENARIO_HEADER + scenario + "\n", 0o755)
+        with open(BUILDER_LOCK, "a") as builder:  # images built ahead (tests/build-images.py) are done
+            fcntl.flock(builder, fcntl.LOCK_SH)
         shutil.rmtree(self.p("/var/lib/standin"), ignore_errors=True)
         nspawn = ["systemd-nspawn", "--register=no", "--keep-unit", "--quiet", "--console=pipe",
                   "-D", self.image, "--boot", *self.binds, *self.init_args]
