@@ -21,8 +21,10 @@ int run_verify(const Context &ctx, Report &report);
 int run_generate_cdi(const Context &ctx, Report &report, const std::string &output);
 
 // The checks of `verify`: the driver root against its manifest and the kernel module, and our CDI
-// specs (valid, every hostPath present, not stale), all as `snap` read them.
-std::vector<Problem> check_live_state(const Context &ctx, Report &report, const RunSnapshot &snap);
+// specs (valid, every hostPath present, not stale), all as `snap` read them. `planned`: the specs
+// for the live root and the devices, when both could be read.
+std::vector<Problem> check_live_state(const Context &ctx, Report &report, const RunSnapshot &snap,
+				      std::optional<SpecForState> &planned);
 
 // The last step of `setup`: the same checks of what this run has just left in place: `root` (kept
 // after passing them this run when `root_checked`, else just swapped in) and the specs of `cdi`,

@@ -2,6 +2,7 @@
 // /run/unbounded-nvidia/status.json for the host's reconcile loop and for operators.
 #pragma once
 
+#include "consumer_check.hpp"
 #include "driver_root.hpp"
 
 #include <chrono>
@@ -21,9 +22,9 @@ struct Report {
 	std::vector<std::string> notes;     // what was skipped that nothing needs (Debian's alternatives links, ...)
 	std::vector<Problem> problems;
 	std::string error;
-	// Not part of the JSON: our specs' bytes as setup or refresh left them (by configured path), for
-	// the consumer check after the run, which then does not read them again.
-	std::map<std::string, std::string> specs_in_place;
+	// Not part of the JSON: our specs as setup or refresh left them (by configured path), for the
+	// consumer check after the run, which then neither reads nor parses them again.
+	KnownSpecs specs_in_place;
 
 	// The live state serves containers: also when it keeps a root the host has moved past.
 	bool ready() const

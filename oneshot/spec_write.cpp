@@ -75,13 +75,13 @@ Result<bool> remove_our_side_spec(const Context &ctx, const SpecRead &old)
 void record_in_place(const Context &ctx, Report &report, const RunSnapshot &snap, const SpecForState &cdi)
 {
 	report.specs_in_place.clear();
-	report.specs_in_place[ctx.config.cdi_spec] = cdi.spec.yaml;
+	report.specs_in_place[ctx.config.cdi_spec] = spec_facts(cdi.spec);
 	const auto sides = side_specs(ctx.config);
 	for (std::size_t i = 0; i < sides.size(); i++)
 		if (const CdiSpec *spec = cdi.side(sides[i].kind))
-			report.specs_in_place[*sides[i].path] = spec->yaml;
+			report.specs_in_place[*sides[i].path] = spec_facts(*spec);
 		else if (!snap.sides[i].ours && snap.sides[i].text)
-			report.specs_in_place[*sides[i].path] = *snap.sides[i].text;
+			report.specs_in_place[*sides[i].path] = spec_facts(*snap.sides[i].text, *sides[i].path);
 }
 
 // The side specs, each prepared (already) or removed, in side_specs() order.

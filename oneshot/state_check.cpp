@@ -46,7 +46,8 @@ void record_state(Report &report, const SpecForState &state, std::optional<unsig
 
 }  // namespace
 
-std::vector<Problem> check_live_state(const Context &ctx, Report &report, const RunSnapshot &snap)
+std::vector<Problem> check_live_state(const Context &ctx, Report &report, const RunSnapshot &snap,
+				      std::optional<SpecForState> &planned)
 {
 	const Config &cfg = ctx.config;
 	std::vector<Problem> problems;
@@ -69,8 +70,8 @@ std::vector<Problem> check_live_state(const Context &ctx, Report &report, const 
 	if (!state) {
 		problems.push_back(Problem{"/dev", state.error().message});
 	} else {
-		current = &*state;
-		record_state(report, *state, cfg.expected_gpus);
+		current = &planned.emplace(std::move(*state));
+		record_state(report, *current, cfg.expected_gpus);
 	}
 	report.details["cdi_spec"] = cfg.cdi_spec;
 	for (auto &p : verify_cdi_spec(ctx, snap.cdi_spec, version, current ? &current->spec : nullptr))

@@ -52,16 +52,26 @@ void carry_last_run(const Context &ctx, Report &report)
 	report.details["last_run"] = std::move(last);
 }
 
+// What the consumer check takes from one of our specs as verify read it: what the plan says when the
+// bytes are the planned spec's (the usual case, no parse), else what the bytes say.
+std::optional<SpecFacts> facts_as_read(const std::string &text, const std::string &path, const CdiSpec *planned)
+{
+	if (planned && text == planned->yaml)
+		return spec_facts(*planned);
+	return spec_facts(text, path);
+}
+
 // Our specs as verify read them, for the consumer check (which then does not read them again).
-KnownSpecs specs_as_read(const Context &ctx, const RunSnapshot &snap)
+KnownSpecs specs_as_read(const Context &ctx, const RunSnapshot &snap, const std::optional<SpecForState> &planned)
 {
 	KnownSpecs known;
 	if (snap.cdi_spec.text)
-		known[ctx.config.cdi_spec] = *snap.cdi_spec.text;
+		known[ctx.config.cdi_spec] = facts_as_read(*snap.cdi_spec.text, ctx.config.cdi_spec, planned ? &planned->spec : nullptr);
 	const auto sides = side_specs(ctx.config);
 	for (std::size_t i = 0; i < sides.size(); i++)
 		if (snap.sides[i].text)
-			known[*sides[i].path] = *snap.sides[i].text;
+			known[*sides[i].path] =
+				facts_as_read(*snap.sides[i].text, *sides[i].path, planned ? planned->side(sides[i].kind) : nullptr);
 	return known;
 }
 
@@ -136,7 +146,8 @@ int run_verify(const Context &ctx, Report &report)
 		PhaseTimer t(report, "snapshot");
 		return take_snapshot(ctx, /*learn_hook=*/false);
 	}();
-	report.problems = check_live_state(ctx, report, snap);
+	std::optional<SpecForState> planned;
+	report.problems = check_live_state(ctx, report, snap, planned);
 	// Fewer GPUs than expected_gpus: setup served those there are; verify says so, so that a GPU
 	// that fell off the bus after a host reboot does not go unnoticed.
 	bool gpus_missing = false;
@@ -154,7 +165,7 @@ int run_verify(const Context &ctx, Report &report)
 			report.problems.push_back(std::move(*p));
 		}
 	// What containerd will do with the specs: a right root and spec serve no pod when CDI is off.
-	const KnownSpecs known = specs_as_read(ctx, snap);
+	const KnownSpecs known = specs_as_read(ctx, snap, planned);
 	const std::vector<Problem> consumer = record_consumer(ctx, report, /*verify=*/true, &known);
 	report.problems.insert(report.problems.end(), consumer.begin(), consumer.end());
 	// What the host has staged, beside what is live: a refresh keeps a root the module still needs.

@@ -530,6 +530,20 @@ const nlohmann::ordered_json &CdiSpec::document() const
 	return *doc_;
 }
 
+const char *CdiSpec::kind() const
+{
+	return parts ? parts->kind : "";
+}
+
+std::vector<std::string> CdiSpec::device_names() const
+{
+	std::vector<std::string> names;
+	if (parts)
+		for (const auto &d : parts->devices)
+			names.push_back(d.first);
+	return names;
+}
+
 CdiSpec generate_cdi(const CdiInputs &in)
 {
 	const Manifest &m = *in.manifest;

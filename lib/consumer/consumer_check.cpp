@@ -31,13 +31,11 @@ constexpr std::chrono::milliseconds SCAN_BUDGET{1000};
 constexpr std::size_t OWN_SPEC_CAP = 16u << 20;  // ours: 6,000 IMEX channels are 2.1 MB
 constexpr std::string_view DRA_PREFIX = "k8s.gpu.nvidia.com-claim_";
 
-struct SpecFile {
+struct SpecFile : SpecFacts {
 	std::size_t dir = 0;  // index in the directory list: a later one wins
 	std::string path;     // as the machine sees it
 	std::string name;
 	bool ours = false;
-	std::string kind, cdi_version;
-	std::set<std::string> devices;
 };
 
 bool spec_extension(std::string_view n)
@@ -141,6 +139,26 @@ std::optional<json> parse_spec_text(const std::string &text, const std::string &
 	return std::move(*doc);
 }
 
+SpecFacts facts_of(const json &doc)
+{
+	SpecFacts f;
+	auto str = [&](const char *key) {
+		return doc.contains(key) && doc[key].is_string() ? doc[key].get<std::string>() : std::string();
+	};
+	f.kind = str("kind");
+	f.cdi_version = str("cdiVersion");
+	if (doc.contains("devices") && doc["devices"].is_array())
+		for (const auto &d : doc["devices"]) {
+			if (!d.is_object() || !d.contains("name"))
+				continue;
+			if (d["name"].is_string())
+				f.devices.insert(d["name"].get<std::string>());
+			else if (d["name"].is_number_integer())
+				f.devices.insert(std::to_string(d["name"].get<long long>()));  // YAML's plain 0 is "0" to Go
+		}
+	return f;
+}
+
 class SpecScan {
 public:
 	SpecScan(const Context &ctx, std::vector<std::string> dirs, ConsumerReport &out, const KnownSpecs *known)
@@ -151,8 +169,8 @@ public:
 		for (const auto &side : side_specs(ctx.config))
 			ours_.insert(normalize_run_path(*side.path));
 		if (known)
-			for (const auto &[path, bytes] : *known)
-				known_[normalize_run_path(path)] = &bytes;
+			for (const auto &[path, facts] : *known)
+				known_[normalize_run_path(path)] = &facts;
 	}
 
 	std::vector<SpecFile> specs;
@@ -246,7 +264,10 @@ private:
 		if (normalize_run_path(s.path) == plugin_)
 			return;  // the device plugin's: checked on its own (check_device_plugin), of its own kind
 		if (auto k = known_.find(normalize_run_path(s.path)); s.ours && k != known_.end()) {
-			take_spec(s, parse_spec_text(*k->second, s.path, s.ours));
+			if (*k->second) {  // else a spec the CDI library skips
+				static_cast<SpecFacts &>(s) = **k->second;
+				specs.push_back(std::move(s));
+			}
 			return;
 		}
 		// The CDI library follows symlinks; so do we, inside the machine root, never blocking, and
@@ -274,20 +295,7 @@ private:
 	{
 		if (!doc || !doc->is_object())
 			return;  // the CDI library skips it too; only a spec it reads can shadow ours
-		auto str = [&](const char *key) {
-			return doc->contains(key) && (*doc)[key].is_string() ? (*doc)[key].get<std::string>() : std::string();
-		};
-		s.kind = str("kind");
-		s.cdi_version = str("cdiVersion");
-		if (doc->contains("devices") && (*doc)["devices"].is_array())
-			for (const auto &d : (*doc)["devices"]) {
-				if (!d.is_object() || !d.contains("name"))
-					continue;
-				if (d["name"].is_string())
-					s.devices.insert(d["name"].get<std::string>());
-				else if (d["name"].is_number_integer())
-					s.devices.insert(std::to_string(d["name"].get<long long>()));  // YAML's plain 0 is "0" to Go
-			}
+		static_cast<SpecFacts &>(s) = facts_of(*doc);
 		if (!s.ours && foreign)
 			foreign(s, *doc);  // the document is not kept: one spec's memory at a time
 		specs.push_back(std::move(s));
@@ -299,7 +307,7 @@ private:
 	const Clock::time_point deadline_;
 	const UniqueFd root_;
 	std::set<std::string> ours_;
-	std::map<std::string, const std::string *> known_;  // normalised path: bytes the caller holds
+	std::map<std::string, const std::optional<SpecFacts> *> known_;  // normalised path: what the caller knows
 	const std::string plugin_ = normalize_run_path(ctx_.config.device_plugin_spec);
 	std::uint64_t steps_ = 200000;  // path components for all the opens of one scan (ConfinedOpen::steps)
 };
@@ -482,6 +490,22 @@ private:
 std::size_t ConsumerReport::count(std::string_view check) const
 {
 	return static_cast<std::size_t>(std::count_if(findings.begin(), findings.end(), [&](const auto &f) { return f.check == check; }));
+}
+
+SpecFacts spec_facts(const CdiSpec &spec)
+{
+	SpecFacts f{spec.kind(), spec.cdi_version, {}};
+	for (auto &name : spec.device_names())
+		f.devices.insert(std::move(name));
+	return f;
+}
+
+std::optional<SpecFacts> spec_facts(const std::string &text, const std::string &path)
+{
+	auto doc = parse_spec_text(text, path, /*ours=*/true);
+	if (!doc || !doc->is_object())
+		return std::nullopt;
+	return facts_of(*doc);
 }
 
 ConsumerReport check_consumer(const Context &ctx, const KnownSpecs *known)

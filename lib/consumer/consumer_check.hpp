@@ -6,11 +6,14 @@
 // From files only, within the budgets of the device plugin's check (cdi_check.hpp).
 #pragma once
 
+#include "cdi_spec.hpp"
 #include "context.hpp"
 #include "driver_root.hpp"
 
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -40,9 +43,22 @@ struct ConsumerReport {
 	std::size_t count(std::string_view check) const;
 };
 
-// Our specs' bytes as the caller has just read or written them this run, by their configured path:
-// those are not read again (issue 35: each spec file once per run).
-using KnownSpecs = std::map<std::string, std::string>;
+// What the check takes from a spec, as the CDI library reads it: its kind, cdiVersion and device names.
+struct SpecFacts {
+	std::string kind, cdi_version;
+	std::set<std::string> devices;
+};
+
+// Of a spec this run generated: from what it was made of, never from its bytes.
+SpecFacts spec_facts(const CdiSpec &spec);
+// Of the bytes of a spec of ours that the run read: parsed as the check parses our specs; nullopt
+// when the CDI library would skip it (not a document).
+std::optional<SpecFacts> spec_facts(const std::string &text, const std::string &path);
+
+// Our specs as the caller has just written or read them this run, by their configured path: those
+// are not read or parsed again (issue 35: each spec file once per run, and the boot path's re-run
+// does not parse the spec it has just generated). nullopt: a spec the CDI library skips.
+using KnownSpecs = std::map<std::string, std::optional<SpecFacts>>;
 
 ConsumerReport check_consumer(const Context &ctx, const KnownSpecs *known = nullptr);
 

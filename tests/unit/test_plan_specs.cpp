@@ -4,6 +4,7 @@
 // makes of the same inputs, planning again gives the same bytes and leaves the snapshot as it was (the
 // ENOSPC retry plans a second time), and each fact of the snapshot shows in the plan.
 #include "cdi_state.hpp"
+#include "consumer_check.hpp"
 #include "side_specs.hpp"
 
 #include <algorithm>
@@ -140,4 +141,34 @@ TEST_CASE("the driver root the plan serves is the one it is given", "[plan]")
 	REQUIRE(plan);
 	CHECK(plan->spec.yaml.find("/run/nvidia/other/lib/x86_64-linux-gnu/libcuda.so.550.54.15") != std::string::npos);
 	CHECK(plan->spec.yaml.find("/run/nvidia/driver/") == std::string::npos);
+}
+
+TEST_CASE("what the consumer check takes from a planned spec is what it would parse from its bytes", "[plan][consumer]")
+{
+	// setup and verify hand the consumer check the plan's kind, cdiVersion and device names instead of
+	// the bytes (the boot path's re-run no longer parses the spec it has just generated): the two must
+	// never disagree, for the GPUs' spec and each side spec.
+	MachineDevices m = machine(/*imex=*/true, /*nvswitch=*/true);
+	m.hook_path = "/usr/bin/nvidia-cdi-hook";
+	m.hook_commands = {"create-symlinks", "update-ldcache"};
+	const auto plan = plan_specs(DRIVER_ROOT, manifest(), m);
+	REQUIRE(plan);
+	std::vector<const CdiSpec *> specs = {&plan->spec, plan->side(IMEX_CDI_KIND), plan->side(NVSWITCH_CDI_KIND)};
+	for (const CdiSpec *spec : specs) {
+		REQUIRE(spec);
+		const SpecFacts planned = spec_facts(*spec);
+		const auto parsed = spec_facts(spec->yaml, "/etc/cdi/nvidia.yaml");
+		REQUIRE(parsed);
+		CHECK(planned.kind == parsed->kind);
+		CHECK(planned.cdi_version == parsed->cdi_version);
+		CHECK(planned.devices == parsed->devices);
+		CHECK_FALSE(planned.devices.empty());
+	}
+	CHECK(spec_facts(plan->spec).kind == CDI_KIND);
+	CHECK(spec_facts(plan->spec).devices == std::set<std::string>{"0", "1", "all", "GPU-00000000-1111-2222-3333-444455556666",
+								     "GPU-00000001-1111-2222-3333-444455556666"});
+	CHECK(spec_facts(*plan->side(IMEX_CDI_KIND)).devices == std::set<std::string>{"0", "all"});
+	// Bytes that are no document are a spec the CDI library skips.
+	CHECK_FALSE(spec_facts(std::string("- just\n- a list\n"), "/etc/cdi/nvidia.yaml"));
+	CHECK_FALSE(spec_facts(std::string("key: [unclosed\n"), "/etc/cdi/nvidia.yaml"));
 }
