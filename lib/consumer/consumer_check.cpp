@@ -331,6 +331,7 @@ void check_containerd(const ContainerdView &v, const Context &ctx, ConsumerRepor
 	j["cdi_enabled_from"] = v.cdi_enabled_from;
 	j["cdi_spec_dirs"] = v.cdi_spec_dirs;
 	j["max_cdi_version"] = v.max_cdi_version.empty() ? json(nullptr) : json(v.max_cdi_version);
+	j["max_cdi_version_from"] = v.max_cdi_version.empty() ? json(nullptr) : json(v.max_cdi_version_from);
 	for (const auto &w : v.warnings)
 		out.findings.push_back(ConsumerFinding{"containerd-config", message_id::CONTAINERD_CONFIG_UNKNOWN, Problem{v.config, w}, true});
 	if (v.version && v.max_cdi_version.empty()) {
@@ -369,6 +370,9 @@ void check_versions(const ContainerdView &v, const std::vector<SpecFile> &specs,
 			problem(out, "cdi-version", message_id::CDI_VERSION_REFUSED, s.path,
 				s.path + " has cdiVersion " + printable(s.cdi_version) + " but containerd " + v.version->text + " (" +
 					v.version_source + ") accepts at most " + v.max_cdi_version +
+					(v.max_cdi_version_from.find("Built-Using") != std::string::npos
+						 ? " (" + v.max_cdi_version_from.substr(v.max_cdi_version_from.rfind(": ") + 2) + ")"
+						 : std::string()) +
 					": it refuses the spec and pods get none of its devices; that spec needs containerd " +
 					containerd_for(s.cdi_version) + " or later");
 }

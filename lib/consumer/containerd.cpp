@@ -42,26 +42,32 @@ Result<std::string> read_machine_file(int root_fd, const std::string &path, std:
 // megabytes; only the package's own paragraph is kept).
 struct PackageVersion {
 	std::string package, version;
+	std::string cdi_library, cdi_library_field;  // "0.8.0-5", "Built-Using" when Debian's field names it
 };
 std::optional<PackageVersion> dpkg_version(int root_fd)
 {
 	auto fd = open_confined(root_fd, DPKG_STATUS, ConfinedOpen{Confinement::InRoot, O_RDONLY | O_NONBLOCK | O_NOCTTY, true});
 	if (!fd || !fs::require_regular(fd->get(), DPKG_STATUS))
 		return std::nullopt;
-	std::string pending, package, version;
+	std::string pending, package, version, library, library_field;
 	bool installed = false;
 	std::optional<PackageVersion> found;
 	auto line = [&](std::string_view l) {
 		if (l.empty()) {
 			if ((package == "containerd" || package == "containerd.io") && installed && !version.empty())
-				found = PackageVersion{package, version};
-			package.clear(), version.clear(), installed = false;
+				found = PackageVersion{package, version, library, library_field};
+			package.clear(), version.clear(), library.clear(), library_field.clear(), installed = false;
 		} else if (l.starts_with("Package: ")) {
 			package = std::string(l.substr(9));
 		} else if (l.starts_with("Status: ")) {
 			installed = l.ends_with(" installed");
 		} else if (l.starts_with("Version: ")) {
 			version = std::string(l.substr(9));
+		} else if (l.starts_with("Built-Using: ") || l.starts_with("Static-Built-Using: ")) {
+			if (auto lib = cdi_library_in(l.substr(l.find(' ') + 1))) {
+				library = *lib;
+				library_field = std::string(l.substr(0, l.find(':')));
+			}
 		}
 	};
 	char buf[65536];
@@ -200,6 +206,39 @@ std::string max_cdi_version_for(const ContainerdVersion &v)
 	return "1.1.0";
 }
 
+std::optional<std::string> cdi_library_in(std::string_view built_using)
+{
+	// Debian's source package of tags.cncf.io/container-device-interface (before the module moved,
+	// golang-github-container-orchestrated-devices-container-device-interface).
+	constexpr std::string_view NAME = "container-device-interface (= ";
+	for (std::size_t at = built_using.find(NAME); at != std::string_view::npos; at = built_using.find(NAME, at + 1)) {
+		const std::size_t start = built_using.rfind(", ", at);
+		const std::string_view package = built_using.substr(start == std::string_view::npos ? 0 : start + 2);
+		if (!package.starts_with("golang-"))
+			continue;
+		const std::size_t from = at + NAME.size(), to = built_using.find(')', from);
+		if (to == std::string_view::npos || to == from)
+			return std::nullopt;
+		return std::string(built_using.substr(from, to - from));
+	}
+	return std::nullopt;
+}
+
+std::string max_cdi_version_for_library(std::string_view library_version)
+{
+	if (library_version.starts_with("v"))
+		library_version.remove_prefix(1);
+	int major = -1, minor = -1;
+	const char *p = library_version.data(), *end = p + library_version.size();
+	auto r = std::from_chars(p, end, major);
+	if (r.ec != std::errc() || r.ptr == end || *r.ptr != '.')
+		return "";
+	r = std::from_chars(r.ptr + 1, end, minor);
+	if (r.ec != std::errc() || major < 0 || minor < 0 || (major == 0 && minor < 5) || major > 99 || minor > 99)
+		return "";
+	return std::to_string(major) + "." + std::to_string(minor) + ".0";
+}
+
 int compare_cdi_versions(std::string_view a, std::string_view b)
 {
 	auto parse = [](std::string_view s) {
@@ -232,12 +271,20 @@ std::string normalize_run_path(std::string_view path)
 namespace {
 
 // Whether containerd is installed, and its version when dpkg knows it.
-void find_containerd(int root, ContainerdView &view)
+// With the CDI library Debian built it against, when the package names it: that library, not the
+// one upstream's go.mod names for the version, decides which cdiVersion containerd accepts (trixie's
+// 1.7.24 is built with 0.8.0 where upstream's vendors 0.7.0).
+void find_containerd(int root, ContainerdView &view, std::string &library)
 {
 	if (auto pkg = dpkg_version(root)) {
 		view.found = true;
 		view.version = parse_containerd_version(pkg->version);
 		view.version_source = std::string(DPKG_STATUS) + " (" + pkg->package + " " + printable(pkg->version) + ")";
+		if (!pkg->cdi_library.empty() && !max_cdi_version_for_library(pkg->cdi_library).empty()) {
+			library = pkg->cdi_library;
+			view.max_cdi_version_from = pkg->cdi_library_field + " of " + pkg->package + " in " + DPKG_STATUS +
+						    ": golang-tags.cncf-container-device-interface " + printable(library);
+		}
 	} else {
 		for (const char *bin : {"/usr/bin/containerd", "/usr/local/bin/containerd"}) {
 			struct stat st = {};
@@ -342,12 +389,20 @@ ContainerdView read_containerd(const Context &ctx)
 	const UniqueFd root = open_root(ctx);
 	if (!root)
 		return view;
-	find_containerd(root.get(), view);
+	std::string library;
+	find_containerd(root.get(), view, library);
 	if (!view.found)
 		return view;
 	const bool v2 = view.version && view.version->major >= 2;
 	if (view.version) {
 		view.max_cdi_version = max_cdi_version_for(*view.version);
+		// 1.6 and older have no CDI whatever they were linked with.
+		if (!view.max_cdi_version.empty() && !library.empty())
+			view.max_cdi_version = max_cdi_version_for_library(library);
+		else if (!view.max_cdi_version.empty())
+			view.max_cdi_version_from = "containerd's go.mod at " + view.version->text;
+		else
+			view.max_cdi_version_from.clear();
 	} else {
 		view.warnings.push_back("containerd's version is unknown (" + view.version_source +
 					" is not in dpkg's database): which cdiVersion it accepts is not checked");

@@ -5,6 +5,7 @@ the booted machine, the kubelet stand-in's pod calls, the probe a GPU pod runs a
 what it saw. Only the containerd configuration and the scenarios differ between the tiers."""
 
 import hashlib
+import json
 import os
 import shutil
 import time
@@ -277,6 +278,38 @@ def parse(report):
     }
 
 
+# A leftover of nvidia-cdi-refresh: our kind, in the directory that wins, `all` being GPU 1 alone.
+SHADOW = "/var/run/cdi/nvidia.yaml"
+SHADOW_SPEC = """cdiVersion: {cdi_version}
+kind: nvidia.com/gpu
+devices:
+- name: all
+  containerEdits:
+    deviceNodes:
+    - path: /dev/nvidia1
+    - path: /dev/nvidiactl
+containerEdits:
+  env:
+  - SHADOWED_BY=nvidia-cdi-refresh
+"""
+
+
+def leftover_spec_steps(node, seen, version, cdi_version):
+    """The leftover spec at `cdi_version` in the booted machine: what containerd gives a pod asking for
+    `all`, its environment, what verify says, then the spec removed (recorded in `seen` as shadow-*).
+    /var/run is the machine's own tmpfs /run: written from inside."""
+    seen["shadow-write"] = node.sh(f"mkdir -p {os.path.dirname(SHADOW)} && cat > {SHADOW} <<'EOF'\n"
+                                   f"{SHADOW_SPEC.format(cdi_version=cdi_version)}EOF")
+    seen["shadow"] = node.probe("shadow", version, cdi=["nvidia.com/gpu=all"])
+    sandbox, container = node.pod("shadow-env", cdi=["nvidia.com/gpu=all"])
+    try:
+        seen["shadow-env"] = node.exec(container, "env")
+    finally:
+        node.remove(sandbox)
+    seen["shadow-verify"] = node.sh("unbounded-nvidia-setup verify --json 2>/dev/null")
+    seen["shadow-remove"] = node.sh(f"rm {SHADOW}")
+
+
 class PodAssertions:
     """The assertions on what a pod saw, for a TestCase class whose setUpClass filled `seen` and set
     `hosts`: {driver version: the host tree it came from}."""
@@ -289,6 +322,30 @@ class PodAssertions:
         rc, out = self.ok(key)
         self.assertEqual(rc, 0, out)
         return out
+
+    def verify_json(self, key):
+        rc, out = self.ok(key)
+        try:
+            return rc, json.loads(out)
+        except ValueError:
+            self.fail(f"verify --json printed no JSON ({rc}): {out}")
+
+    def assertLeftoverWins(self):
+        """What leftover_spec_steps() saw: containerd gave the pod asking for `all` the leftover's one
+        GPU and its environment, and verify was not ready, naming the file that wins."""
+        self.assertEqual(self.ok("shadow-write")[0], 0, self.ok("shadow-write")[1])
+        report = self.ok("shadow")
+        self.assertNotIn("error", report, report)
+        self.assertEqual(parse(report)["nodes"], ["/dev/nvidia1", "/dev/nvidiactl"], report["out"])
+        rc, env = self.ok("shadow-env")
+        self.assertIn("SHADOWED_BY=nvidia-cdi-refresh", env)
+        rc, v = self.verify_json("shadow-verify")
+        self.assertEqual(rc, 1, v)
+        wins = [s for s in v["cdi_shadowing"] if s["file"] in (SHADOW, "/run/cdi/nvidia.yaml")]
+        self.assertEqual([s["wins"] for s in wins], ["theirs"], v["cdi_shadowing"])
+        self.assertTrue(any(p["path"] in (SHADOW, "/run/cdi/nvidia.yaml") and "wins" in p["message"] for p in v["problems"]), v["problems"])
+        self.assertEqual(self.ok("shadow-remove")[0], 0, self.ok("shadow-remove")[1])
+        return v
 
     def assertGpuPod(self, report, root_sums, version, nodes=ALL_NODES):
         """What a pod given `nodes` sees: exactly those GPU nodes, each allowed one opening with ENXIO

@@ -14,16 +14,18 @@ Two boots serve every case: the scenario in the machine is a small command loop 
 (`Node.sh`), so one boot holds many pods. Boot 1: ordering, the units, pods by CDIDevices and by
 annotation, by index and UUID, an unknown device, no device, a daemon-reload, a host driver upgrade
 under the old module (pending-host-reboot). Boot 2 (the new module loaded): a pod gets the new driver,
-then CDI switched off, then a library removed from the driver root."""
+then CDI switched off, then a leftover spec of our kind at cdiVersion 0.8.0 (Debian's CDI library
+reads it), then a library removed from the driver root."""
 
 import json
 import os
+import re
 import shutil
 import time
 import unittest
 
 import probe_image
-from pods import ALL_NODES, ANALYZE, BINDS, RELOAD_PROBE, UUIDS, GpuNodeTier, parse, prepare_gpu_node, run_session
+from pods import ALL_NODES, ANALYZE, BINDS, RELOAD_PROBE, UUIDS, GpuNodeTier, leftover_spec_steps, parse, prepare_gpu_node, run_session
 from unbounded_tests.harness import ARCH, main, proc_version_text
 
 # systemd's catalogue: a job finished ("Finished ..."), a job began ("Starting ...").
@@ -128,6 +130,9 @@ class ContainerdTier(GpuNodeTier, unittest.TestCase):
         cls.m.write("/etc/containerd/config.toml", CONTAINERD_CONFIG.format(enable_cdi="true", image=probe_image.NAME))
         seen["cdi-on-restart"] = node.sh("systemctl restart containerd.service", timeout=120)
         node.reconnect()
+        # A leftover spec at cdiVersion 0.8.0, which upstream's 1.7.24 refuses (its go.mod's CDI library
+        # is 0.7.0) and Debian's, built with library 0.8.0, reads: the pod and verify agree on which.
+        leftover_spec_steps(node, seen, cls.v2, "0.8.0")
         # The premise: a library removed from the driver root.
         seen["removed"] = node.sh(f"rm /run/nvidia/driver/lib/{ARCH}/libnvidia-ml.so.{cls.v2}")
         seen["premise"] = node.probe("premise", cls.v2, cdi=["nvidia.com/gpu=all"])
@@ -210,6 +215,14 @@ class ContainerdTier(GpuNodeTier, unittest.TestCase):
         problems = [p for p in v.get("problems", []) if p.get("path") == "/etc/containerd/config.toml"]
         self.assertTrue(problems, f"no problem names /etc/containerd/config.toml: {out}")
         self.assertTrue(any("enable_cdi" in p.get("message", "") for p in problems), out)
+
+    def test_a_leftover_spec_at_0_8_0_wins_as_debians_cdi_library_reads_it(self):
+        v = self.assertLeftoverWins()
+        c = v["containerd"]
+        self.assertEqual(c["version"], re.search(r" v?(1\.7\.\d+)", self.ok("containerd")[1]).group(1), c)
+        self.assertEqual(c["max_cdi_version"], "0.8.0", c)
+        self.assertIn("Built-Using of containerd", c["max_cdi_version_from"], c)
+        self.assertIn("container-device-interface 0.8.0", c["max_cdi_version_from"], c)
 
     def test_a_library_removed_from_the_root_fails_the_pod(self):
         self.assertEqual(self.ok("cdi-on-restart")[0], 0, self.ok("cdi-on-restart")[1])

@@ -17,13 +17,12 @@ One boot, not two: the driver upgrade, the restart and the daemon-reload are the
 cases, and nothing in them depends on containerd's version."""
 
 import json
-import os
 import re
 import time
 import unittest
 
 import probe_image
-from pods import ALL_NODES, ANALYZE, UUIDS, GpuNodeTier, parse, prepare_gpu_node, run_session
+from pods import ALL_NODES, ANALYZE, UUIDS, GpuNodeTier, leftover_spec_steps, parse, prepare_gpu_node, run_session
 from unbounded_tests.harness import ARCH, main
 
 # systemd's catalogue: a job finished ("Finished ..."), a job began ("Starting ...").
@@ -52,22 +51,6 @@ version = 3
         NoNewKeyring = true
         BinaryName = "/usr/local/libexec/unbounded-test/runc"
 """
-
-# A leftover of nvidia-cdi-refresh: our kind, in the directory that wins, `all` being GPU 1 alone.
-SHADOW = "/var/run/cdi/nvidia.yaml"
-SHADOW_SPEC = """cdiVersion: 0.5.0
-kind: nvidia.com/gpu
-devices:
-- name: all
-  containerEdits:
-    deviceNodes:
-    - path: /dev/nvidia1
-    - path: /dev/nvidiactl
-containerEdits:
-  env:
-  - SHADOWED_BY=nvidia-cdi-refresh
-"""
-
 
 class Containerd2Tier(GpuNodeTier, unittest.TestCase):
     """Boots the sid machine once in setUpClass and records what each case saw; each test asserts one."""
@@ -105,12 +88,7 @@ class Containerd2Tier(GpuNodeTier, unittest.TestCase):
         seen["none"] = node.probe("none", v)
         seen["verify-default"] = node.sh("unbounded-nvidia-setup verify --json 2>/dev/null")
         # nvidia-cdi-refresh's leftover: what containerd gives a pod, and what verify says.
-        # /var/run is the machine's own tmpfs /run: written from inside.
-        seen["shadow-write"] = node.sh(f"mkdir -p {os.path.dirname(SHADOW)} && cat > {SHADOW} <<'EOF'\n{SHADOW_SPEC}EOF")
-        seen["shadow"] = node.probe("shadow", v, cdi=["nvidia.com/gpu=all"])
-        seen["shadow-env"] = cls.env_of(node, "nvidia.com/gpu=all")
-        seen["shadow-verify"] = node.sh("unbounded-nvidia-setup verify --json 2>/dev/null")
-        seen["shadow-remove"] = node.sh(f"rm {SHADOW}")
+        leftover_spec_steps(node, seen, v, "0.5.0")
         # CDI switched off in 2.x's table.
         cls.m.write("/etc/containerd/config.toml", CONTAINERD2_CONFIG.format(cdi="  enable_cdi = false\n", image=probe_image.NAME))
         seen["cdi-off-restart"] = node.sh("systemctl restart containerd.service", timeout=120)
@@ -118,22 +96,7 @@ class Containerd2Tier(GpuNodeTier, unittest.TestCase):
         seen["cdi-off"] = node.probe("cdi-off", v, cdi=["nvidia.com/gpu=all"])
         seen["cdi-off-verify"] = node.sh("unbounded-nvidia-setup verify --json 2>/dev/null")
 
-    @staticmethod
-    def env_of(node, device):
-        sandbox, container = node.pod("shadow-env", cdi=[device])
-        try:
-            return node.exec(container, "env")
-        finally:
-            node.remove(sandbox)
-
     # -- the assertions ----------------------------------------------------------------------------
-    def verify_json(self, key):
-        rc, out = self.ok(key)
-        try:
-            return rc, json.loads(out)
-        except ValueError:
-            self.fail(f"verify --json printed no JSON ({rc}): {out}")
-
     def test_00_machine_is_sid_with_containerd_2(self):
         self.assertRegex(self.ok("systemd")[1], r"^systemd 2[6-9]\d")
         self.assertRegex(self.ok("containerd")[1], r" v?2\.\d+\.\d+")
@@ -182,23 +145,13 @@ class Containerd2Tier(GpuNodeTier, unittest.TestCase):
         major, minor, patch = (int(x) for x in version.split("."))
         want = "0.8.0" if (minor, patch) <= (0, 4) else "1.0.0" if (minor, patch) <= (2, 0) else "1.1.0"
         self.assertEqual(c["max_cdi_version"], want, c)
+        # ... which Debian's package says through the CDI library it was built with.
+        self.assertIn("Static-Built-Using of containerd", c["max_cdi_version_from"], c)
         self.assertEqual(v["consumer_findings"].get("cdi-disabled", 0), 0, v["consumer_findings"])
         self.assertFalse([p for p in v.get("problems", []) if "containerd" in p.get("path", "") or "/cdi/" in p.get("path", "")], v)
 
     def test_a_leftover_spec_of_our_kind_wins_in_containerd_and_verify_says_so(self):
-        # containerd: the pod asking for `all` got the leftover's one GPU and its environment.
-        self.assertEqual(self.ok("shadow-write")[0], 0, self.ok("shadow-write")[1])
-        report = self.ok("shadow")
-        self.assertNotIn("error", report, report)
-        self.assertEqual(parse(report)["nodes"], ["/dev/nvidia1", "/dev/nvidiactl"], report["out"])
-        rc, env = self.ok("shadow-env")
-        self.assertIn("SHADOWED_BY=nvidia-cdi-refresh", env)
-        # verify: not ready, naming the file that wins.
-        rc, v = self.verify_json("shadow-verify")
-        self.assertEqual(rc, 1, v)
-        wins = [s for s in v["cdi_shadowing"] if s["file"] in (SHADOW, "/run/cdi/nvidia.yaml")]
-        self.assertEqual([s["wins"] for s in wins], ["theirs"], v["cdi_shadowing"])
-        self.assertTrue(any(p["path"] in (SHADOW, "/run/cdi/nvidia.yaml") and "wins" in p["message"] for p in v["problems"]), v["problems"])
+        self.assertLeftoverWins()
 
     def test_cdi_disabled_in_the_version_3_table_the_pod_sees_no_gpu_and_verify_says_why(self):
         self.assertEqual(self.ok("cdi-off-restart")[0], 0, self.ok("cdi-off-restart")[1])

@@ -18,12 +18,20 @@ CRI_17 = '[plugins."io.containerd.grpc.v1.cri"]'
 CLAIM_UID = "5d2c6b7e-0f3a-4b8e-9d1c-2a7e6f5b4c3d"
 
 
-def dpkg_status(version, package="containerd"):
-    """A dpkg database with containerd installed at `version` between two other packages."""
+def dpkg_status(version, package="containerd", built_using=None, field="Built-Using"):
+    """A dpkg database with containerd installed at `version` between two other packages; `built_using`,
+    the CDI library's Debian version Debian built it against, in `field` among others as Debian's
+    packages list them (trixie's containerd says Built-Using, sid's Static-Built-Using)."""
+    extra = ""
+    if built_using:
+        extra = (f"{field}: continuity (= 0.3.0-1), golang-1.24 (= 1.24.4-1), golang-github-containerd-nri (= 0.6.1-2), "
+                 f"golang-github-kubernetes-cri-api (= 0.32.3-1), golang-tags.cncf-container-device-interface (= {built_using}), "
+                 f"golang-x-sys (= 0.30.0-1)\n")
     return (f"Package: libc6\nStatus: install ok installed\nVersion: 2.36-9\n\n"
             f"Package: {package}\nStatus: install ok installed\nArchitecture: amd64\nVersion: {version}\n"
-            f"Description: daemon to control runC\n\n"
-            f"Package: runc\nStatus: install ok installed\nVersion: 1.1.5+ds1-1\n")
+            f"{extra}Description: daemon to control runC\n\n"
+            f"Package: runc\nStatus: install ok installed\nVersion: 1.1.5+ds1-1\n"
+            f"Built-Using: golang-tags.cncf-container-device-interface (= 0.5.4-1)\n")
 
 
 def dra_claim_spec(version, uid=CLAIM_UID):
@@ -220,6 +228,19 @@ class TestSpecVersion(ConsumerCase):
     def test_the_same_spec_on_a_containerd_that_accepts_it(self):
         self.assertReady(self.additional_gids_machine("1.7.16~ds1-1"))
 
+    def test_debian_builds_containerd_against_its_own_cdi_library(self):
+        # Debian's containerd is built against the packaged CDI library, not the one upstream's go.mod
+        # names: the library decides. 1.7.12's upstream table says 0.6.0 at most; built against 0.7.0
+        # it serves the 0.7.0 spec, and against 0.6.0 it refuses it, whatever the table says.
+        m = self.additional_gids_machine("1.7.12~ds1-1")
+        write(m.p("/var/lib/dpkg/status"), dpkg_status("1.7.12~ds1-1", built_using="0.7.0-1"))
+        r = self.assertReady(m)
+        c = r.result["containerd"]
+        self.assertEqual(c["max_cdi_version"], "0.7.0", c)
+        self.assertIn("golang-tags.cncf-container-device-interface 0.7.0-1", c["max_cdi_version_from"])
+        write(m.p("/var/lib/dpkg/status"), dpkg_status("1.7.16~ds1-1", built_using="0.6.0-2"))
+        self.assertNotReady(m, SPEC, "cdiVersion 0.7.0", "containerd 1.7.16", "accepts at most 0.6.0")
+
 
 class TestShadowing(ConsumerCase):
     def cdi_machine(self):
@@ -254,6 +275,34 @@ class TestShadowing(ConsumerCase):
         write(m.p("/var/run/cdi/nvidia.yaml"), gpu_spec(["all"]).replace('"0.5.0"', '"1.0.0"'))
         r = self.assertReady(m)
         self.assertEqual(r.result["cdi_shadowing"], [])
+
+    def test_a_spec_debians_containerd_accepts_shadows_ours(self):
+        # trixie's containerd 1.7.24 is built against CDI library 0.8.0 (Built-Using), where upstream's
+        # 1.7.24 vendors 0.7.0: it reads a leftover 0.8.0 spec, whose `all` then wins over ours.
+        m = self.cdi_machine()
+        write(m.p("/var/lib/dpkg/status"), dpkg_status("1.7.24~ds1-6+deb13u1", built_using="0.8.0-5"))
+        write(m.p("/var/run/cdi/nvidia.yaml"), gpu_spec(["all"]).replace('"0.5.0"', '"0.8.0"'))
+        r = self.assertNotReady(m, "/var/run/cdi/nvidia.yaml", "defines nvidia.com/gpu=all as /etc/cdi/nvidia.yaml does, and wins")
+        self.assertEqual(r.result["cdi_shadowing"][0]["wins"], "theirs")
+        c = r.result["containerd"]
+        self.assertEqual((c["version"], c["max_cdi_version"]), ("1.7.24", "0.8.0"), c)
+        self.assertIn("Built-Using", c["max_cdi_version_from"])
+        # Without the field the upstream table stands (0.7.0 at most: it is skipped, ours in force),
+        # and says so.
+        write(m.p("/var/lib/dpkg/status"), dpkg_status("1.7.24~ds1-6+deb13u1"))
+        r = self.assertReady(m)
+        self.assertEqual(r.result["cdi_shadowing"], [])
+        self.assertEqual(r.result["containerd"]["max_cdi_version"], "0.7.0")
+        self.assertIn("go.mod", r.result["containerd"]["max_cdi_version_from"])
+
+    def test_sids_static_built_using_field(self):
+        # sid's containerd 2.1.9 names the library in Static-Built-Using: 1.0.1 accepts up to 1.0.0.
+        m = self.cdi_machine()
+        write(m.p("/var/lib/dpkg/status"), dpkg_status("2.1.9+ds1-5", built_using="1.0.1-2", field="Static-Built-Using"))
+        r = self.assertReady(m)
+        c = r.result["containerd"]
+        self.assertEqual((c["version"], c["max_cdi_version"]), ("2.1.9", "1.0.0"), c)
+        self.assertIn("Static-Built-Using", c["max_cdi_version_from"])
 
     def test_a_symlink_in_var_run_cdi_resolves_inside_the_machine_root(self):
         m = self.cdi_machine()

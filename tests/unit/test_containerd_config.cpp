@@ -107,3 +107,26 @@ TEST_CASE("containerd package versions and the cdiVersion each accepts", "[conta
 	CHECK(normalize_run_path("/var/run/cdi/") == "/run/cdi");
 	CHECK(normalize_run_path("/etc/cdi") == "/etc/cdi");
 }
+
+TEST_CASE("the CDI library Debian built containerd against decides the cdiVersion it accepts", "[containerd]")
+{
+	// The fields as trixie's and sid's containerd packages have them (shortened).
+	CHECK(cdi_library_in("continuity (= 0.3.0-1), golang-github-containerd-nri (= 0.6.1-2), "
+			     "golang-tags.cncf-container-device-interface (= 0.8.0-5), golang-x-sys (= 0.30.0-1)") == "0.8.0-5");
+	CHECK(cdi_library_in("golang-tags.cncf-container-device-interface (= 1.0.1-2)") == "1.0.1-2");
+	CHECK(cdi_library_in("golang-github-container-orchestrated-devices-container-device-interface (= 0.5.4-1)") == "0.5.4-1");
+	CHECK_FALSE(cdi_library_in("continuity (= 0.3.0-1), golang-1.24 (= 1.24.4-1)"));
+	CHECK_FALSE(cdi_library_in("not-golang-container-device-interface (= 9.9.9)"));
+	CHECK_FALSE(cdi_library_in("golang-tags.cncf-container-device-interface (= 0.8.0-5"));
+	CHECK_FALSE(cdi_library_in(""));
+
+	CHECK(max_cdi_version_for_library("0.8.0-5") == "0.8.0");
+	CHECK(max_cdi_version_for_library("1.0.1-2") == "1.0.0");
+	CHECK(max_cdi_version_for_library("v0.5.4") == "0.5.0");
+	CHECK(max_cdi_version_for_library("0.6.0+ds-1") == "0.6.0");
+	CHECK(max_cdi_version_for_library("1.1.0-1") == "1.1.0");
+	CHECK(max_cdi_version_for_library("0.4.1-1") == "");  // older than the CDI containerd knows
+	CHECK(max_cdi_version_for_library("1") == "");
+	CHECK(max_cdi_version_for_library("x.y") == "");
+	CHECK(max_cdi_version_for_library("") == "");
+}
