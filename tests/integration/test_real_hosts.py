@@ -15,7 +15,8 @@ import yaml
 
 from unbounded_tests import cdi_schema
 from unbounded_tests import debian_hosts as dh
-from unbounded_tests.harness import ARCH, MachineRoot, fixture, main, no_openat2
+from unbounded_tests import host_snapshots
+from unbounded_tests.harness import ARCH, fixture, main, no_openat2
 
 
 def envs():
@@ -34,12 +35,11 @@ def labelled(label):
 
 LIB = "/usr/lib/x86_64-linux-gnu"
 LIB32 = "/usr/lib/i386-linux-gnu"
-UUIDS = [f"GPU-{i:08x}-8e4b-4d0e-9c1a-2b7e6d5f4a10" for i in range(8)]
+UUIDS = host_snapshots.UUIDS
 
 
 def version_in(host, flavour="current"):
-    names = os.listdir(host.p(f"{LIB}/nvidia/{flavour}"))
-    return [n for n in names if n.startswith("libcuda.so.") and n.count(".") == 4][0][len("libcuda.so."):]
+    return host_snapshots.version_in(host, flavour)
 
 
 def elf_class(path):
@@ -69,14 +69,7 @@ class RealHostCase(unittest.TestCase):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def machine(self, host, binds, version, gpus=1):
-        m = MachineRoot(self)
-        for n, path in enumerate(binds):
-            dh.bind(m, host, path, n)
-        m.set_proc_version(version)
-        m.add_control_nodes()
-        for i in range(gpus):
-            m.add_gpu(i, f"0000:{0x18 + i:02x}:00.0", UUIDS[i])
-        return m
+        return host_snapshots.machine(self, host, binds, version, gpus)
 
     def setup_ready(self, m, version):
         r = m.setup()
@@ -213,6 +206,21 @@ class TestDebian(RealHostCase):
         self.assertEqual(rc, 0)
         for w in closure:
             self.assertIn(w, j["warnings"])
+
+
+class TestPlannerSnapshots(RealHostCase):
+    def test_the_planner_s_snapshots_are_what_these_hosts_give_today(self):
+        """tests/unit/test_plan_real_hosts.cpp plans each host's spec from a snapshot recorded here
+        (unbounded_tests/host_snapshots.py): recorded afresh, each must be the checked-in one, byte for
+        byte, so the unit test's hosts are these packages as Debian lays them out, not an old copy."""
+        trees = {("bookworm-535", "bookworm-535-i386", "bookworm-535-firmware"): self.bookworm,
+                 ("bookworm-tesla-535",): self.tesla, ("trixie-550",): self.trixie}
+        for name, (sets, _, _) in host_snapshots.HOSTS.items():
+            with labelled(name):
+                fresh = host_snapshots.record(name, trees[sets], owner=self)
+                for file, text in fresh.items():
+                    with open(os.path.join(host_snapshots.SNAPSHOTS, name, file)) as f:
+                        self.assertEqual(f.read(), text, f"{name}/{file} is stale: re-record it (host_snapshots.py)")
 
 
 class TestGraphicsConfigs(RealHostCase):
