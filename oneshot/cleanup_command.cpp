@@ -4,6 +4,7 @@
 // offer devices whose every hostPath is missing. A spec anyone else wrote is left alone.
 #include "commands.hpp"
 
+#include "execute.hpp"
 #include "log.hpp"
 #include "message_ids.hpp"
 #include "side_specs.hpp"
@@ -21,7 +22,7 @@ int run_cleanup(const Context &ctx, Report &report)
 		specs.emplace_back(side.key, side.path);
 	for (const auto &[key, path] : specs) {
 		report.details[key] = *path;
-		auto removed = remove_our_spec(ctx.real(*path), *path);
+		auto removed = remove_spec_of_ours(ctx, *path);
 		if (!removed) {
 			report.outcome = "failed";
 			report.error = removed.error().message;

@@ -2,6 +2,7 @@
 #include "commands.hpp"
 
 #include "cdi_state.hpp"
+#include "execute.hpp"
 #include "log.hpp"
 
 #include <cstdio>
@@ -47,7 +48,7 @@ int run_generate_cdi(const Context &ctx, Report &report, const std::string &outp
 			return EXIT_NOT_READY;
 		}
 	} else {
-		auto w = fs::write_file_atomic(output, state->spec.yaml, {.mode = 0644, .fsync = true, .skip_if_unchanged = true});
+		auto w = write_generated_spec(output, state->spec.yaml);
 		if (!w) {
 			report.outcome = "failed";
 			report.error = w.error().message;

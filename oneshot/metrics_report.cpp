@@ -62,11 +62,4 @@ std::string setup_metrics_text(const Report &report, double now_seconds, double 
 	return m.text();
 }
 
-void write_setup_metrics(const Context &ctx, const Report &report, double duration_seconds)
-{
-	const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-	const std::string &dir = ctx.config.metrics_dir;
-	publish_metrics(ctx.real(dir), dir, "unbounded-nvidia-setup.prom", setup_metrics_text(report, now, duration_seconds));
-}
-
 }  // namespace unbounded

@@ -8,7 +8,7 @@
 
 namespace unbounded {
 
+// The text; the executor publishes it (execute.hpp's record_metrics).
 std::string setup_metrics_text(const Report &report, double now_seconds, double duration_seconds);
-void write_setup_metrics(const Context &ctx, const Report &report, double duration_seconds);
 
 }  // namespace unbounded

@@ -3,6 +3,7 @@
 // when staging changed while it worked.
 #include "commands.hpp"
 
+#include "execute.hpp"
 #include "format.hpp"
 #include "ipc.hpp"
 #include "notify.hpp"
@@ -34,7 +35,7 @@ std::string ipc_presence(const Context &ctx)
 int run_refresh(const Context &ctx, Report &report)
 {
 	const RefreshConfig &rc = ctx.config.refresh;
-	auto run_dir = fs::open_private_dir(ctx.real(RUN_DIR), RUN_DIR);
+	auto run_dir = open_run_dir(ctx);
 	if (!run_dir) {
 		report.command = "refresh";
 		return finish_failed(ctx, report, run_dir.error());

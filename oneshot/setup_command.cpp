@@ -1,6 +1,6 @@
 // `setup` and `refresh`: lock, (wait for staging,) read the machine once (snapshot.hpp), discover,
 // decide with the kernel module which driver may be live (refresh_policy.hpp), build and swap the
-// driver root or keep the live one, write the CDI spec (spec_write.hpp), check what was written,
+// driver root or keep the live one, write the CDI spec (execute_specs.hpp), check what was written,
 // record the result (setup_report.hpp). Any failure leaves the previous driver root exactly as it was.
 // `refresh` (refresh_command.cpp) runs the same, after staging has settled.
 #include "setup_flow.hpp"
@@ -9,6 +9,7 @@
 
 #include "cdi_state.hpp"
 #include "driver_root.hpp"
+#include "execute.hpp"
 #include "format.hpp"
 #include "lock.hpp"
 #include "log.hpp"
@@ -18,7 +19,7 @@
 #include "refresh_policy.hpp"
 #include "setup_report.hpp"
 #include "snapshot.hpp"
-#include "spec_write.hpp"
+#include "execute_specs.hpp"
 #include "staged_driver.hpp"
 #include "staging_wait.hpp"
 
@@ -126,7 +127,7 @@ void leave_out_optional(const RootLocation &root, Report &report, const RunSnaps
 	auto fits = [&] { return !space || bytes_without_reuse(plan, space->block) + space_reserve(space->total) <= space->available; };
 	if (fits())
 		return;
-	if (auto stale = remove_stale_temp_trees(root); stale && stale->stale_trees_removed) {
+	if (auto stale = reclaim_stale_trees(root); stale && stale->stale_trees_removed) {
 		warn(report, stale->warnings);
 		space = free_space_for(root);
 		if (fits())
@@ -169,13 +170,13 @@ Result<SpecForState> make_spec(const Context &ctx, Report &report, const RunSnap
 
 // Builds and swaps in the root for `plan` (kept as it is when unchanged); `cdi` is made again when
 // optional files leave the plan after all.
-Result<InstallStats> install_root(const Context &ctx, Report &report, const RunSnapshot &snap, const DriverSet &driver,
-				  Manifest &plan, SpecForState &cdi, std::optional<PreviousRoot> &previous)
+Result<InstallStats> build_and_swap(const Context &ctx, Report &report, const RunSnapshot &snap, const DriverSet &driver,
+				    Manifest &plan, SpecForState &cdi, std::optional<PreviousRoot> &previous)
 {
 	PhaseTimer t(report, "install");
 	const RootLocation root = live_root_location(ctx);
 	notify_status("Building " + ctx.config.driver_root + " for driver " + driver.version);
-	auto s = install_driver_root(driver, plan, root, &previous, &snap.live.manifest_text);
+	auto s = install_root(driver, plan, root, previous, snap.live.manifest_text);
 	if (!s && s.error().errnum == ENOSPC) {
 		// The file system filled up after the estimate (another writer to /run): once more
 		// without the optional files that would be copied, with their spec. A failed install
@@ -188,7 +189,7 @@ Result<InstallStats> install_root(const Context &ctx, Report &report, const RunS
 			if (!again)
 				return fail(again.error());
 			cdi = std::move(*again);
-			s = install_driver_root(driver, plan, root, &previous, &snap.live.manifest_text);
+			s = install_root(driver, plan, root, previous, snap.live.manifest_text);
 		}
 	}
 	if (s)
@@ -210,7 +211,7 @@ int build_root(const Context &ctx, Report &report, const RunSnapshot &snap, cons
 	if (auto r = check_spec_paths_hold_specs(ctx, snap); !r)
 		return finish_failed(ctx, report, r.error());
 	std::optional<PreviousRoot> previous;
-	auto stats = install_root(ctx, report, snap, driver, *plan, *cdi, previous);
+	auto stats = build_and_swap(ctx, report, snap, driver, *plan, *cdi, previous);
 	if (!stats)
 		return finish_failed(ctx, report, stats.error());
 	Swap swap{previous, *stats};
@@ -251,7 +252,7 @@ StagedDriver discover_step(const Context &ctx, Report &report, const StagingStat
 	if (state.usable.empty())
 		staged.error = make_error("No staging mounts under " + ctx.config.staging, EXIT_NOT_READY, ENOENT);
 	else
-		staged = discover_staged(ctx, state, run_dir, module.version, /*save=*/true);
+		staged = discover_staged(ctx, state, run_dir, module.version, /*keep_memo=*/true);
 	report.details["discovery_cache_hits"] = staged.cache_hits;
 	warn(report, staged.warnings);
 	if (staged.driver) {
@@ -342,6 +343,7 @@ int apply(const Context &ctx, Report &report, Mode mode, int run_dir)
 	}();
 	report.details["kernel_module_version"] = snap.module.version.value_or("");
 	const StagedDriver staged = discover_step(ctx, report, *state, run_dir, snap.module);
+	save_memos(run_dir, snap.machine, staged);  // the first write of the run, before anything is decided
 	const DriverDecision decision = decide(report, snap, *state, staged, mode);
 	switch (decision.action) {
 	case DriverAction::Build:
@@ -359,7 +361,7 @@ int apply(const Context &ctx, Report &report, Mode mode, int run_dir)
 int run_setup(const Context &ctx, Report &report)
 {
 	report.command = "setup";
-	auto run_dir = fs::open_private_dir(ctx.real(RUN_DIR), RUN_DIR);
+	auto run_dir = open_run_dir(ctx);
 	if (!run_dir)
 		return finish_failed(ctx, report, run_dir.error());
 	return apply(ctx, report, Mode::Setup, run_dir->get());

@@ -3,9 +3,9 @@
 #include "commands.hpp"
 #include "config.hpp"
 #include "context.hpp"
+#include "execute.hpp"
 #include "log.hpp"
 #include "main_guard.hpp"
-#include "metrics_report.hpp"
 #include "bounded_parse.hpp"
 
 #include <sys/stat.h>
@@ -206,18 +206,6 @@ int npd_answer(const Report &report, const std::string &condition, int rc)
 	return report.outcome == condition ? 1 : 0;
 }
 
-// status.json in the run directory: the host's reconcile loop and verify read the last run's result.
-void record_status(const Context &ctx, const Report &report)
-{
-	const std::string status = std::string(RUN_DIR) + "/status.json";
-	if (auto dir = fs::open_private_dir(ctx.real(RUN_DIR), RUN_DIR); !dir)
-		log::warning(dir.error().message + ", not recording the result");
-	else if (auto w = fs::write_file_atomic_at(dir->get(), "status.json", status, report.to_json(),
-						   {.mode = 0644, .fsync = false, .skip_if_unchanged = false});
-		 !w)
-		log::warning(w.error().message + ", not recording the result");
-}
-
 int run_generate_cdi_verb(const Context &ctx, Report &report, const Args &args)
 {
 	return run_generate_cdi(ctx, report, args.output);
@@ -262,7 +250,7 @@ int run(int argc, char **argv)
 	if (verb.records && report.ready() && report.outcome != "no-gpu")
 		record_consumer(ctx, report, /*verify=*/false, &report.specs_in_place);
 	if (verb.metrics)
-		write_setup_metrics(ctx, report, report.timings_ms["total"].get<double>() / 1000.0);
+		record_metrics(ctx, report, report.timings_ms["total"].get<double>() / 1000.0);
 	// The whole run's peak, the metrics write included (a full textfile directory once set it).
 	report.details["peak_rss_kib"] = peak_rss_kib();
 	if (verb.records)

@@ -7,7 +7,7 @@
 namespace unbounded {
 
 StagedDriver discover_staged(const Context &ctx, const StagingState &state, int run_dir,
-			     const std::optional<std::string> &kernel_version, bool save)
+			     const std::optional<std::string> &kernel_version, bool keep_memo)
 {
 	StagedDriver out;
 	const std::string &staging_path = ctx.config.staging;
@@ -26,10 +26,9 @@ StagedDriver discover_staged(const Context &ctx, const StagingState &state, int 
 	}
 	DiscoveryInput in{&*staging, kernel_version, &cache, ctx.config.nvoptix};
 	auto d = discover_driver(in);
-	if (save && run_dir >= 0)
-		if (auto r = cache.save(run_dir, cache_display); !r)
-			log::debug(r.error().message + ", discovery cache not saved");
 	out.cache_hits = cache.hits();
+	if (keep_memo && run_dir >= 0)
+		out.memo = std::move(cache);
 	if (!d)
 		out.error = d.error();
 	else

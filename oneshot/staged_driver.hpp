@@ -3,6 +3,7 @@
 #pragma once
 
 #include "context.hpp"
+#include "discovery_cache.hpp"
 #include "driver_discovery.hpp"
 #include "staging_wait.hpp"
 
@@ -17,10 +18,12 @@ struct StagedDriver {
 	Error error;                        // why not
 	std::vector<std::string> warnings;  // memo rejected, ...
 	std::size_t cache_hits = 0;
+	std::optional<DiscoveryCache> memo;  // when `keep_memo`: what to save for the next run (execute.hpp)
 };
 
-// `run_dir` is the run directory (-1: no memo). The memo is written back only when `save`.
+// `run_dir` is the run directory (-1: no memo). Writes nothing: with `keep_memo` the memo, with what
+// this discovery added to it, is handed back for the executor to save.
 StagedDriver discover_staged(const Context &ctx, const StagingState &state, int run_dir,
-			     const std::optional<std::string> &kernel_version, bool save);
+			     const std::optional<std::string> &kernel_version, bool keep_memo);
 
 }  // namespace unbounded

@@ -88,7 +88,7 @@ std::string judge_staging(const Context &ctx, Report &report, const RunSnapshot 
 	}
 	// The memo is read, never written: verify changes nothing.
 	auto run_dir = fs::open_dir(ctx.real(RUN_DIR));
-	const StagedDriver staged = discover_staged(ctx, staging, run_dir ? run_dir->get() : -1, snap.module.version, /*save=*/false);
+	const StagedDriver staged = discover_staged(ctx, staging, run_dir ? run_dir->get() : -1, snap.module.version, /*keep_memo=*/false);
 	if (!staged.driver) {
 		report.outcome = "staging-inconsistent";
 		report.details["staging_error"] = staged.error.message;

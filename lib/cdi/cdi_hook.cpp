@@ -151,7 +151,7 @@ std::set<std::string> parse_hook_help(std::string_view help)
 	return out;
 }
 
-HookCommands hook_commands(const std::string &real_path, const std::string &display, const std::string &run_dir, bool save_memo)
+HookCommands hook_commands(const std::string &real_path, const std::string &display, const std::string &run_dir)
 {
 	HookCommands h;
 	struct stat st = {};
@@ -183,12 +183,14 @@ HookCommands hook_commands(const std::string &real_path, const std::string &disp
 	h.commands = parse_hook_help(*help);
 	if (h.commands.empty())
 		h.warning = display + " --help listed no commands, writing no hooks";
-	if (save_memo && dir) {
-		nlohmann::json j{{"identity", id}, {"commands", h.commands}};
-		(void)fs::write_file_atomic_at(dir->get(), MEMO, fs::join(run_dir, MEMO), j.dump() + "\n",
-					       {.mode = 0644, .fsync = false, .skip_if_unchanged = true});
-	}
+	h.memo = nlohmann::json{{"identity", id}, {"commands", h.commands}}.dump() + "\n";
 	return h;
+}
+
+void save_hook_memo(int run_dir_fd, const std::string &display, const std::string &memo)
+{
+	(void)fs::write_file_atomic_at(run_dir_fd, MEMO, fs::join(display, MEMO), memo,
+				       {.mode = 0644, .fsync = false, .skip_if_unchanged = true});
 }
 
 }  // namespace unbounded

@@ -15,13 +15,17 @@ struct HookCommands {
 	std::set<std::string> commands;  // empty: use no hook
 	std::string warning;             // why not, for the log ("" when known)
 	bool from_memo = false;
+	std::string memo;  // learnt now (not from the memo): the memo's text for the next run
 };
 
 // The subcommands under "COMMANDS:" in urfave/cli's help text ("help, h" gives "help").
 std::set<std::string> parse_hook_help(std::string_view help);
 
 // `real_path` is the hook (with --root applied), `display` its path in the machine. `run_dir` is the
-// real path of the run directory holding the memo; it is written back only when `save_memo`.
-HookCommands hook_commands(const std::string &real_path, const std::string &display, const std::string &run_dir, bool save_memo);
+// real path of the run directory holding the memo, which is read, never written here.
+HookCommands hook_commands(const std::string &real_path, const std::string &display, const std::string &run_dir);
+
+// The memo's text (HookCommands::memo) into the run directory `run_dir_fd` (`display` for messages).
+void save_hook_memo(int run_dir_fd, const std::string &display, const std::string &memo);
 
 }  // namespace unbounded

@@ -21,8 +21,10 @@ MachineDevices read_machine_devices(const Context &ctx, bool learn_hook)
 	m.devices = enumerate_devices(ctx);
 	m.hook_path = cdi_hook_in_machine(ctx);
 	if (m.hook_path) {
-		HookCommands h = hook_commands(ctx.real(*m.hook_path), *m.hook_path, ctx.real(RUN_DIR), learn_hook);
+		HookCommands h = hook_commands(ctx.real(*m.hook_path), *m.hook_path, ctx.real(RUN_DIR));
 		m.hook_warning = std::move(h.warning);
+		if (learn_hook)
+			m.hook_memo = std::move(h.memo);
 		if (h.commands.empty())
 			m.hook_path.reset();  // a hook we cannot trust to have what we name: none at all
 		m.hook_commands = std::move(h.commands);

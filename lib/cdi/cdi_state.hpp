@@ -23,10 +23,12 @@ struct MachineDevices {
 	std::optional<std::string> hook_path;  // unset: no hook, or one that cannot say what it has
 	std::set<std::string> hook_commands;
 	std::string hook_warning;  // why the hook is not used ("" when it is, or there is none)
+	std::string hook_memo;     // what the hook was learnt to have, for the executor to save ("": nothing new)
 };
 
-// `learn_hook`: what the hook can do may be learnt by running it and memoised in the run directory
-// (setup and refresh); verify and generate-cdi only read the memo, or ask the hook without saving.
+// Writes nothing. `learn_hook`: what the hook was learnt to have (by running it) is kept in
+// hook_memo for the executor to save in the run directory (setup and refresh); verify and
+// generate-cdi only read the memo, or ask the hook without saving.
 MachineDevices read_machine_devices(const Context &ctx, bool learn_hook);
 
 struct SpecForState {

@@ -1,4 +1,4 @@
-#include "spec_write.hpp"
+#include "execute_specs.hpp"
 
 #include "bounded_parse.hpp"
 #include "dev_char.hpp"

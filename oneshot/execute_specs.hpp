@@ -1,5 +1,6 @@
-// Setup's writing of the CDI specs: ours (nvidia.yaml) and the side specs, from what the run's
-// snapshot read of them (nothing is read again to decide whether to replace, rewrite or remove).
+// The executor's writing of the CDI specs (execute.hpp): ours (nvidia.yaml), the side specs and the
+// /dev/char links for their nodes, from what the run's snapshot read of them (nothing is read again
+// to decide whether to replace, rewrite or remove).
 #pragma once
 
 #include "cdi_state.hpp"
@@ -19,7 +20,7 @@ namespace unbounded {
 // make setup replace it.
 Result<void> check_spec_paths_hold_specs(const Context &ctx, const RunSnapshot &snap);
 
-// All the specs, changed together or not at all as far as a failure can decide it (spec_write.cpp).
+// All the specs, changed together or not at all as far as a failure can decide it (execute_specs.cpp).
 Result<fs::WriteOutcome> write_spec(const Context &ctx, Report &report, const RunSnapshot &snap, const SpecForState &cdi);
 
 // The spec goes in after the root it describes; if it cannot be written, the old root goes back

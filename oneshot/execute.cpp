@@ -1,0 +1,69 @@
+#include "execute.hpp"
+
+#include "cdi_hook.hpp"
+#include "fs.hpp"
+#include "log.hpp"
+#include "metrics.hpp"
+#include "metrics_report.hpp"
+#include "spec_marker.hpp"
+
+#include <chrono>
+
+namespace unbounded {
+
+Result<UniqueFd> open_run_dir(const Context &ctx)
+{
+	return fs::open_private_dir(ctx.real(RUN_DIR), RUN_DIR);
+}
+
+void save_memos(int run_dir, const MachineDevices &machine, const StagedDriver &staged)
+{
+	if (run_dir < 0)
+		return;
+	if (staged.memo)
+		if (auto r = staged.memo->save(run_dir, std::string(RUN_DIR) + "/" + DiscoveryCache::FILE_NAME); !r)
+			log::debug(r.error().message + ", discovery cache not saved");
+	if (!machine.hook_memo.empty())
+		save_hook_memo(run_dir, RUN_DIR, machine.hook_memo);
+}
+
+Result<InstallStats> reclaim_stale_trees(const RootLocation &root)
+{
+	return remove_stale_temp_trees(root);
+}
+
+Result<InstallStats> install_root(const DriverSet &driver, const Manifest &plan, const RootLocation &root,
+				  std::optional<PreviousRoot> &previous, const std::optional<std::string> &live_manifest_text)
+{
+	return install_driver_root(driver, plan, root, &previous, &live_manifest_text);
+}
+
+Result<fs::WriteOutcome> write_generated_spec(const std::string &output, const std::string &yaml)
+{
+	return fs::write_file_atomic(output, yaml, {.mode = 0644, .fsync = true, .skip_if_unchanged = true});
+}
+
+Result<bool> remove_spec_of_ours(const Context &ctx, const std::string &path)
+{
+	return remove_our_spec(ctx.real(path), path);
+}
+
+void record_status(const Context &ctx, const Report &report)
+{
+	const std::string status = std::string(RUN_DIR) + "/status.json";
+	if (auto dir = open_run_dir(ctx); !dir)
+		log::warning(dir.error().message + ", not recording the result");
+	else if (auto w = fs::write_file_atomic_at(dir->get(), "status.json", status, report.to_json(),
+						   {.mode = 0644, .fsync = false, .skip_if_unchanged = false});
+		 !w)
+		log::warning(w.error().message + ", not recording the result");
+}
+
+void record_metrics(const Context &ctx, const Report &report, double duration_seconds)
+{
+	const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+	const std::string &dir = ctx.config.metrics_dir;
+	publish_metrics(ctx.real(dir), dir, "unbounded-nvidia-setup.prom", setup_metrics_text(report, now, duration_seconds));
+}
+
+}  // namespace unbounded

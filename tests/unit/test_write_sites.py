@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Where the setup program writes (issue 35, item 1): one executor. A run reads the machine once (the
+snapshot), discovers and plans without writing, and then the executor (oneshot/execute.cpp and
+oneshot/execute_specs.cpp) makes every change. This check reads the C++ sources for the calls that
+change the file system (the fs:: writers, the write system calls, O_CREAT, the driver root's install,
+the /dev/char links, the memos' saves, the metrics, commit and rollback) and holds them to:
+- oneshot/: the executor's two files only, and the license reloader's own program;
+- lib/: the primitives the executor calls, each in its named file; every file of the snapshot's reads,
+  of discovery, of the plans and of the consumer checks writes nothing;
+- in cdi_hook.cpp and discovery_cache.cpp, which mostly read, only their memo's save function writes.
+A new write anywhere else is reported with its file and line."""
+
+import os
+import re
+import tempfile
+import unittest
+
+from unbounded_tests import TESTS_DIR
+from unbounded_tests.harness import main
+
+SOURCE_ROOT = os.path.dirname(TESTS_DIR)
+
+WRITES = re.compile(
+    r"\b(?:fs::)?(?:write_file_atomic(?:_at)?|prepare_file_atomic|mkdir_p|open_private_dir|remove_matching|remove_tree"
+    r"|install_driver_root|remove_stale_temp_trees|ensure_dev_char_links|save_hook_memo|publish_metrics"
+    r"|write_metrics_file|remove_our_spec)\s*\("
+    r"|::(?:unlinkat|renameat2?|symlinkat|mkdirat|linkat|fchmod|fchmodat|fchown|fchownat|mknodat|write|pwrite"
+    r"|ftruncate|fallocate|copy_file_range|sendfile)\s*\("
+    r"|\bO_CREAT\b|\bO_TMPFILE\b"
+    r"|(?:\.|->)(?:save|commit|rollback)\s*\(")
+
+# The files that may write, and why. Everything else under oneshot/ and lib/ must not.
+WRITERS = {
+    "oneshot/execute.cpp": "the executor",
+    "oneshot/execute_specs.cpp": "the executor: the specs and their /dev/char links",
+    "oneshot/license_reload_main.cpp": "the license reloader's own program (its state directory)",
+    "lib/core/fs.hpp": "the file system primitives",
+    "lib/core/fs_copy.cpp": "the file system primitives",
+    "lib/core/fs_dir.cpp": "the file system primitives",
+    "lib/core/fs_remove.cpp": "the file system primitives",
+    "lib/core/fs_trust.cpp": "the file system primitives (the private run directory)",
+    "lib/core/fs_write.cpp": "the file system primitives",
+    "lib/core/lock.cpp": "the run lock's file",
+    "lib/core/log.cpp": "the log line on stderr",
+    "lib/core/metrics.cpp": "the textfile collector's file",
+    "lib/core/metrics.hpp": "the textfile collector's file",
+    "lib/core/spec_marker.cpp": "cleanup's removal of a spec of ours",
+    "lib/core/spec_marker.hpp": "cleanup's removal of a spec of ours",
+    "lib/driver/driver_root.hpp": "the driver root's install",
+    "lib/driver/driver_root.cpp": "the driver root's install (a live file linked into the new tree)",
+    "lib/driver/driver_root_copy.cpp": "the driver root's install",
+    "lib/driver/driver_root_install.cpp": "the driver root's install",
+    "lib/driver/driver_root_previous.cpp": "the driver root's install (the old tree's removal or return)",
+    "lib/driver/discovery_cache.cpp": "the discovery memo's save",
+    "lib/cdi/cdi_hook.cpp": "the hook memo's save",
+    "lib/cdi/cdi_hook.hpp": "the hook memo's save",
+    "lib/cdi/dev_char.cpp": "the /dev/char links",
+    "lib/cdi/dev_char.hpp": "the /dev/char links",
+}
+# Files that mostly read: there, only these functions write.
+ONLY_IN = {
+    "lib/driver/discovery_cache.cpp": "DiscoveryCache::save",
+    "lib/cdi/cdi_hook.cpp": "save_hook_memo",
+}
+# Other programs than setup, with their own files.
+OTHER_PROGRAMS = ("lib/license/", "generator/")
+
+
+def code_lines(path):
+    """(line number, code) with // comments and string literals' contents dropped."""
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            code = re.sub(r'"(?:[^"\\]|\\.)*"', '""', line).split("//")[0]
+            yield n, line, code
+
+
+def enclosing_function(lines, index):
+    """The signature line of the function around lines[index]: the last line before it that starts a
+    definition at column 0."""
+    for i in range(index, -1, -1):
+        text = lines[i][1]
+        if text[:1] not in ("", " ", "\t", "{", "}", "#", "/", "\n") and "(" in text:
+            return text
+    return ""
+
+
+def violations(top, rel_to):
+    found = []
+    for sub in ("oneshot", "lib"):
+        for dirpath, dirnames, filenames in os.walk(os.path.join(top, sub)):
+            dirnames.sort()
+            for name in sorted(filenames):
+                if not name.endswith((".cpp", ".hpp")):
+                    continue
+                path = os.path.join(dirpath, name)
+                rel = os.path.relpath(path, rel_to)
+                if rel.startswith(OTHER_PROGRAMS):
+                    continue
+                lines = list(code_lines(path))
+                for i, (n, text, code) in enumerate(lines):
+                    if not WRITES.search(code):
+                        continue
+                    if rel not in WRITERS:
+                        found.append(f"{rel}:{n}: writes ({text.strip()}); only the executor (oneshot/execute*.cpp) "
+                                     "and the primitives it calls may")
+                    elif rel in ONLY_IN and ONLY_IN[rel] not in enclosing_function(lines, i):
+                        found.append(f"{rel}:{n}: writes outside {ONLY_IN[rel]} ({text.strip()})")
+    return found
+
+
+class TestTheRuleHolds(unittest.TestCase):
+    def test_only_the_executor_and_its_primitives_write(self):
+        self.assertEqual(violations(SOURCE_ROOT, SOURCE_ROOT), [])
+
+    def test_every_named_writer_exists(self):
+        # A file renamed or removed leaves its entry behind: the list says what writes today.
+        self.assertEqual([f for f in WRITERS if not os.path.exists(os.path.join(SOURCE_ROOT, f))], [])
+
+    def test_the_reads_and_plans_are_checked(self):
+        # The files of the snapshot, discovery, the plans and the consumer check are among those read.
+        for f in ("oneshot/snapshot.cpp", "oneshot/setup_command.cpp", "oneshot/staged_driver.cpp",
+                  "lib/cdi/cdi_state.cpp", "lib/cdi/devices.cpp", "lib/driver/driver_discovery.cpp",
+                  "lib/consumer/consumer_check.cpp"):
+            self.assertTrue(os.path.exists(os.path.join(SOURCE_ROOT, f)), f)
+            self.assertNotIn(f, WRITERS)
+
+
+class TestTheCheckFails(unittest.TestCase):
+    """The check itself: a write where none may be is reported, with its file and line."""
+
+    def check(self, rel, text):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, rel)
+            os.makedirs(os.path.dirname(path))
+            with open(path, "w") as f:
+                f.write(text)
+            return violations(d, d)
+
+    def test_a_write_in_the_flow(self):
+        found = self.check("oneshot/setup_command.cpp", "int f()\n{\n\tfs::write_file_atomic(p, t, {});\n}\n")
+        self.assertEqual(len(found), 1)
+        self.assertTrue(found[0].startswith("oneshot/setup_command.cpp:3: writes"), found)
+        self.assertEqual(len(self.check("oneshot/snapshot.cpp", "\tint fd = ::openat(d, n, O_WRONLY | O_CREAT, 0644);\n")), 1)
+        self.assertEqual(len(self.check("oneshot/setup_command.cpp", "\tcache.save(run_dir, display);\n")), 1)
+        self.assertEqual(len(self.check("lib/cdi/devices.cpp", "\t::unlinkat(dirfd, name, 0);\n")), 1)
+
+    def test_a_write_in_a_reading_file_outside_its_save(self):
+        text = ("void save_hook_memo(int fd)\n{\n\t(void)fs::write_file_atomic_at(fd, a, b, c, {});\n}\n\n"
+                "HookCommands hook_commands()\n{\n\t::unlinkat(fd, n, 0);\n}\n")
+        self.assertEqual(self.check("lib/cdi/cdi_hook.cpp", text),
+                         ["lib/cdi/cdi_hook.cpp:8: writes outside save_hook_memo (::unlinkat(fd, n, 0);)"])
+
+    def test_comments_and_strings_are_not_writes(self):
+        self.assertEqual(self.check("oneshot/setup_command.cpp", "\t// fs::write_file_atomic(...) is the executor's\n"
+                                                                 "\tlog::info(\"::unlinkat( failed\");\n"), [])
+
+
+if __name__ == "__main__":
+    main()
