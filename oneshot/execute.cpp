@@ -16,12 +16,12 @@ Result<UniqueFd> open_run_dir(const Context &ctx)
 	return fs::open_private_dir(ctx.real(RUN_DIR), RUN_DIR);
 }
 
-void save_memos(int run_dir, const MachineDevices &machine, const StagedDriver &staged)
+void save_memos(int run_dir, const MachineDevices &machine, std::optional<DiscoveryCache> discovery_memo)
 {
 	if (run_dir < 0)
 		return;
-	if (staged.memo)
-		if (auto r = staged.memo->save(run_dir, std::string(RUN_DIR) + "/" + DiscoveryCache::FILE_NAME); !r)
+	if (discovery_memo)
+		if (auto r = discovery_memo->save(run_dir, std::string(RUN_DIR) + "/" + DiscoveryCache::FILE_NAME); !r)
 			log::debug(r.error().message + ", discovery cache not saved");
 	if (!machine.hook_memo.empty())
 		save_hook_memo(run_dir, RUN_DIR, machine.hook_memo);

@@ -27,7 +27,7 @@ Result<UniqueFd> open_run_dir(const Context &ctx);
 
 // What discovery and the devices' read learnt (the discovery memo, what the hook can do), kept in
 // the run directory for the next run. Never fails a run: a memo not saved costs the reads again.
-void save_memos(int run_dir, const MachineDevices &machine, const StagedDriver &staged);
+void save_memos(int run_dir, const MachineDevices &machine, std::optional<DiscoveryCache> discovery_memo);
 
 // The temp and old trees a killed run left beside the root, removed early so that their space counts
 // as free for the optional files (driver_root.hpp's remove_stale_temp_trees).

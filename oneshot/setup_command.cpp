@@ -25,6 +25,7 @@
 
 #include <cerrno>
 #include <sys/stat.h>
+#include <utility>
 
 namespace unbounded {
 namespace {
@@ -342,8 +343,10 @@ int apply(const Context &ctx, Report &report, Mode mode, int run_dir)
 		return take_snapshot(ctx, /*learn_hook=*/true);
 	}();
 	report.details["kernel_module_version"] = snap.module.version.value_or("");
-	const StagedDriver staged = discover_step(ctx, report, *state, run_dir, snap.module);
-	save_memos(run_dir, snap.machine, staged);  // the first write of the run, before anything is decided
+	StagedDriver staged = discover_step(ctx, report, *state, run_dir, snap.module);
+	// What discovery and the hook learnt, kept for the next run before anything is decided; the
+	// memo's memory goes with it.
+	save_memos(run_dir, snap.machine, std::exchange(staged.memo, std::nullopt));
 	const DriverDecision decision = decide(report, snap, *state, staged, mode);
 	switch (decision.action) {
 	case DriverAction::Build:

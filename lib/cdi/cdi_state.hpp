@@ -47,7 +47,7 @@ struct SpecForState {
 Result<SpecForState> plan_specs(const std::string &driver_root, const Manifest &manifest, const MachineDevices &machine);
 
 // read_machine_devices() then plan_specs(), for the commands that plan once (generate-cdi).
-Result<SpecForState> spec_for_state(const Context &ctx, const Manifest &manifest, bool learn_hook = false);
+Result<SpecForState> spec_for_state(const Context &ctx, const Manifest &manifest);
 
 // What `expected_gpus` asks for beside what the machine offers: nullopt when it is unset or met,
 // else one sentence naming the shortfall (and the listed GPUs without a node) for setup's warning

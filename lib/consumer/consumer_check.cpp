@@ -370,11 +370,12 @@ void check_versions(const ContainerdView &v, const std::vector<SpecFile> &specs,
 			problem(out, "cdi-version", message_id::CDI_VERSION_REFUSED, s.path,
 				s.path + " has cdiVersion " + printable(s.cdi_version) + " but containerd " + v.version->text + " (" +
 					v.version_source + ") accepts at most " + v.max_cdi_version +
-					(v.max_cdi_version_from.find("Built-Using") != std::string::npos
-						 ? " (" + v.max_cdi_version_from.substr(v.max_cdi_version_from.rfind(": ") + 2) + ")"
-						 : std::string()) +
-					": it refuses the spec and pods get none of its devices; that spec needs containerd " +
-					containerd_for(s.cdi_version) + " or later");
+					(v.cdi_library.empty() ? std::string() : " (built with CDI library " + printable(v.cdi_library) + ")") +
+					": it refuses the spec and pods get none of its devices; that spec needs " +
+					(v.cdi_library.empty() ? "containerd " + std::string(containerd_for(s.cdi_version))
+							       : "a containerd built with CDI library " +
+									 s.cdi_version.substr(0, s.cdi_version.rfind('.'))) +
+					" or later");
 }
 
 void check_shadowing(const std::vector<SpecFile> &specs, const std::string &max_version, ConsumerReport &out)

@@ -5,10 +5,13 @@
 #include "fs.hpp"
 #include "toml_reader.hpp"
 
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <charconv>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <iterator>
 #include <set>
 #include <unistd.h>
 
@@ -42,21 +45,23 @@ Result<std::string> read_machine_file(int root_fd, const std::string &path, std:
 // megabytes; only the package's own paragraph is kept).
 struct PackageVersion {
 	std::string package, version;
-	std::string cdi_library, cdi_library_field;  // "0.8.0-5", "Built-Using" when Debian's field names it
+	std::optional<CdiLibrary> cdi_library;  // when Debian's field names it
+	std::string cdi_library_field;          // "Built-Using" or "Static-Built-Using"
 };
 std::optional<PackageVersion> dpkg_version(int root_fd)
 {
 	auto fd = open_confined(root_fd, DPKG_STATUS, ConfinedOpen{Confinement::InRoot, O_RDONLY | O_NONBLOCK | O_NOCTTY, true});
 	if (!fd || !fs::require_regular(fd->get(), DPKG_STATUS))
 		return std::nullopt;
-	std::string pending, package, version, library, library_field;
+	std::string pending, package, version, library_field;
+	std::optional<CdiLibrary> library;
 	bool installed = false;
 	std::optional<PackageVersion> found;
 	auto line = [&](std::string_view l) {
 		if (l.empty()) {
 			if ((package == "containerd" || package == "containerd.io") && installed && !version.empty())
 				found = PackageVersion{package, version, library, library_field};
-			package.clear(), version.clear(), library.clear(), library_field.clear(), installed = false;
+			package.clear(), version.clear(), library.reset(), library_field.clear(), installed = false;
 		} else if (l.starts_with("Package: ")) {
 			package = std::string(l.substr(9));
 		} else if (l.starts_with("Status: ")) {
@@ -65,7 +70,7 @@ std::optional<PackageVersion> dpkg_version(int root_fd)
 			version = std::string(l.substr(9));
 		} else if (l.starts_with("Built-Using: ") || l.starts_with("Static-Built-Using: ")) {
 			if (auto lib = cdi_library_in(l.substr(l.find(' ') + 1))) {
-				library = *lib;
+				library = std::move(lib);
 				library_field = std::string(l.substr(0, l.find(':')));
 			}
 		}
@@ -206,20 +211,33 @@ std::string max_cdi_version_for(const ContainerdVersion &v)
 	return "1.1.0";
 }
 
-std::optional<std::string> cdi_library_in(std::string_view built_using)
+std::optional<CdiLibrary> cdi_library_in(std::string_view built_using)
 {
-	// Debian's source package of tags.cncf.io/container-device-interface (before the module moved,
-	// golang-github-container-orchestrated-devices-container-device-interface).
-	constexpr std::string_view NAME = "container-device-interface (= ";
-	for (std::size_t at = built_using.find(NAME); at != std::string_view::npos; at = built_using.find(NAME, at + 1)) {
-		const std::size_t start = built_using.rfind(", ", at);
-		const std::string_view package = built_using.substr(start == std::string_view::npos ? 0 : start + 2);
-		if (!package.starts_with("golang-"))
+	// Debian's source package of tags.cncf.io/container-device-interface, and its name before the
+	// module moved. An entry is "name (= version)", entries are separated by ", ".
+	constexpr std::string_view NAMES[] = {"golang-tags.cncf-container-device-interface",
+					      "golang-github-container-orchestrated-devices-container-device-interface"};
+	while (!built_using.empty()) {
+		const std::size_t comma = built_using.find(',');
+		std::string_view entry = built_using.substr(0, comma);
+		built_using = comma == std::string_view::npos ? std::string_view() : built_using.substr(comma + 1);
+		while (!entry.empty() && (entry.front() == ' ' || entry.front() == '\t'))
+			entry.remove_prefix(1);
+		const std::size_t open = entry.find(" (= ");
+		if (open == std::string_view::npos || !entry.ends_with(")"))
 			continue;
-		const std::size_t from = at + NAME.size(), to = built_using.find(')', from);
-		if (to == std::string_view::npos || to == from)
+		const std::string_view name = entry.substr(0, open);
+		if (std::find(std::begin(NAMES), std::end(NAMES), name) == std::end(NAMES))
+			continue;
+		const std::string_view version = entry.substr(open + 4, entry.size() - open - 5);
+		const bool debian_version = !version.empty() && version.size() <= 64 && std::isdigit(static_cast<unsigned char>(version.front())) &&
+					    std::all_of(version.begin(), version.end(), [](char c) {
+						    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '+' || c == '~' ||
+							   c == '-' || c == ':';
+					    });
+		if (!debian_version)
 			return std::nullopt;
-		return std::string(built_using.substr(from, to - from));
+		return CdiLibrary{std::string(name), std::string(version)};
 	}
 	return std::nullopt;
 }
@@ -228,6 +246,10 @@ std::string max_cdi_version_for_library(std::string_view library_version)
 {
 	if (library_version.starts_with("v"))
 		library_version.remove_prefix(1);
+	if (const std::size_t colon = library_version.find(':'); colon != std::string_view::npos)
+		library_version.remove_prefix(colon + 1);  // the epoch
+	if (const std::size_t really = library_version.find("+really"); really != std::string_view::npos)
+		library_version.remove_prefix(really + 7);  // Debian's spelling of a downgrade: the real version
 	int major = -1, minor = -1;
 	const char *p = library_version.data(), *end = p + library_version.size();
 	auto r = std::from_chars(p, end, major);
@@ -274,16 +296,16 @@ namespace {
 // With the CDI library Debian built it against, when the package names it: that library, not the
 // one upstream's go.mod names for the version, decides which cdiVersion containerd accepts (trixie's
 // 1.7.24 is built with 0.8.0 where upstream's vendors 0.7.0).
-void find_containerd(int root, ContainerdView &view, std::string &library)
+void find_containerd(int root, ContainerdView &view)
 {
 	if (auto pkg = dpkg_version(root)) {
 		view.found = true;
 		view.version = parse_containerd_version(pkg->version);
 		view.version_source = std::string(DPKG_STATUS) + " (" + pkg->package + " " + printable(pkg->version) + ")";
-		if (!pkg->cdi_library.empty() && !max_cdi_version_for_library(pkg->cdi_library).empty()) {
-			library = pkg->cdi_library;
-			view.max_cdi_version_from = pkg->cdi_library_field + " of " + pkg->package + " in " + DPKG_STATUS +
-						    ": golang-tags.cncf-container-device-interface " + printable(library);
+		if (pkg->cdi_library && !max_cdi_version_for_library(pkg->cdi_library->version).empty()) {
+			view.cdi_library = pkg->cdi_library->version;
+			view.max_cdi_version_from = pkg->cdi_library_field + " of " + pkg->package + " in " + DPKG_STATUS + ": " +
+						    pkg->cdi_library->package + " " + view.cdi_library;
 		}
 	} else {
 		for (const char *bin : {"/usr/bin/containerd", "/usr/local/bin/containerd"}) {
@@ -389,20 +411,19 @@ ContainerdView read_containerd(const Context &ctx)
 	const UniqueFd root = open_root(ctx);
 	if (!root)
 		return view;
-	std::string library;
-	find_containerd(root.get(), view, library);
+	find_containerd(root.get(), view);
 	if (!view.found)
 		return view;
 	const bool v2 = view.version && view.version->major >= 2;
 	if (view.version) {
 		view.max_cdi_version = max_cdi_version_for(*view.version);
 		// 1.6 and older have no CDI whatever they were linked with.
-		if (!view.max_cdi_version.empty() && !library.empty())
-			view.max_cdi_version = max_cdi_version_for_library(library);
+		if (!view.max_cdi_version.empty() && !view.cdi_library.empty())
+			view.max_cdi_version = max_cdi_version_for_library(view.cdi_library);
 		else if (!view.max_cdi_version.empty())
 			view.max_cdi_version_from = "containerd's go.mod at " + view.version->text;
-		else
-			view.max_cdi_version_from.clear();
+		if (view.max_cdi_version.empty())
+			view.max_cdi_version_from.clear(), view.cdi_library.clear();
 	} else {
 		view.warnings.push_back("containerd's version is unknown (" + view.version_source +
 					" is not in dpkg's database): which cdiVersion it accepts is not checked");

@@ -25,13 +25,19 @@ std::optional<ContainerdVersion> parse_containerd_version(std::string_view packa
 std::string max_cdi_version_for(const ContainerdVersion &v);
 
 // The CDI library Debian built the package against, from its paragraph's Built-Using or
-// Static-Built-Using field: "golang-tags.cncf-container-device-interface (= 0.8.0-5)" -> "0.8.0-5";
-// nullopt when the field does not name it.
-std::optional<std::string> cdi_library_in(std::string_view built_using);
+// Static-Built-Using field: the entry of Debian's source package of the library (under either of its
+// two names), "golang-tags.cncf-container-device-interface (= 0.8.0-5)" -> {that name, "0.8.0-5"};
+// nullopt when the field names neither, or a version that is not a Debian version (at most 64 of
+// its characters).
+struct CdiLibrary {
+	std::string package, version;
+};
+std::optional<CdiLibrary> cdi_library_in(std::string_view built_using);
 
 // The highest cdiVersion a CDI library release accepts, from its Debian or upstream version: each
 // library release line knows the spec version of its number ("0.8.0-5" -> 0.8.0, "1.0.1-2" -> 1.0.0,
-// v0.5.4 -> 0.5.0); "" when it is not a version of 0.5 or later.
+// v0.5.4 -> 0.5.0, "1:0.8.0-1" -> 0.8.0, "0.8.0+really0.7.0-1" -> 0.7.0); "" when it is not a
+// version of 0.5 or later.
 std::string max_cdi_version_for_library(std::string_view library_version);
 
 // -1, 0, 1 as CDI versions "0.5.0" < "0.7.0" < "1.0.0" compare.
@@ -51,6 +57,7 @@ struct ContainerdView {
 	std::string cdi_spec_dirs_from;
 	std::string max_cdi_version;        // "" when unknown (or no CDI)
 	std::string max_cdi_version_from;   // the Built-Using entry that decides it, or upstream's go.mod
+	std::string cdi_library;            // that entry's version ("0.8.0-5"), "" when go.mod's table decides
 	std::vector<std::string> warnings;  // an unreadable or broken configuration, an unknown version
 };
 

@@ -27,7 +27,9 @@ def dpkg_status(version, package="containerd", built_using=None, field="Built-Us
         extra = (f"{field}: continuity (= 0.3.0-1), golang-1.24 (= 1.24.4-1), golang-github-containerd-nri (= 0.6.1-2), "
                  f"golang-github-kubernetes-cri-api (= 0.32.3-1), golang-tags.cncf-container-device-interface (= {built_using}), "
                  f"golang-x-sys (= 0.30.0-1)\n")
-    return (f"Package: libc6\nStatus: install ok installed\nVersion: 2.36-9\n\n"
+    # The paragraphs around containerd's name the CDI library too: only containerd's own counts.
+    return (f"Package: libc6\nStatus: install ok installed\nVersion: 2.36-9\n"
+            f"Built-Using: golang-tags.cncf-container-device-interface (= 1.1.0-1)\n\n"
             f"Package: {package}\nStatus: install ok installed\nArchitecture: amd64\nVersion: {version}\n"
             f"{extra}Description: daemon to control runC\n\n"
             f"Package: runc\nStatus: install ok installed\nVersion: 1.1.5+ds1-1\n"
@@ -239,7 +241,8 @@ class TestSpecVersion(ConsumerCase):
         self.assertEqual(c["max_cdi_version"], "0.7.0", c)
         self.assertIn("golang-tags.cncf-container-device-interface 0.7.0-1", c["max_cdi_version_from"])
         write(m.p("/var/lib/dpkg/status"), dpkg_status("1.7.16~ds1-1", built_using="0.6.0-2"))
-        self.assertNotReady(m, SPEC, "cdiVersion 0.7.0", "containerd 1.7.16", "accepts at most 0.6.0")
+        self.assertNotReady(m, SPEC, "cdiVersion 0.7.0", "containerd 1.7.16", "accepts at most 0.6.0 (built with CDI library 0.6.0-2)",
+                            "needs a containerd built with CDI library 0.7 or later")
 
 
 class TestShadowing(ConsumerCase):

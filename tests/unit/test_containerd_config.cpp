@@ -110,22 +110,40 @@ TEST_CASE("containerd package versions and the cdiVersion each accepts", "[conta
 
 TEST_CASE("the CDI library Debian built containerd against decides the cdiVersion it accepts", "[containerd]")
 {
+	auto version = [](std::string_view field) {
+		auto lib = cdi_library_in(field);
+		return lib ? lib->version : std::string("(none)");
+	};
 	// The fields as trixie's and sid's containerd packages have them (shortened).
-	CHECK(cdi_library_in("continuity (= 0.3.0-1), golang-github-containerd-nri (= 0.6.1-2), "
-			     "golang-tags.cncf-container-device-interface (= 0.8.0-5), golang-x-sys (= 0.30.0-1)") == "0.8.0-5");
-	CHECK(cdi_library_in("golang-tags.cncf-container-device-interface (= 1.0.1-2)") == "1.0.1-2");
-	CHECK(cdi_library_in("golang-github-container-orchestrated-devices-container-device-interface (= 0.5.4-1)") == "0.5.4-1");
-	CHECK_FALSE(cdi_library_in("continuity (= 0.3.0-1), golang-1.24 (= 1.24.4-1)"));
-	CHECK_FALSE(cdi_library_in("not-golang-container-device-interface (= 9.9.9)"));
-	CHECK_FALSE(cdi_library_in("golang-tags.cncf-container-device-interface (= 0.8.0-5"));
-	CHECK_FALSE(cdi_library_in(""));
+	CHECK(version("continuity (= 0.3.0-1), golang-github-containerd-nri (= 0.6.1-2), "
+		      "golang-tags.cncf-container-device-interface (= 0.8.0-5), golang-x-sys (= 0.30.0-1)") == "0.8.0-5");
+	CHECK(version("golang-tags.cncf-container-device-interface (= 1.0.1-2)") == "1.0.1-2");
+	CHECK(cdi_library_in("golang-tags.cncf-container-device-interface (= 1.0.1-2)")->package ==
+	      "golang-tags.cncf-container-device-interface");
+	const auto old_name = cdi_library_in("golang-github-container-orchestrated-devices-container-device-interface (= 0.5.4-1)");
+	REQUIRE(old_name);
+	CHECK(old_name->package == "golang-github-container-orchestrated-devices-container-device-interface");
+	CHECK(old_name->version == "0.5.4-1");
+	CHECK(version("golang-tags.cncf-container-device-interface (= 1:0.8.0-1)") == "1:0.8.0-1");
+	// Only the library's own source package names it; not a name that merely ends like it.
+	CHECK(version("continuity (= 0.3.0-1), golang-1.24 (= 1.24.4-1)") == "(none)");
+	CHECK(version("golang-foo-container-device-interface (= 9.9.9)") == "(none)");
+	CHECK(version("not-golang-tags.cncf-container-device-interface (= 9.9.9)") == "(none)");
+	CHECK(version("golang-tags.cncf-container-device-interface (= 0.8.0-5") == "(none)");
+	CHECK(version("") == "(none)");
+	// What is not a Debian version is no version (printed into messages otherwise).
+	CHECK(version("golang-tags.cncf-container-device-interface (= 0.8.0 and more)") == "(none)");
+	CHECK(version("golang-tags.cncf-container-device-interface (= " + std::string(65, '1') + ")") == "(none)");
+	CHECK(version("golang-tags.cncf-container-device-interface (= \x1b[31m0.8.0)") == "(none)");
 
 	CHECK(max_cdi_version_for_library("0.8.0-5") == "0.8.0");
 	CHECK(max_cdi_version_for_library("1.0.1-2") == "1.0.0");
 	CHECK(max_cdi_version_for_library("v0.5.4") == "0.5.0");
 	CHECK(max_cdi_version_for_library("0.6.0+ds-1") == "0.6.0");
 	CHECK(max_cdi_version_for_library("1.1.0-1") == "1.1.0");
-	CHECK(max_cdi_version_for_library("0.4.1-1") == "");  // older than the CDI containerd knows
+	CHECK(max_cdi_version_for_library("1:0.8.0-1") == "0.8.0");            // an epoch
+	CHECK(max_cdi_version_for_library("0.8.0+really0.7.0-1") == "0.7.0");  // a downgrade, as Debian spells it
+	CHECK(max_cdi_version_for_library("0.4.1-1") == "");                   // older than the CDI containerd knows
 	CHECK(max_cdi_version_for_library("1") == "");
 	CHECK(max_cdi_version_for_library("x.y") == "");
 	CHECK(max_cdi_version_for_library("") == "");

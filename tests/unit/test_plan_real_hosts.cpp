@@ -6,6 +6,7 @@
 // setup wrote: nothing of the plan may come from anywhere but the snapshot. test_real_hosts.py
 // records afresh and holds these files to what the real packages give today.
 #include "cdi_state.hpp"
+#include "consumer_check.hpp"
 #include "manifest.hpp"
 
 #include <catch2/catch.hpp>
@@ -57,6 +58,16 @@ MachineDevices recording_machine()
 	return m;
 }
 
+// Our version in the spec's first line as the snapshots keep it (host_snapshots.without_version).
+std::string without_version(std::string spec)
+{
+	const std::string marker = "# Written by unbounded-nvidia-setup ";
+	if (spec.starts_with(marker))
+		if (const auto end = spec.find(';'); end != std::string::npos && end < spec.find('\n'))
+			spec.replace(marker.size(), end - marker.size(), "@VERSION@");
+	return spec;
+}
+
 }  // namespace
 
 TEST_CASE("the planner makes each real host's spec from its snapshot alone", "[plan][real-hosts]")
@@ -69,7 +80,15 @@ TEST_CASE("the planner makes each real host's spec from its snapshot alone", "[p
 		REQUIRE(manifest);
 		const auto plan = plan_specs("/run/nvidia/driver", *manifest, recording_machine());
 		REQUIRE(plan);
-		CHECK(plan->spec.yaml == recorded);
+		CHECK(recorded.starts_with("# Written by unbounded-nvidia-setup @VERSION@;"));
+		CHECK(without_version(plan->spec.yaml) == recorded);
+		// What the consumer check takes from the plan is what it would parse from the written bytes.
+		const auto parsed = spec_facts(recorded, "/etc/cdi/nvidia.yaml");
+		REQUIRE(parsed);
+		const SpecFacts planned = spec_facts(plan->spec);
+		CHECK(planned.kind == parsed->kind);
+		CHECK(planned.cdi_version == parsed->cdi_version);
+		CHECK(planned.devices == parsed->devices);
 		// Planned again from the same snapshot: the same bytes (the ENOSPC retry plans twice).
 		const auto again = plan_specs("/run/nvidia/driver", *manifest, recording_machine());
 		REQUIRE(again);

@@ -2,8 +2,9 @@
 """Where the setup program writes (issue 35, item 1): one executor. A run reads the machine once (the
 snapshot), discovers and plans without writing, and then the executor (oneshot/execute.cpp and
 oneshot/execute_specs.cpp) makes every change. This check reads the C++ sources for the calls that
-change the file system (the fs:: writers, the write system calls, O_CREAT, the driver root's install,
-the /dev/char links, the memos' saves, the metrics, commit and rollback) and holds them to:
+change the file system (the fs:: writers, the system calls that write, rename, remove, link or change
+modes, with or without ::, opens for writing, stdio's and iostream's writers, std::filesystem, the driver
+root's install, the /dev/char links, the memos' saves, the metrics, commit and rollback) and holds them to:
 - oneshot/: the executor's two files only, and the license reloader's own program;
 - lib/: the primitives the executor calls, each in its named file; every file of the snapshot's reads,
   of discovery, of the plans and of the consumer checks writes nothing;
@@ -21,12 +22,17 @@ from unbounded_tests.harness import main
 SOURCE_ROOT = os.path.dirname(TESTS_DIR)
 
 WRITES = re.compile(
-    r"\b(?:fs::)?(?:write_file_atomic(?:_at)?|prepare_file_atomic|mkdir_p|open_private_dir|remove_matching|remove_tree"
-    r"|install_driver_root|remove_stale_temp_trees|ensure_dev_char_links|save_hook_memo|publish_metrics"
-    r"|write_metrics_file|remove_our_spec)\s*\("
-    r"|::(?:unlinkat|renameat2?|symlinkat|mkdirat|linkat|fchmod|fchmodat|fchown|fchownat|mknodat|write|pwrite"
-    r"|ftruncate|fallocate|copy_file_range|sendfile)\s*\("
-    r"|\bO_CREAT\b|\bO_TMPFILE\b"
+    # the project's writers (each with its *_at form)
+    r"\b(?:fs::)?(?:write_file_atomic|prepare_file_atomic|write_all|copy_fd|mkdir_p|open_private_dir|remove_matching"
+    r"|remove_tree|remove_our_spec|install_driver_root|remove_stale_temp_trees|ensure_dev_char_links|save_hook_memo"
+    r"|publish_metrics|write_metrics_file)(?:_at)?\s*\("
+    # the system calls that change the file system, with or without ::
+    r"|(?:^|[^\w.>:]|::)(?:unlink|unlinkat|rename|renameat2?|mkdir|mkdirat|rmdir|symlink|symlinkat|link|linkat"
+    r"|chmod|fchmod|fchmodat|chown|fchown|fchownat|lchown|truncate|ftruncate|fallocate|mknod|mknodat|write|writev"
+    r"|pwrite|pwritev|copy_file_range|sendfile|utimensat|futimens|setxattr|fsetxattr|ioctl)\s*\("
+    # opens for writing, and the C and C++ libraries' writers
+    r"|\bO_(?:CREAT|TMPFILE|WRONLY|RDWR|TRUNC|APPEND)\b|\bfopen\s*\(|\bofstream\b|\bfstream\b|std::filesystem::"
+    # the executor's steps on prepared writes and on the old root
     r"|(?:\.|->)(?:save|commit|rollback)\s*\(")
 
 # The files that may write, and why. Everything else under oneshot/ and lib/ must not.
@@ -57,6 +63,8 @@ WRITERS = {
     "lib/cdi/dev_char.cpp": "the /dev/char links",
     "lib/cdi/dev_char.hpp": "the /dev/char links",
 }
+# Lines that match and change no file: output on standard output, a child's stderr sent to /dev/null.
+NOT_WRITES = re.compile(r"\bSTDOUT_FILENO\b|\bSTDERR_FILENO\b|\"/dev/null\"")
 # Files that mostly read: there, only these functions write.
 ONLY_IN = {
     "lib/driver/discovery_cache.cpp": "DiscoveryCache::save",
@@ -67,10 +75,10 @@ OTHER_PROGRAMS = ("lib/license/", "generator/")
 
 
 def code_lines(path):
-    """(line number, code) with // comments and string literals' contents dropped."""
+    """(line number, code) with // comments and string literals' contents dropped; a line of NOT_WRITES has none."""
     with open(path) as f:
         for n, line in enumerate(f, 1):
-            code = re.sub(r'"(?:[^"\\]|\\.)*"', '""', line).split("//")[0]
+            code = "" if NOT_WRITES.search(line) else re.sub(r'"(?:[^"\\]|\\.)*"', '""', line).split("//")[0]
             yield n, line, code
 
 
@@ -143,6 +151,10 @@ class TestTheCheckFails(unittest.TestCase):
         self.assertEqual(len(self.check("oneshot/snapshot.cpp", "\tint fd = ::openat(d, n, O_WRONLY | O_CREAT, 0644);\n")), 1)
         self.assertEqual(len(self.check("oneshot/setup_command.cpp", "\tcache.save(run_dir, display);\n")), 1)
         self.assertEqual(len(self.check("lib/cdi/devices.cpp", "\t::unlinkat(dirfd, name, 0);\n")), 1)
+        for line in ("if (rename(a, b) < 0)", "fs::remove_tree_at(fd, name, dev);", "std::ofstream out(path);",
+                     "FILE *f = fopen(path, \"w\");", "int fd = ::openat(d, n, O_WRONLY | O_CLOEXEC);",
+                     "fs::prepare_file_atomic_at(fd, n, d, t, {});", "std::filesystem::remove(p);", "write(fd, buf, n);"):
+            self.assertEqual(len(self.check("oneshot/verify_command.cpp", f"\t{line}\n")), 1, line)
 
     def test_a_write_in_a_reading_file_outside_its_save(self):
         text = ("void save_hook_memo(int fd)\n{\n\t(void)fs::write_file_atomic_at(fd, a, b, c, {});\n}\n\n"

@@ -4,7 +4,7 @@ Each host is one of test_real_hosts.py's: Debian's real NVIDIA packages installe
 (debian_hosts.py) and bound into a machine as the README's recipe says. A recording runs the real
 setup on it and keeps what the planner decides from: the driver root's manifest (with the two fields
 that only name this one copy, the sources' mtimes and inode identities, blanked) and the spec setup
-wrote beside it. tests/unit/test_plan_real_hosts.cpp plans each spec from its manifest alone and
+wrote beside it (our version in its first line as @VERSION@). tests/unit/test_plan_real_hosts.cpp plans each spec from its manifest alone and
 compares the bytes; test_real_hosts.py records afresh and holds the checked-in snapshots to it.
 
     SETUP_BIN=build/oneshot/unbounded-nvidia-setup DEBIAN_NVIDIA_DEBS=build/nvidia-debs \
@@ -13,6 +13,7 @@ compares the bytes; test_real_hosts.py records afresh and holds the checked-in s
 
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -64,6 +65,11 @@ def normalized_manifest(text):
     return json.dumps(doc, indent=1) + "\n"
 
 
+def without_version(spec):
+    """The spec with our version in its first line as @VERSION@: a release does not make the snapshots stale."""
+    return re.sub(r"^(# Written by unbounded-nvidia-setup )[^;\n]*;", r"\1@VERSION@;", spec, count=1)
+
+
 def record(name, host, owner=None):
     """{file name: text} of one host's snapshot, from a real setup on it."""
     _, binds, flavour = HOSTS[name]
@@ -76,7 +82,7 @@ def record(name, host, owner=None):
         with open(os.path.join(m.driver_root(), ".unbounded-manifest.json")) as f:
             manifest = normalized_manifest(f.read())
         with open(m.p("/etc/cdi/nvidia.yaml")) as f:
-            spec = f.read()
+            spec = without_version(f.read())
     finally:
         if owner is None:
             shutil.rmtree(m.path, ignore_errors=True)
