@@ -2,8 +2,6 @@
 
 #include "metrics.hpp"
 
-#include <chrono>
-
 namespace unbounded {
 namespace {
 

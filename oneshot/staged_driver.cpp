@@ -1,7 +1,6 @@
 #include "staged_driver.hpp"
 
 #include "discovery_cache.hpp"
-#include "log.hpp"
 #include "staging.hpp"
 
 namespace unbounded {
