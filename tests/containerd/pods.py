@@ -294,6 +294,20 @@ containerEdits:
 """
 
 
+def gpu_pod_steps(node, seen, version, sums_key):
+    """The pods both tiers start on their first boot, recorded in `seen`: the driver root's sums
+    (as `sums_key`), then pods asking for every GPU through the CDI field and through the annotation,
+    for one GPU by index and by UUID, for a device no spec has, and for none."""
+    seen[sums_key] = node.sh(f"sha256sum /run/nvidia/driver/lib/{ARCH}/libcuda.so.{version} "
+                             f"/run/nvidia/driver/lib/{ARCH}/libnvidia-ml.so.{version}")
+    seen["field-all"] = node.probe("field-all", version, cdi=["nvidia.com/gpu=all"])
+    seen["annotation-all"] = node.probe("annotation-all", version, annotations={"cdi.k8s.io/gpu": "nvidia.com/gpu=all"})
+    seen["index-0"] = node.probe("index-0", version, cdi=["nvidia.com/gpu=0"])
+    seen["uuid-1"] = node.probe("uuid-1", version, cdi=[f"nvidia.com/gpu={UUIDS[1]}"])
+    seen["unknown"] = node.probe("unknown", version, cdi=["nvidia.com/gpu=7"])
+    seen["none"] = node.probe("none", version)
+
+
 def leftover_spec_steps(node, seen, version, cdi_version):
     """The leftover spec at `cdi_version` in the booted machine: what containerd gives a pod asking for
     `all`, its environment, what verify says, then the spec removed (recorded in `seen` as shadow-*).
@@ -385,7 +399,10 @@ class PodAssertions:
 class GpuNodeTier(PodAssertions):
     """What both tiers' TestCase classes share: the start of setUpClass (prerequisites, the CRI client,
     Debian's real driver trees, the machine from its image), the clean-up, and the cases whose
-    assertions do not depend on containerd's version."""
+    assertions do not depend on containerd's version. A tier sets SUMS_KEY, the key under which its
+    gpu_pod_steps() recorded the first driver root's sums."""
+
+    SUMS_KEY = None
 
     @classmethod
     def start(cls, name, label, releases, image):
@@ -417,6 +434,21 @@ class GpuNodeTier(PodAssertions):
         self.assertIn("unbounded-nvidia-setup.service", props["Requires"].split(), out)
         self.assertIn("unbounded-nvidia-setup.service", props["After"].split(), out)
         self.assertEqual(props["ActiveState"], "active", out)
+
+    # The pods of gpu_pod_steps(), on the first driver (`v1`), whose root's sums are SUMS_KEY.
+    def test_pod_through_the_cdi_devices_field(self):
+        self.assertGpuPod(self.ok("field-all"), self.sums(self.SUMS_KEY), self.v1)
+
+    def test_pod_through_the_cdi_annotation(self):
+        self.assertGpuPod(self.ok("annotation-all"), self.sums(self.SUMS_KEY), self.v1)
+
+    def test_pod_by_index_gets_only_that_gpu(self):
+        self.assertGpuPod(self.ok("index-0"), self.sums(self.SUMS_KEY), self.v1,
+                          nodes=sorted(set(ALL_NODES) - {"/dev/nvidia1"}))
+
+    def test_pod_by_uuid_gets_only_that_gpu(self):
+        self.assertGpuPod(self.ok("uuid-1"), self.sums(self.SUMS_KEY), self.v1,
+                          nodes=sorted(set(ALL_NODES) - {"/dev/nvidia0"}))
 
     def test_an_unknown_device_is_refused_at_create(self):
         report = self.ok("unknown")

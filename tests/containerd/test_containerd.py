@@ -25,7 +25,7 @@ import time
 import unittest
 
 import probe_image
-from pods import ALL_NODES, ANALYZE, BINDS, RELOAD_PROBE, UUIDS, GpuNodeTier, leftover_spec_steps, parse, prepare_gpu_node, run_session
+from pods import ANALYZE, BINDS, RELOAD_PROBE, GpuNodeTier, gpu_pod_steps, leftover_spec_steps, parse, prepare_gpu_node, run_session
 from unbounded_tests.harness import ARCH, main, proc_version_text
 
 # systemd's catalogue: a job finished ("Finished ..."), a job began ("Starting ...").
@@ -62,6 +62,8 @@ version = 2
 class ContainerdTier(GpuNodeTier, unittest.TestCase):
     """Boots the machine twice in setUpClass and records what each case saw; each test asserts one."""
 
+    SUMS_KEY = "root_sums_1"
+
     @classmethod
     def setUpClass(cls):
         ((cls.old, cls.v1), (cls.new, cls.v2)), base = cls.start("containerd", "containerd", ("bookworm-535", "trixie-550"), "trixie")
@@ -84,14 +86,7 @@ class ContainerdTier(GpuNodeTier, unittest.TestCase):
         seen["systemd"] = node.sh("systemctl --version | head -1")
         seen["containerd"] = node.sh("containerd --version")
         seen["import"] = node.sh("ctr -n k8s.io images import /var/lib/unbounded-test/probe.tar", timeout=120)
-        seen["root_sums_1"] = node.sh(f"sha256sum /run/nvidia/driver/lib/{ARCH}/libcuda.so.{cls.v1} "
-                                      f"/run/nvidia/driver/lib/{ARCH}/libnvidia-ml.so.{cls.v1}")
-        seen["field-all"] = node.probe("field-all", cls.v1, cdi=["nvidia.com/gpu=all"])
-        seen["annotation-all"] = node.probe("annotation-all", cls.v1, annotations={"cdi.k8s.io/gpu": "nvidia.com/gpu=all"})
-        seen["index-0"] = node.probe("index-0", cls.v1, cdi=["nvidia.com/gpu=0"])
-        seen["uuid-1"] = node.probe("uuid-1", cls.v1, cdi=[f"nvidia.com/gpu={UUIDS[1]}"])
-        seen["unknown"] = node.probe("unknown", cls.v1, cdi=["nvidia.com/gpu=7"])
-        seen["none"] = node.probe("none", cls.v1)
+        gpu_pod_steps(node, seen, cls.v1, "root_sums_1")
         # A daemon-reload while a pod runs: systemd re-applies the scope's DeviceAllow= (containerd's
         # runc with the systemd cgroup driver made it from the /dev/char links).
         sandbox, container = node.pod("reload", cdi=["nvidia.com/gpu=all"])
@@ -162,20 +157,6 @@ class ContainerdTier(GpuNodeTier, unittest.TestCase):
     def test_units_verify_cleanly_on_systemd_257(self):
         rc, out = self.ok("analyze")
         self.assertEqual((rc, out), (0, ""), "systemd-analyze verify complained in the booted machine")
-
-    def test_pod_through_the_cdi_devices_field(self):
-        self.assertGpuPod(self.ok("field-all"), self.sums("root_sums_1"), self.v1)
-
-    def test_pod_through_the_cdi_annotation(self):
-        self.assertGpuPod(self.ok("annotation-all"), self.sums("root_sums_1"), self.v1)
-
-    def test_pod_by_index_gets_only_that_gpu(self):
-        self.assertGpuPod(self.ok("index-0"), self.sums("root_sums_1"), self.v1,
-                          nodes=sorted(set(ALL_NODES) - {"/dev/nvidia1"}))
-
-    def test_pod_by_uuid_gets_only_that_gpu(self):
-        self.assertGpuPod(self.ok("uuid-1"), self.sums("root_sums_1"), self.v1,
-                          nodes=sorted(set(ALL_NODES) - {"/dev/nvidia0"}))
 
     def test_a_daemon_reload_keeps_the_running_pod_s_gpu(self):
         rc, before = self.ok("reload-before")
