@@ -43,23 +43,26 @@ void add_to(StagingStamp &s, const std::string &name, const struct stat &st)
 }
 
 // Stamps dir (a path of plain components below the tree) and each of its parents not yet stamped;
-// a missing one ends its branch. `seen` holds the prefixes already stamped in this tree.
-void stamp_dir(StagingStamp &s, int tree_fd, const std::string &display, const std::string &dir, std::map<std::string, bool> &seen)
+// a missing one ends its branch. `opened` holds the prefixes already stamped in this tree, each with
+// its directory's fd (invalid when missing): the watched directories share their parents (nvidia/,
+// nvidia/<flavour>/), which are opened once, not once per child.
+void stamp_dir(StagingStamp &s, int tree_fd, const std::string &display, const std::string &dir, std::map<std::string, UniqueFd> &opened)
 {
-	UniqueFd parent;
+	int parent = tree_fd;
 	std::string prefix;
 	for (const auto &c : fs::split_path(dir)) {
 		prefix += "/" + c;
-		UniqueFd fd(::openat(parent ? parent.get() : tree_fd, c.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-		auto [it, fresh] = seen.emplace(prefix, fd.valid());
-		if (fresh && fd) {
+		auto it = opened.find(prefix);
+		if (it == opened.end()) {
+			UniqueFd fd(::openat(parent, c.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
 			struct stat st = {};
-			if (::fstat(fd.get(), &st) == 0)
+			if (fd && ::fstat(fd.get(), &st) == 0)
 				add_to(s, display + prefix, st);
+			it = opened.emplace(prefix, std::move(fd)).first;
 		}
-		if (!it->second || !fd)
+		if (!it->second)
 			return;
-		parent = std::move(fd);
+		parent = it->second.get();
 	}
 }
 
@@ -86,11 +89,11 @@ StagingStamp StagingWatch::stamp() const
 			continue;  // not a directory (or a symlink): not a staging tree
 		const std::string display = fs::join(display_parent_, n);
 		add_to(s, display, st);
-		std::map<std::string, bool> seen;  // prefix -> exists
+		std::map<std::string, UniqueFd> opened;  // prefix -> its fd, invalid when missing
 		for (const auto &dir : staging_layout::watched_dirs(tree.get()))
-			stamp_dir(s, tree.get(), display, dir, seen);
+			stamp_dir(s, tree.get(), display, dir, opened);
 		for (const char *dir : staging_layout::FIRMWARE_DIRS)
-			stamp_dir(s, tree.get(), display, dir, seen);
+			stamp_dir(s, tree.get(), display, dir, opened);
 	}
 	return s;
 }
