@@ -2,6 +2,7 @@
 
 #include "bounded_parse.hpp"
 #include "dev_char.hpp"
+#include "format.hpp"
 #include "log.hpp"
 #include "message_ids.hpp"
 #include "setup_report.hpp"
@@ -48,7 +49,7 @@ Result<fs::PreparedWrite> prepare_spec_file(const Context &ctx, const SpecRead &
 	if (!dir)
 		return fail(dir.error());
 	// What prepare_file_atomic() does before its own unchanged test: temp files a killed run left go.
-	fs::remove_matching(dir->get(), "." + fs::basename(real) + ".tmp-");
+	fs::remove_matching(dir->get(), concat({".", fs::basename(real), ".tmp-"}));  // concat: GCC PR 105329 at -O3
 	return fs::PreparedWrite{};
 }
 

@@ -3,6 +3,7 @@
 #include "driver_root.hpp"
 
 #include "driver_root_steps.hpp"
+#include "format.hpp"
 #include "fs.hpp"
 
 #include <cerrno>
@@ -189,7 +190,9 @@ Result<void> fill_temp_tree(int parent_fd, const NewTree &tree, const DriverSet 
 
 }  // namespace
 
-std::string temp_prefix(const std::string &root_path) { return "." + fs::basename(root_path) + "-"; }
+// concat, not "." + ...: g++ 12 at -O3 reports a -Wrestrict overlap in the inlined operator+ (GCC PR
+// 105329, format.hpp).
+std::string temp_prefix(const std::string &root_path) { return concat({".", fs::basename(root_path), "-"}); }
 
 Result<InstallStats> remove_stale_temp_trees(const RootLocation &root)
 {
