@@ -1,27 +1,30 @@
 #!/usr/bin/python3
-"""Records which functions of unbounded-nvidia-setup run on the boot path and writes them, as the
-linker's input-section names, to oneshot/hot-text.order.
+"""Records which functions of unbounded-nvidia-setup run on its boot path and writes
+oneshot/hot-text.ld, the linker script that puts them together in an output section of their own,
+.text.boot.
 
-Why: the kernel maps a program's text 64 KiB around each page it touches (fault-around), so a
-process's RSS counts nearly every 64 KiB window its code touches, not the code it runs. Linked in
-source order, the ~0.9 MB of functions a setup runs are spread over all of the ~2.3 MB of text and
-almost all of it becomes resident. oneshot/meson.build links setup with gold's
---section-ordering-file, which puts these functions first and together (bench/README.md has the
-figures). A function missing from the list still works; it is only placed with the cold code.
+Why: with the page cache warm the kernel maps a file's pages 64 KiB around each page a process
+faults on (fault-around), so a process's RSS counts every 64 KiB window of text it touches, not the
+code it runs. Linked in source order, the ~1.1 MiB of functions a setup runs are spread over all of
+the ~2.3 MiB of text and nearly all of it is resident. oneshot/meson.build adds this script to the
+default one (INSERT BEFORE .text: GNU ld keeps its own layout, segments and hardening; only these
+input sections move); bench/README.md has the figures. A function missing from the list still
+works; it only lies with the cold code again.
 
 What runs: on a bench machine (8 GPUs x 7 MIG, 4 IMEX channels), a first setup, an unchanged re-run
 (with and without --json, as systemd and the host's reconcile loop run it), a refresh that finds
-nothing changed, and verify; each under valgrind's lackey, whose instruction trace is mapped to the
-symbols of the binary it ran.
+nothing changed, and verify; each under valgrind's lackey, whose instruction trace (read from a FIFO,
+never stored) is mapped to the symbols of the binary it ran, and each function to the input section
+that holds it in the objects and archives the binary is linked from.
 
-Usage: bench/hot_text.py [BUILD_DIR]   (needs valgrind; run `make build` first)
+Usage: bench/hot_text.py [BUILD_DIR]   (needs valgrind; run `make build` first; about 2 minutes)
 Re-run it after a change that adds or renames functions on the boot path; the unit tier's
 unit-hot-text check fails when the list has gone stale (tests/unit/test_hot_text.py).
 """
 
 import bisect
-import glob
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -30,15 +33,15 @@ import time
 from benchlib import BUILD, ENV, HERE, scratch_base
 from unbounded_tests.harness import SETUP, V1, MachineRoot
 
-ORDER_FILE = os.path.join(HERE, "..", "oneshot", "hot-text.order")
+SCRIPT = os.path.join(HERE, "..", "oneshot", "hot-text.ld")
+TARGET = "oneshot/unbounded-nvidia-setup"
 
-# valgrind loads a position-independent executable at this address on amd64 and arm64; checked
-# below against the program's entry point, which every run executes.
+# valgrind loads a position-independent executable at this address; checked below against the
+# program's entry point, which every run executes.
 VALGRIND_PIE_BASE = 0x108000
 
-# The sections no list can name one by one: static constructors (one .text.startup per object)
-# and main.
-ALWAYS_FIRST = [".text.startup", ".text.startup.*"]
+# What no list names one by one: the static constructors (a .text.startup in each object, and main).
+STARTUP = "*(.text.startup .text.startup.*)"
 
 
 def function_symbols(binary):
@@ -57,38 +60,58 @@ def entry_point(binary):
     return next(int(line.split()[-1], 16) for line in out.splitlines() if "Entry point address" in line)
 
 
-def executed_addresses(cmd):
-    """The instruction addresses one run executes: lackey logs "I  addr,size" per instruction (to a
-    file, apart from the program's own output)."""
-    with tempfile.NamedTemporaryFile(prefix="hot-text-", suffix=".trace") as trace:
-        subprocess.run(["valgrind", "--tool=lackey", "--trace-mem=yes", f"--log-file={trace.name}", *cmd],
-                       env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-        addresses = set()
-        with open(trace.name, "rb") as f:
+def link_inputs():
+    """The objects and archives the build links setup from (its link command), with the static
+    libstdc++ that -static-libstdc++ adds."""
+    out = subprocess.run(["ninja", "-C", BUILD, "-t", "commands", TARGET], check=True, capture_output=True, text=True).stdout
+    words = shlex.split(out.strip().splitlines()[-1])
+    inputs = [w if os.path.isabs(w) else os.path.join(BUILD, w) for w in words if w.endswith((".o", ".a"))]
+    libstdcxx = subprocess.run([words[0], "-print-file-name=libstdc++.a"], capture_output=True, text=True).stdout.strip()
+    return inputs + ([libstdcxx] if os.path.isabs(libstdcxx) else [])
+
+
+def text_sections(inputs):
+    """Every .text.* input section name in these objects and archives."""
+    names = set()
+    for path in inputs:
+        out = subprocess.run(["readelf", "-SW", path], check=True, capture_output=True, text=True).stdout
+        names |= {field for line in out.splitlines() for field in line.split() if field.startswith(".text.")}
+    return names
+
+
+def section_of(name, sections):
+    """The input section that holds function `name`: .text.<name> (-ffunction-sections), a split
+    function's .cold part in .text.unlikely.<name>, a function declared [[gnu::cold]] whole in
+    .text.unlikely.<name>. None when it has no section of its own: crt's _start, the static
+    constructors and main (STARTUP), an archive built without -ffunction-sections."""
+    if name.endswith(".cold"):
+        section = ".text.unlikely." + name[: -len(".cold")]
+        return section if section in sections else None
+    for section in (".text." + name, ".text.unlikely." + name):
+        if section in sections:
+            return section
+    return None
+
+
+def executed_addresses(cmd, tmp):
+    """The instruction addresses one run executes: lackey logs "I  addr,size" per instruction, here
+    into a FIFO (a trace is gigabytes), apart from the program's own output."""
+    fifo = os.path.join(tmp, "lackey.fifo")
+    os.mkfifo(fifo)
+    proc = subprocess.Popen(["valgrind", "--tool=lackey", "--trace-mem=yes", f"--log-file={fifo}", *cmd],
+                            env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    addresses = set()
+    try:
+        with open(fifo, "rb") as f:
             for line in f:
                 if line.startswith(b"I "):
                     addresses.add(int(line[2:].split(b",")[0], 16))
+    finally:
+        rc = proc.wait()
+        os.unlink(fifo)
+    if rc != 0:
+        raise SystemExit(f"{' '.join(cmd)} exited with {rc} under valgrind")
     return addresses
-
-
-def cold_functions(build):
-    """The functions GCC put in .text.unlikely.<name> whole: the ones declared [[gnu::cold]] (errors
-    are made on the boot path too, for a probe that finds nothing). A function only split by GCC has
-    both .text.<name> and .text.unlikely.<name> (its .cold part)."""
-    cold = set()
-    for obj in glob.glob(os.path.join(build, "**", "*.o"), recursive=True):
-        out = subprocess.run(["readelf", "-SW", obj], check=True, capture_output=True, text=True).stdout
-        sections = {field for line in out.splitlines() for field in line.split() if field.startswith(".text.")}
-        cold |= {s[len(".text.unlikely."):] for s in sections
-                 if s.startswith(".text.unlikely.") and ".text." + s[len(".text.unlikely."):] not in sections}
-    return cold
-
-
-def section_of(name, cold):
-    """The input section GCC's -ffunction-sections put a function in."""
-    if name.endswith(".cold"):
-        return ".text.unlikely." + name[: -len(".cold")]
-    return (".text.unlikely." if name in cold else ".text.") + name
 
 
 def main():
@@ -96,8 +119,7 @@ def main():
         raise SystemExit("valgrind is needed: apt-get install valgrind")
     syms = function_symbols(SETUP)
     starts = [s[0] for s in syms]
-    base = scratch_base()
-    tmp = tempfile.mkdtemp(prefix="unbounded-hot-text-", dir=base)
+    tmp = tempfile.mkdtemp(prefix="unbounded-hot-text-", dir=scratch_base())
     try:
         m = MachineRoot(tmp=os.path.join(tmp, "machine"))
         m.standard(V1, gpus=8, extra_unrelated=3000)
@@ -105,15 +127,14 @@ def main():
             m.add_mig(g, {gi: [0] for gi in range(7, 14)})
         m.add_imex_channels(range(4))
         root = ["--root", m.path]
-        runs = [[SETUP, *root, "--json", "setup"], [SETUP, *root, "--json", "setup"], [SETUP, *root, "setup"]]
         addresses = set()
-        for cmd in runs:
-            addresses |= executed_addresses(cmd)
+        for cmd in ([SETUP, *root, "--json", "setup"], [SETUP, *root, "--json", "setup"], [SETUP, *root, "setup"]):
+            addresses |= executed_addresses(cmd, tmp)
         # A refresh finds nothing changed only once staging is older than the settle time (10 s).
         time.sleep(max(0.0, 10.5 - (time.time() - os.stat(m.p("/run/host-nvidia/0")).st_ctime)))
         for cmd in ([SETUP, *root, "--json", "refresh"], [SETUP, *root, "refresh"],
                     [SETUP, *root, "--json", "verify"], [SETUP, *root, "verify"]):
-            addresses |= executed_addresses(cmd)
+            addresses |= executed_addresses(cmd, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -125,13 +146,21 @@ def main():
         i = bisect.bisect_right(starts, offset) - 1
         if i >= 0 and syms[i][0] <= offset < syms[i][0] + syms[i][1]:
             hot.add(syms[i][2])
-    cold = cold_functions(BUILD)
-    sections = ALWAYS_FIRST + sorted({section_of(name, cold) for name in hot} - set(ALWAYS_FIRST))
-    with open(ORDER_FILE, "w") as f:
-        f.write("".join(s + "\n" for s in sections))
+    sections = text_sections(link_inputs())
+    listed = {name: section_of(name, sections) for name in hot}
+    body = sorted({s for s in listed.values() if s})
+    with open(SCRIPT, "w") as f:
+        f.write("/* Written by bench/hot_text.py (run it again after changing the boot path's functions): the\n"
+                "   input sections of the functions that setup, its unchanged re-run, a no-change refresh and\n"
+                "   verify execute, in an output section of their own ahead of .text, so that the kernel's\n"
+                "   fault-around maps them and not the cold code between them (bench/README.md). */\n"
+                "SECTIONS\n{\n  .text.boot :\n  {\n"
+                f"    {STARTUP}\n" + "".join(f"    *({s})\n" for s in body) +
+                "  }\n}\nINSERT BEFORE .text;\n")
     total = sum(size for _, size, name in syms if name in hot)
-    print(f"{len(hot)} functions, {total / 1024:.0f} KiB of {sum(s[1] for s in syms) / 1024:.0f} KiB of text, "
-          f"in {os.path.relpath(ORDER_FILE)}")
+    print(f"{len(hot)} functions ran, {total / 1024:.0f} KiB of {sum(s[1] for s in syms) / 1024:.0f} KiB of text; "
+          f"{len(body)} input sections in {os.path.relpath(SCRIPT)}; "
+          f"{sum(1 for s in listed.values() if not s)} without a section of their own")
 
 
 if __name__ == "__main__":
