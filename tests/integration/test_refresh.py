@@ -2,13 +2,16 @@
 """`refresh`: host driver changes applied while the machine runs, as the loaded kernel module allows,
 and the device plugin's spec never failing setup or refresh. Fake machine roots under --root."""
 
+import fcntl
 import json
 import os
+import select
 import shutil
+import subprocess
 import time
 import unittest
 
-from unbounded_tests.harness import ARCH, PLUGIN_SPEC, V1, V2, MachineRoot, main, plugin_spec, snapshot, write
+from unbounded_tests.harness import PLUGIN_SPEC, SETUP, V1, V2, MachineRoot, main, plugin_spec, snapshot, write
 
 SPEC = "/etc/cdi/nvidia.yaml"
 QUICK = "refresh:\n  settle_time: 0s\n"
@@ -238,6 +241,34 @@ class TestSettle(RefreshCase):
         self.assertTrue(any("was still changing after 1s (refresh.settle_limit)" in w for w in r.result["warnings"]),
                         r.result["warnings"])
 
+    def test_staging_changed_during_the_pass_is_refreshed_again(self):
+        """A refresh stamps staging after its pass too: a change made while it worked, which the path
+        unit does not see (systemd drops its watches while the service runs), makes it go again. The
+        test holds the run lock: the refresh settles, then waits for the lock inside its pass; the
+        host changes a staging tree, the lock is released, and the pass reads on."""
+        m = self.running_machine()
+        with open(m.p("/run/unbounded-nvidia/lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "JOURNAL_STREAM", "UNBOUNDED_NVIDIA_ROOT")}
+            p = subprocess.Popen([SETUP, "--root", m.path, "--json", "refresh"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, env=env)
+            try:
+                ready, _, _ = select.select([p.stderr], [], [], 60)
+                self.assertTrue(ready, "the refresh did not say it waits for the lock")
+                line = p.stderr.readline()
+                self.assertIn("Another unbounded-nvidia-setup run is in progress, waiting for it to finish.", line)
+                self.touch_staging(m)
+                fcntl.flock(lock, fcntl.LOCK_UN)
+                out, err = p.communicate(timeout=60)
+            finally:
+                if p.poll() is None:
+                    p.kill()
+                    p.communicate()
+        self.assertEqual(p.returncode, 0, err)
+        result = json.loads(out)
+        self.assertEqual(result["passes"], 2, line + err)
+        self.assertEqual(result["outcome"], "ready", err)
+        self.assertIn("changed while the refresh ran, refreshing again", err)
 
 if __name__ == "__main__":
     main()
