@@ -49,7 +49,7 @@ std::optional<LicenseSet> LicenseSet::parse(std::string_view text)
 		if (ec != std::errc() || p != header.data() + header.size())
 			return std::nullopt;
 		text.remove_prefix(nl + 1);
-		if (text.size() < size + 1 || text[size] != '\n')
+		if (size >= text.size() || text[size] != '\n')  // not size + 1 > ...: 2^64 - 1 would wrap
 			return std::nullopt;
 		set.files.emplace(std::string(header.substr(0, sp)), std::string(text.substr(0, size)));
 		text.remove_prefix(size + 1);

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fcntl.h>
 #include <algorithm>
+#include <limits>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -640,6 +641,21 @@ TEST_CASE("license state files round-trip and reject damage", "[license]")
 	const std::string text = s.serialize();
 	for (std::size_t cut = 0; cut < text.size(); cut++)
 		CHECK_FALSE(LicenseSet::parse(text.substr(0, cut)) == s);
+}
+
+// Found by fuzz-license_state_file: a size of 2^64 - 1 made the bounds check's size + 1 wrap to 0,
+// and the parser read the byte before the text (fuzz/regressions/license_state_file/).
+TEST_CASE("a license state file whose size wraps is refused, nothing read outside it", "[license][hostile]")
+{
+	const std::string max = std::to_string(std::numeric_limits<std::size_t>::max());
+	for (const std::string &size : {max, std::to_string(std::numeric_limits<std::size_t>::max() - 1), std::string("6")}) {
+		INFO(size);
+		// A wrapped index lands on the header's own newline, and a wrapped advance of 0 then reads the
+		// file's bytes as the next header: the old parser returned a set of two made-up files.
+		const std::string text = "UNBOUNDED-LICENSE-STATE 1\ngridd.conf " + size + "\nx 0\n\n";
+		const std::string_view view(text.data(), text.size());
+		CHECK_FALSE(LicenseSet::parse(view));
+	}
 }
 
 // Issue 10, class 5: the licensing projection is writable by whoever controls the Secret's volume.
