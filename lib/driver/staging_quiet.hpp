@@ -28,8 +28,8 @@ struct StagingStamp {
 // The watched directories: the staging parent, each tree in it, and the directories discovery reads
 // in each. A stamp is taken by walking them afresh (never through a symlink), one tree at a time, each
 // directory opened once and the tree's closed when it is done: a host with a thousand staging entries
-// must not cost a thousand open fds (1,024 is the usual soft limit). A directory replaced or created meanwhile changes its own
-// identity or its parent's times, and every parent is watched too.
+// must not cost a thousand open fds (1,024 is the usual soft limit). A directory replaced or created
+// meanwhile changes its own identity or its parent's times, and every parent is watched too.
 class StagingWatch {
 public:
 	static StagingWatch open(const Context &ctx);

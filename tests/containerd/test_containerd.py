@@ -86,7 +86,7 @@ class ContainerdTier(GpuNodeTier, unittest.TestCase):
         seen["systemd"] = node.sh("systemctl --version | head -1")
         seen["containerd"] = node.sh("containerd --version")
         seen["import"] = node.sh("ctr -n k8s.io images import /var/lib/unbounded-test/probe.tar", timeout=120)
-        gpu_pod_steps(node, seen, cls.v1, "root_sums_1")
+        gpu_pod_steps(node, seen, cls.v1, cls.SUMS_KEY)
         # A daemon-reload while a pod runs: systemd re-applies the scope's DeviceAllow= (containerd's
         # runc with the systemd cgroup driver made it from the /dev/char links).
         sandbox, container = node.pod("reload", cdi=["nvidia.com/gpu=all"])

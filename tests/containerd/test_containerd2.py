@@ -82,7 +82,7 @@ class Containerd2Tier(GpuNodeTier, unittest.TestCase):
         seen["containerd"] = node.sh("containerd --version")
         seen["static-built-using"] = node.sh("dpkg-query -W -f='${Static-Built-Using}' containerd")
         seen["import"] = node.sh("ctr -n k8s.io images import /var/lib/unbounded-test/probe.tar", timeout=120)
-        gpu_pod_steps(node, seen, v, "root_sums")
+        gpu_pod_steps(node, seen, v, cls.SUMS_KEY)
         seen["verify-default"] = node.sh("unbounded-nvidia-setup verify --json 2>/dev/null")
         # nvidia-cdi-refresh's leftover: what containerd gives a pod, and what verify says.
         leftover_spec_steps(node, seen, v, "0.5.0")

@@ -249,9 +249,8 @@ class TestSettle(RefreshCase):
         m = self.running_machine()
         with open(m.p("/run/unbounded-nvidia/lock"), "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "JOURNAL_STREAM", "UNBOUNDED_NVIDIA_ROOT")}
             p = subprocess.Popen([SETUP, "--root", m.path, "--json", "refresh"], stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True, env=env)
+                                 stderr=subprocess.PIPE, text=True, env=m.run_env())
             try:
                 ready, _, _ = select.select([p.stderr], [], [], 60)
                 self.assertTrue(ready, "the refresh did not say it waits for the lock")

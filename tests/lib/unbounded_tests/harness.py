@@ -388,14 +388,19 @@ class MachineRoot:
         return self
 
     # -- running --------------------------------------------------------------------------------
-    def run(self, *args, binary=None, env=None, timeout=60):
+    @staticmethod
+    def run_env(env=None):
+        """The binaries' environment: ours, without a service manager or another root to talk to."""
         e = dict(os.environ)
         e.pop("NOTIFY_SOCKET", None)
         e.pop("JOURNAL_STREAM", None)
         e.pop("UNBOUNDED_NVIDIA_ROOT", None)
         e.update(env or {})
+        return e
+
+    def run(self, *args, binary=None, env=None, timeout=60):
         cmd = [binary or SETUP, "--root", self.path, *args]
-        return subprocess.run(cmd, capture_output=True, text=True, env=e, timeout=timeout)
+        return subprocess.run(cmd, capture_output=True, text=True, env=self.run_env(env), timeout=timeout)
 
     def setup(self, *args, **kw):
         r = self.run("--json", "setup", *args, **kw)
