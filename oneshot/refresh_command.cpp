@@ -62,11 +62,11 @@ int run_refresh(const Context &ctx, Report &report)
 			warn(report, {w});
 		}
 		const std::string ipc_before = ipc_presence(ctx);
-		rc_exit = apply(ctx, report, Mode::Refresh, run_dir->get());
+		rc_exit = apply(ctx, report, Mode::Refresh, run_dir->get(), &quiet.watch.trees());
 		report.details["settle_waited_ms"] = settle_total.count();
 		report.details["passes"] = pass;
 		const bool ipc_changed = ipc_presence(ctx) != ipc_before;
-		if (quiet.watch.stamp() == quiet.stamp && !ipc_changed)
+		if (!ipc_changed && !quiet.watch.changed_since(quiet.stamp))
 			break;
 		if (pass < MAX_PASSES)
 			log::notice((ipc_changed ? std::string("An NVIDIA daemon's socket came or went") : ctx.config.staging + " changed") +

@@ -233,10 +233,10 @@ Result<RunLock> take_lock(int run_dir)
 
 // At boot the host's mounts may still be on their way: setup waits for them (bounded). A refresh
 // takes what is there.
-Result<StagingState> staging_state(const Context &ctx, Report &report, Mode mode)
+Result<StagingState> staging_state(const Context &ctx, Report &report, Mode mode, const std::vector<WalkedTree> *walked)
 {
 	if (mode == Mode::Refresh)
-		return probe_staging(ctx);
+		return probe_staging(ctx, walked);
 	PhaseTimer t(report, "wait");
 	notify_status("Waiting for the staging mounts under " + ctx.config.staging + " and /dev/nvidiactl");
 	Millis waited{};
@@ -244,7 +244,8 @@ Result<StagingState> staging_state(const Context &ctx, Report &report, Mode mode
 }
 
 // What the host has staged, through the discovery memo; recorded in the report.
-StagedDriver discover_step(const Context &ctx, Report &report, const StagingState &state, int run_dir, const KernelModule &module)
+StagedDriver discover_step(const Context &ctx, Report &report, const StagingState &state, int run_dir, const KernelModule &module,
+			   const std::vector<WalkedTree> *walked)
 {
 	PhaseTimer t(report, "discover");
 	report.details["staging"] = state.usable;
@@ -253,7 +254,7 @@ StagedDriver discover_step(const Context &ctx, Report &report, const StagingStat
 	if (state.usable.empty())
 		staged.error = make_error("No staging mounts under " + ctx.config.staging, EXIT_NOT_READY, ENOENT);
 	else
-		staged = discover_staged(ctx, state, run_dir, module.version, /*keep_memo=*/true);
+		staged = discover_staged(ctx, state, run_dir, module.version, /*keep_memo=*/true, walked);
 	report.details["discovery_cache_hits"] = staged.cache_hits;
 	warn(report, staged.warnings);
 	if (staged.driver) {
@@ -320,7 +321,7 @@ DriverDecision decide(Report &report, const RunSnapshot &snap, const StagingStat
 
 }  // namespace
 
-int apply(const Context &ctx, Report &report, Mode mode, int run_dir)
+int apply(const Context &ctx, Report &report, Mode mode, int run_dir, const std::vector<WalkedTree> *walked)
 {
 	const auto total_start = std::chrono::steady_clock::now();
 	report.details["driver_root"] = ctx.config.driver_root;
@@ -332,7 +333,7 @@ int apply(const Context &ctx, Report &report, Mode mode, int run_dir)
 			return finish_failed(ctx, report, l.error());
 		lock.emplace(std::move(*l));
 	}
-	auto state = staging_state(ctx, report, mode);
+	auto state = staging_state(ctx, report, mode, walked);
 	if (!state)
 		return finish_failed(ctx, report, state.error());
 	if (nothing_to_do(ctx, report, *state, mode))
@@ -343,7 +344,7 @@ int apply(const Context &ctx, Report &report, Mode mode, int run_dir)
 		return take_snapshot(ctx, /*learn_hook=*/true);
 	}();
 	report.details["kernel_module_version"] = snap.module.version.value_or("");
-	StagedDriver staged = discover_step(ctx, report, *state, run_dir, snap.module);
+	StagedDriver staged = discover_step(ctx, report, *state, run_dir, snap.module, walked);
 	// What discovery and the hook learnt, kept for the next run before anything is decided; the
 	// memo's memory goes with it.
 	save_memos(run_dir, snap.machine, std::exchange(staged.memo, std::nullopt));

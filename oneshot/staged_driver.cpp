@@ -6,11 +6,13 @@
 namespace unbounded {
 
 StagedDriver discover_staged(const Context &ctx, const StagingState &state, int run_dir,
-			     const std::optional<std::string> &kernel_version, bool keep_memo)
+			     const std::optional<std::string> &kernel_version, bool keep_memo, const std::vector<WalkedTree> *walked)
 {
 	StagedDriver out;
 	const std::string &staging_path = ctx.config.staging;
-	auto staging = Staging::open(ctx.real(staging_path), staging_path, state.mounts_table.get());
+	auto staging = walked && !walked->empty()
+			       ? Staging::from_walk(*walked, ctx.real(staging_path), staging_path, state.mounts_table.get())
+			       : Staging::open(ctx.real(staging_path), staging_path, state.mounts_table.get());
 	if (!staging) {
 		out.error = staging.error();
 		return out;

@@ -22,8 +22,10 @@ struct StagedDriver {
 };
 
 // `run_dir` is the run directory (-1: no memo). Writes nothing: with `keep_memo` the memo, with what
-// this discovery added to it, is handed back for the executor to save.
+// this discovery added to it, is handed back for the executor to save. `walked`: the refresh's
+// settle walk (Staging::from_walk), when it kept its directories.
 StagedDriver discover_staged(const Context &ctx, const StagingState &state, int run_dir,
-			     const std::optional<std::string> &kernel_version, bool keep_memo);
+			     const std::optional<std::string> &kernel_version, bool keep_memo,
+			     const std::vector<WalkedTree> *walked = nullptr);
 
 }  // namespace unbounded

@@ -50,27 +50,45 @@ Result<void> Discovery::list_scan_dirs()
 {
 	for (std::size_t t = 0; t < st_.trees().size(); t++) {
 		std::vector<std::string> ignored;
-		const auto flavour_names = staging_layout::flavours(st_.trees()[t].fd.get(), &ignored);
+		const auto flavour_names = st_.flavours(t, &ignored);
 		if (!ignored.empty())
 			capped_.push_back(cap_message(t, flavour_names.size(), ignored));
 		const auto dirs = staging_layout::scan_dirs(flavour_names);
 		for (std::size_t i = 0; i < dirs.size(); i++) {
 			const std::string &dir = dirs[i];
-			auto dfd = st_.open_dir(t, dir);
-			if (!dfd)
-				return fail(dfd.error());
-			if (!*dfd)
-				continue;
 			const std::string display = fs::join(st_.trees()[t].display, dir);
+			// The directory's identity keys the memo: what the settle walk saw (a refresh), or
+			// its fstat. It is opened only to be listed.
+			UniqueFd dfd;
 			struct stat dst = {};
-			if (::fstat(dfd->get(), &dst) < 0)
-				return fail(last_errno_error("Failed to stat " + display));
+			if (const WalkedDir *w = st_.walked_dir(t, dir)) {
+				if (w->fd < 0)
+					continue;
+				dst = w->st;
+			} else {
+				auto opened = st_.open_dir(t, dir);
+				if (!opened)
+					return fail(opened.error());
+				if (!*opened)
+					continue;
+				dfd = std::move(*opened);
+				if (::fstat(dfd.get(), &dst) < 0)
+					return fail(last_errno_error("Failed to stat " + display));
+			}
 			const std::string key = identity_key(dst);
 			std::vector<std::string> names;
 			if (const auto *cached = in_.cache ? in_.cache->listing(key) : nullptr) {
 				names = *cached;
 			} else {
-				auto listed = fs::list_dir(dfd->get(), display, /*sorted=*/false, could_be_driver_file);
+				if (!dfd) {
+					auto opened = st_.open_dir(t, dir);
+					if (!opened)
+						return fail(opened.error());
+					if (!*opened)
+						continue;
+					dfd = std::move(*opened);
+				}
+				auto listed = fs::list_dir(dfd.get(), display, /*sorted=*/false, could_be_driver_file);
 				if (!listed)
 					return fail(listed.error());
 				names = std::move(*listed);

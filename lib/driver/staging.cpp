@@ -5,6 +5,7 @@
 #include "fs.hpp"
 #include "mounts.hpp"
 #include "nvidia_machine.hpp"
+#include "staging_layout.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -59,16 +60,63 @@ Result<Staging> Staging::open(const std::string &real_parent, const std::string 
 		StagingTree t;
 		t.display = fs::join(display_parent, n);
 		t.fd.reset(fd);
-		if (mounts) {
-			if (auto m = mounts->mount_at(fs::join(canonical_parent, n))) {
-				t.mountpoint = true;
-				if (m->root != "/")
-					t.host_prefix = m->root;
-			}
-		}
+		s.set_mount(t, canonical_parent, n, mounts);
 		s.trees_.push_back(std::move(t));
 	}
 	return s;
+}
+
+void Staging::set_mount(StagingTree &t, const std::string &canonical_parent, const std::string &name, const MountTable *mounts) const
+{
+	if (!mounts)
+		return;
+	if (auto m = mounts->mount_at(fs::join(canonical_parent, name))) {
+		t.mountpoint = true;
+		if (m->root != "/")
+			t.host_prefix = m->root;
+	}
+}
+
+Result<Staging> Staging::from_walk(const std::vector<WalkedTree> &walk, const std::string &real_parent,
+				   const std::string &display_parent, const MountTable *mounts)
+{
+	Staging s;
+	const std::string canonical_parent = mounts ? MountTable::canonical(real_parent) : real_parent;
+	for (const auto &w : walk) {
+		auto root = w.dirs.find("");
+		if (root == w.dirs.end() || root->second.fd < 0)
+			continue;
+		// A tree of its own: the walk's fd is the walk's.
+		int fd = ::fcntl(root->second.fd, F_DUPFD_CLOEXEC, 3);
+		if (fd < 0)
+			return fail(last_errno_error("Failed to duplicate the fd of " + fs::join(display_parent, w.name)));
+		StagingTree t;
+		t.display = fs::join(display_parent, w.name);
+		t.fd.reset(fd);
+		t.walked = &w;
+		s.set_mount(t, canonical_parent, w.name, mounts);
+		s.trees_.push_back(std::move(t));
+	}
+	return s;
+}
+
+const WalkedDir *Staging::walked_dir(std::size_t tree, std::string_view rel_dir) const
+{
+	const WalkedTree *w = trees_.at(tree).walked;
+	if (!w)
+		return nullptr;
+	auto it = w->dirs.find(rel_dir);
+	return it == w->dirs.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> Staging::flavours(std::size_t tree, std::vector<std::string> *ignored) const
+{
+	if (const WalkedTree *w = trees_.at(tree).walked) {
+		if (ignored)
+			*ignored = w->ignored_flavours;
+		return w->flavours;
+	}
+	return staging_layout::flavours(trees_.at(tree).fd.get(), ignored);
 }
 
 Result<Staging> Staging::from_dirs(const std::vector<std::pair<std::string, std::string>> &real_and_display)
@@ -237,10 +285,29 @@ Result<UniqueFd> Staging::open_regular(const ResolvedFile &f) const
 
 Result<UniqueFd> Staging::open_dir(std::size_t tree, std::string_view rel_dir) const
 {
-	UniqueFd d(::openat(trees_.at(tree).fd.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+	const auto comps = fs::split_path(rel_dir);
+	// From the deepest directory the settle walk looked for on the way, if any.
+	int start = trees_.at(tree).fd.get();
+	std::size_t done = 0;
+	if (trees_[tree].walked) {
+		std::string prefix;
+		for (std::size_t i = 0; i <= comps.size(); i++) {
+			if (i > 0)
+				prefix += (i > 1 ? "/" : "") + comps[i - 1];
+			const WalkedDir *w = walked_dir(tree, prefix);
+			if (!w)
+				break;
+			if (w->fd < 0)
+				return UniqueFd();  // missing when the walk looked
+			start = w->fd;
+			done = i;
+		}
+	}
+	UniqueFd d(::openat(start, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
 	if (!d)
-		return fail(last_errno_error("Failed to open " + trees_[tree].display));
-	for (const auto &c : fs::split_path(rel_dir)) {
+		return fail(last_errno_error("Failed to open " + (done == 0 ? trees_[tree].display : fs::join(trees_[tree].display, rel_dir))));
+	for (std::size_t i = done; i < comps.size(); i++) {
+		const std::string &c = comps[i];
 		int fd = ::openat(d.get(), c.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0) {
 			if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP)

@@ -10,6 +10,7 @@
 #include "error.hpp"
 #include "unique_fd.hpp"
 
+#include <map>
 #include <set>
 #include <string>
 #include <string_view>
@@ -27,11 +28,28 @@ inline constexpr const char *DEBIAN_TRIPLETS[] = {"i386-linux-gnu", "x86_64-linu
 // needed: the directory that holds it, or for Debian's alternatives the directory they point into.
 std::string bind_hint(std::string_view target);
 
+// A directory of a staging tree as the refresh's settle walk saw it (staging_quiet.hpp): open, with
+// its stat, or looked for and missing (fd -1). The fd belongs to the walk's StagingWatch.
+struct WalkedDir {
+	int fd = -1;
+	struct stat st = {};
+};
+
+// One staging tree as the settle walk saw it: the directories it looked for, by path below the tree
+// ("" is the tree itself), and the flavours it found under nvidia/ (staging_layout::flavours_in).
+struct WalkedTree {
+	std::string name;
+	std::map<std::string, WalkedDir, std::less<>> dirs;
+	std::vector<std::string> flavours;
+	std::vector<std::string> ignored_flavours;
+};
+
 struct StagingTree {
 	std::string display;      // path as the machine sees it: "/run/host-nvidia/0"
 	UniqueFd fd;              // O_PATH|O_DIRECTORY of the tree's root
 	std::string host_prefix;  // host path of the bind mount's source ("/usr/lib/x86_64-linux-gnu"), or ""
 	bool mountpoint = false;
+	const WalkedTree *walked = nullptr;  // from_walk(): what the settle walk saw, read instead of again
 };
 
 struct ResolvedFile {
@@ -56,6 +74,11 @@ public:
 	// MAX_STAGING_TREES directories fail.
 	static Result<Staging> open(const std::string &real_parent, const std::string &display_parent,
 				    const MountTable *mounts);
+	// The trees the refresh's settle walk opened (in Staging::open's order), read through the walk's
+	// directories: discovery opens nothing the walk already has, and a directory it found missing is
+	// not looked for again (a change since shows in the walk's next stamp). `walk` must outlive it.
+	static Result<Staging> from_walk(const std::vector<WalkedTree> &walk, const std::string &real_parent,
+					 const std::string &display_parent, const MountTable *mounts);
 	// For tests: trees made from explicit directories.
 	static Result<Staging> from_dirs(const std::vector<std::pair<std::string, std::string>> &real_and_display);
 
@@ -68,10 +91,15 @@ public:
 	Result<UniqueFd> open_regular(const ResolvedFile &f) const;
 	// Opens a directory inside a tree without following symlinks; a missing one gives an invalid fd.
 	Result<UniqueFd> open_dir(std::size_t tree, std::string_view rel_dir) const;
+	// What the settle walk saw of rel_dir in a tree (from_walk() only), or nullptr.
+	const WalkedDir *walked_dir(std::size_t tree, std::string_view rel_dir) const;
+	// The flavour directories of a tree (staging_layout::flavours), from the walk when there was one.
+	std::vector<std::string> flavours(std::size_t tree, std::vector<std::string> *ignored) const;
 	// Lists a directory inside a tree without following symlinks; missing directories give {}.
 	Result<std::vector<std::string>> list(std::size_t tree, std::string_view rel_dir, bool sorted = true) const;
 
 private:
+	void set_mount(StagingTree &t, const std::string &canonical_parent, const std::string &name, const MountTable *mounts) const;
 	bool exists_plain(std::size_t tree, const std::vector<std::string> &comps) const;
 	Result<std::pair<std::size_t, std::string>> map_absolute(std::size_t from_tree, const std::string &target,
 								 const std::string &link_display, const std::string &start_display,

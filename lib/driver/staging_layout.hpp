@@ -30,20 +30,17 @@ inline constexpr int FIRST_GSP_DRIVER_MAJOR = 510;
 // such as Debian's /usr/lib/nvidia/nvidia -> /etc/alternatives/nvidia, is not followed), "current"
 // first (what Debian's alternatives select unless told otherwise), then by name, at most MAX_FLAVOURS:
 // "current" is never among those the cap drops. Those it drops go to `ignored` (by name), for the
-// caller to say. A tree without nvidia/ has none.
-inline std::vector<std::string> flavours(int tree_fd, std::vector<std::string> *ignored = nullptr)
+// caller to say. A tree without nvidia/ has none. flavours_in() takes nvidia/ already open.
+inline std::vector<std::string> flavours_in(int flavour_parent_fd, std::vector<std::string> *ignored = nullptr)
 {
 	std::vector<std::string> out;
-	UniqueFd dir(::openat(tree_fd, FLAVOUR_PARENT, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-	if (!dir)
-		return out;
-	auto names = fs::list_dir(dir.get(), FLAVOUR_PARENT);  // sorted
+	auto names = fs::list_dir(flavour_parent_fd, FLAVOUR_PARENT);  // sorted
 	if (!names)
 		return out;
 	std::stable_partition(names->begin(), names->end(), [](const std::string &n) { return n == "current"; });
 	for (const auto &n : *names) {
 		struct stat st = {};
-		if (!is_plain_file_name(n) || ::fstatat(dir.get(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
+		if (!is_plain_file_name(n) || ::fstatat(flavour_parent_fd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
 			continue;
 		if (out.size() < MAX_FLAVOURS)
 			out.push_back(n);
@@ -53,6 +50,14 @@ inline std::vector<std::string> flavours(int tree_fd, std::vector<std::string> *
 			break;
 	}
 	return out;
+}
+
+inline std::vector<std::string> flavours(int tree_fd, std::vector<std::string> *ignored = nullptr)
+{
+	UniqueFd dir(::openat(tree_fd, FLAVOUR_PARENT, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+	if (!dir)
+		return {};
+	return flavours_in(dir.get(), ignored);
 }
 
 // The directories searched in a tree, in the order their files are preferred: the tree itself,

@@ -1,6 +1,5 @@
 #include "staging_quiet.hpp"
 
-#include "discovery_cache.hpp"
 #include "nvidia_machine.hpp"
 #include "staging.hpp"
 #include "staging_layout.hpp"
@@ -9,6 +8,7 @@
 #include <chrono>
 #include <fcntl.h>
 #include <map>
+#include <poll.h>
 #include <sys/stat.h>
 #include <thread>
 
@@ -25,6 +25,17 @@ Millis since(const struct timespec &t)
 
 }  // namespace
 
+DirIdentity DirIdentity::of(std::uint32_t slot, const struct stat &st)
+{
+	return DirIdentity{slot, st.st_dev, st.st_ino, st.st_size, st.st_mtim, st.st_ctim};
+}
+
+bool DirIdentity::operator==(const DirIdentity &o) const
+{
+	auto same = [](const struct timespec &a, const struct timespec &b) { return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec; };
+	return slot == o.slot && dev == o.dev && ino == o.ino && size == o.size && same(mtime, o.mtime) && same(ctime, o.ctime);
+}
+
 StagingWatch StagingWatch::open(const Context &ctx)
 {
 	StagingWatch w;
@@ -35,67 +46,144 @@ StagingWatch StagingWatch::open(const Context &ctx)
 
 namespace {
 
-void add_to(StagingStamp &s, const std::string &name, const struct stat &st)
+// One walk: the identities found, in order, and (when asked) their directories kept open with what
+// the walk saw of each tree.
+struct Walk {
+	StagingStamp stamp;
+	std::vector<UniqueFd> *keep = nullptr;
+	std::uint32_t slot = 0;
+
+	// Looks for one directory: `fd` is it opened, invalid when missing. The fd stays valid until the
+	// walk ends (in `scratch` when not kept); -1 in the result when missing.
+	WalkedDir add(UniqueFd fd, std::vector<UniqueFd> &scratch)
+	{
+		const std::uint32_t s = slot++;
+		WalkedDir d;
+		if (!fd || ::fstat(fd.get(), &d.st) < 0)
+			return d;
+		stamp.dirs.push_back(DirIdentity::of(s, d.st));
+		if (timespec_less(stamp.newest, d.st.st_ctim))
+			stamp.newest = d.st.st_ctim;
+		d.fd = fd.get();
+		if (keep && keep->size() < StagingWatch::MAX_HELD)
+			keep->push_back(std::move(fd));
+		else
+			scratch.push_back(std::move(fd));  // closed when its tree is done
+		return d;
+	}
+
+	static bool timespec_less(const struct timespec &a, const struct timespec &b)
+	{
+		return a.tv_sec < b.tv_sec || (a.tv_sec == b.tv_sec && a.tv_nsec < b.tv_nsec);
+	}
+};
+
+UniqueFd open_path_dir(int parent, const char *name)
 {
-	s.identity += name + "=" + identity_key(st) + ";";
-	if (st.st_ctim.tv_sec > s.newest.tv_sec || (st.st_ctim.tv_sec == s.newest.tv_sec && st.st_ctim.tv_nsec > s.newest.tv_nsec))
-		s.newest = st.st_ctim;
+	return UniqueFd(::openat(parent, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
 }
 
 // Stamps dir (a path of plain components below the tree) and each of its parents not yet stamped;
-// a missing one ends its branch. `opened` holds the prefixes already stamped in this tree, each with
-// its directory's fd (invalid when missing): the watched directories share their parents (nvidia/,
-// nvidia/<flavour>/), which are opened once, not once per child.
-void stamp_dir(StagingStamp &s, int tree_fd, const std::string &display, const std::string &dir, std::map<std::string, UniqueFd> &opened)
+// a missing one ends its branch. `tree.dirs` holds the paths already looked for in this tree: the
+// watched directories share their parents (nvidia/, nvidia/<flavour>/), which are opened once.
+void stamp_dir(Walk &w, WalkedTree &tree, const std::string &dir, std::vector<UniqueFd> &scratch)
 {
-	int parent = tree_fd;
+	int parent = tree.dirs.at("").fd;
 	std::string prefix;
 	for (const auto &c : fs::split_path(dir)) {
-		prefix += "/" + c;
-		auto it = opened.find(prefix);
-		if (it == opened.end()) {
-			UniqueFd fd(::openat(parent, c.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-			struct stat st = {};
-			if (fd && ::fstat(fd.get(), &st) == 0)
-				add_to(s, display + prefix, st);
-			it = opened.emplace(prefix, std::move(fd)).first;
-		}
-		if (!it->second)
+		prefix += (prefix.empty() ? "" : "/") + c;
+		auto it = tree.dirs.find(prefix);
+		if (it == tree.dirs.end())
+			it = tree.dirs.emplace(prefix, w.add(open_path_dir(parent, c.c_str()), scratch)).first;
+		if (it->second.fd < 0)
 			return;
-		parent = it->second.get();
+		parent = it->second.fd;
 	}
+}
+
+// One tree: the tree, nvidia/ (opened once, for its times and its flavours), then the directories
+// discovery reads and the firmware directories.
+void walk_tree(Walk &w, WalkedTree &tree, int tree_fd, std::vector<UniqueFd> &scratch)
+{
+	UniqueFd nvidia(::openat(tree_fd, staging_layout::FLAVOUR_PARENT, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+	if (nvidia)
+		tree.flavours = staging_layout::flavours_in(nvidia.get(), &tree.ignored_flavours);
+	tree.dirs.emplace(staging_layout::FLAVOUR_PARENT, w.add(std::move(nvidia), scratch));
+	for (const auto &dir : staging_layout::scan_dirs(tree.flavours))
+		stamp_dir(w, tree, dir, scratch);
+	for (const char *dir : staging_layout::FIRMWARE_DIRS)
+		stamp_dir(w, tree, dir, scratch);
 }
 
 }  // namespace
 
-StagingStamp StagingWatch::stamp() const
+StagingStamp StagingWatch::walk(std::vector<UniqueFd> *keep, std::vector<WalkedTree> *trees) const
 {
-	StagingStamp s;
+	Walk w;
+	w.keep = keep;
+	std::vector<UniqueFd> scratch;
 	auto pfd = fs::open_dir(real_parent_);
 	if (!pfd)
-		return s;
-	struct stat st = {};
-	if (::fstat(pfd->get(), &st) == 0)
-		add_to(s, display_parent_, st);
-	auto names = fs::list_dir(pfd->get(), display_parent_);
+		return w.stamp;
+	const int parent = pfd->get();
+	auto names = fs::list_dir(parent, display_parent_);
+	w.add(std::move(*pfd), scratch);
 	if (!names)
-		return s;
+		return w.stamp;
 	std::sort(names->begin(), names->end(), numeric_name_less);  // the order Staging::open gives
 	for (const auto &n : *names) {
 		if (!is_staging_entry(n))
 			continue;
-		UniqueFd tree(::openat(pfd->get(), n.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-		if (!tree || ::fstat(tree.get(), &st) < 0)
+		std::vector<UniqueFd> tree_scratch;  // this tree's directories not kept: closed when it is done
+		WalkedTree tree;
+		tree.name = n;
+		const WalkedDir root = w.add(open_path_dir(parent, n.c_str()), tree_scratch);
+		if (root.fd < 0)
 			continue;  // not a directory (or a symlink): not a staging tree
-		const std::string display = fs::join(display_parent_, n);
-		add_to(s, display, st);
-		std::map<std::string, UniqueFd> opened;  // prefix -> its fd, invalid when missing
-		for (const auto &dir : staging_layout::watched_dirs(tree.get()))
-			stamp_dir(s, tree.get(), display, dir, opened);
-		for (const char *dir : staging_layout::FIRMWARE_DIRS)
-			stamp_dir(s, tree.get(), display, dir, opened);
+		tree.dirs.emplace("", root);
+		walk_tree(w, tree, root.fd, tree_scratch);
+		if (trees)
+			trees->push_back(std::move(tree));
 	}
-	return s;
+	if (keep && keep->size() != w.stamp.dirs.size()) {
+		keep->clear();  // over MAX_HELD: changed_since walks, discovery opens afresh
+		if (trees)
+			trees->clear();
+	}
+	return w.stamp;
+}
+
+StagingStamp StagingWatch::stamp()
+{
+	held_.clear();
+	trees_.clear();
+	// Before the walk: a mount made while it runs polls as a change.
+	mountinfo_.reset(::open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC));
+	return walk(&held_, &trees_);
+}
+
+// Whether the mount table changed since mountinfo_ was opened (the kernel's mount namespace event
+// count, compared on poll).
+bool StagingWatch::mounts_changed() const
+{
+	struct pollfd p = {mountinfo_.get(), POLLPRI, 0};
+	return ::poll(&p, 1, 0) != 0 && (p.revents & (POLLPRI | POLLERR)) != 0;
+}
+
+bool StagingWatch::changed_since(const StagingStamp &was) const
+{
+	if (held_.empty() || held_.size() != was.dirs.size() || !mountinfo_ || mounts_changed())
+		return !(walk(nullptr, nullptr) == was);
+	// The staging parent by its path (its own parent is not watched: it may have been replaced);
+	// the rest through the directories the walk kept.
+	struct stat st = {};
+	if (::fstatat(AT_FDCWD, real_parent_.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode) ||
+	    !(DirIdentity::of(was.dirs[0].slot, st) == was.dirs[0]))
+		return true;
+	for (std::size_t i = 1; i < held_.size(); i++)
+		if (::fstat(held_[i].get(), &st) < 0 || !(DirIdentity::of(was.dirs[i].slot, st) == was.dirs[i]))
+			return true;
+	return false;
 }
 
 QuietWait wait_for_quiet_staging(const Context &ctx, Millis settle, Millis limit)

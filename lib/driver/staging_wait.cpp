@@ -11,7 +11,7 @@
 
 namespace unbounded {
 
-StagingState probe_staging(const Context &ctx)
+StagingState probe_staging(const Context &ctx, const std::vector<WalkedTree> *walked)
 {
 	StagingState s;
 	const std::string parent = ctx.real(ctx.config.staging);
@@ -20,7 +20,18 @@ StagingState probe_staging(const Context &ctx)
 		s.mounts_table = std::make_shared<MountTable>(std::move(*m));
 	const MountTable *mounts = s.mounts_table.get();
 
-	if (auto pfd = fs::open_dir(parent)) {
+	if (walked && !walked->empty()) {
+		s.nvidia_machine = true;
+		for (const auto &t : *walked) {
+			const std::string display = fs::join(ctx.config.staging, t.name);
+			const bool is_mount = mounts && mounts->mount_at(fs::join(canonical_parent, t.name)).has_value();
+			auto empty = fs::dir_is_empty(t.dirs.at("").fd, display);
+			if (is_mount)
+				s.mounts.push_back(display);
+			if (is_mount || (empty && !*empty))
+				s.usable.push_back(display);
+		}
+	} else if (auto pfd = fs::open_dir(parent)) {
 		if (auto names = fs::list_dir(pfd->get(), ctx.config.staging)) {
 			for (const auto &n : *names) {
 				if (!is_staging_entry(n))

@@ -3,6 +3,8 @@
 // no mounts); an empty directory that is not a mount point was left in the image and is ignored.
 #pragma once
 
+#include "staging.hpp"
+
 #include "config.hpp"
 #include "context.hpp"
 #include "error.hpp"
@@ -25,7 +27,9 @@ struct StagingState {
 	bool ready() const { return !usable.empty() && control_node; }
 };
 
-StagingState probe_staging(const Context &ctx);
+// `walked`: the refresh's settle walk (StagingWatch::trees), whose trees are looked at instead of
+// listing the staging directory again.
+StagingState probe_staging(const Context &ctx, const std::vector<WalkedTree> *walked = nullptr);
 
 // Returns the state once ready; nvidia_machine=false right away on a machine with nothing NVIDIA.
 Result<StagingState> wait_for_staging(const Context &ctx, Millis timeout, Millis *waited);

@@ -5,6 +5,7 @@ installs them (debian_hosts.py), and bound into the machine the way the README's
 per recipe row, and one per way a real host failed before."""
 
 import contextlib
+import glob
 import json
 import os
 import shutil
@@ -77,7 +78,41 @@ class RealHostCase(unittest.TestCase):
         self.assertEqual(r.result["driver_version"], version)
         with open(m.p("/etc/cdi/nvidia.yaml")) as f:
             self.assertEqual(cdi_schema.errors(f.read()), [])
+        self.assertRefreshBuildsTheSame(m, r)
         return r
+
+    def assertRefreshBuildsTheSame(self, m, setup):
+        """A refresh reads staging through its settle walk (staging_quiet.hpp), not as setup does: on every
+        real layout, with nothing memoised, it must build the root and spec setup built, and say the same."""
+        manifest = os.path.join(m.driver_root(), ".unbounded-manifest.json")
+        with open(manifest) as f, open(m.p("/etc/cdi/nvidia.yaml")) as g:
+            built = (json.load(f)["entries"], g.read())
+        config = m.p("/etc/unbounded/nvidia.yaml")
+        before = open(config).read() if os.path.exists(config) else None
+        run_dir = m.p("/run/unbounded-nvidia")
+        kept = os.path.join(self.tmp, "run-dir-of-setup")
+        shutil.rmtree(kept, ignore_errors=True)
+        shutil.copytree(run_dir, kept)
+        shutil.rmtree(m.driver_root())
+        os.unlink(m.p("/etc/cdi/nvidia.yaml"))
+        for memo in glob.glob(os.path.join(run_dir, "*.json")):
+            os.unlink(memo)
+        m.config((before or "") + "\nrefresh:\n  settle_time: 0s\n")
+        try:
+            r = m.run("--json", "refresh")
+        finally:
+            if before is None:
+                os.unlink(config)
+            else:
+                m.config(before)
+            shutil.rmtree(run_dir)  # what the tests read next is setup's record
+            shutil.copytree(kept, run_dir)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        result = json.loads(r.stdout)
+        self.assertEqual(result["passes"], 1, result)
+        with open(manifest) as f, open(m.p("/etc/cdi/nvidia.yaml")) as g:
+            self.assertEqual((json.load(f)["entries"], g.read()), built)
+        self.assertEqual(sorted(self.warnings(result)), sorted(self.warnings(setup.result)))
 
     @staticmethod
     def warnings(result):

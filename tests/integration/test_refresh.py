@@ -8,6 +8,7 @@ import os
 import select
 import shutil
 import subprocess
+import tempfile
 import time
 import unittest
 
@@ -15,6 +16,8 @@ from unbounded_tests.harness import PLUGIN_SPEC, SETUP, V1, V2, MachineRoot, mai
 
 SPEC = "/etc/cdi/nvidia.yaml"
 QUICK = "refresh:\n  settle_time: 0s\n"
+WAITING = "Another unbounded-nvidia-setup run is in progress, waiting for it to finish."
+IS_ROOT = os.geteuid() == 0
 
 
 class RefreshCase(unittest.TestCase):
@@ -255,7 +258,7 @@ class TestSettle(RefreshCase):
                 ready, _, _ = select.select([p.stderr], [], [], 60)
                 self.assertTrue(ready, "the refresh did not say it waits for the lock")
                 line = p.stderr.readline()
-                self.assertIn("Another unbounded-nvidia-setup run is in progress, waiting for it to finish.", line)
+                self.assertIn(WAITING, line)
                 self.touch_staging(m)
                 fcntl.flock(lock, fcntl.LOCK_UN)
                 out, err = p.communicate(timeout=60)
@@ -268,6 +271,60 @@ class TestSettle(RefreshCase):
         self.assertEqual(result["passes"], 2, line + err)
         self.assertEqual(result["outcome"], "ready", err)
         self.assertIn("changed while the refresh ran, refreshing again", err)
+
+    @unittest.skipUnless(IS_ROOT and shutil.which("unshare"), "needs root and unshare for a private mount namespace")
+    def test_a_tree_mounted_over_during_the_pass_is_refreshed_again(self):
+        """A host that binds a new tree over a staging directory changes no directory's times: the
+        check after the pass, which asks the directories the settle walk kept open, must see the mount
+        (/proc/self/mountinfo polls as changed) and walk afresh. The same lock dance as above, with
+        the refresh and the mount in one private mount namespace."""
+        m = self.running_machine()
+        tree = m.p("/run/host-nvidia/1")
+        out = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, out, True)
+        copy = os.path.join(out, "tree-1-again")
+        shutil.copytree(tree, copy, symlinks=True)
+        script = f"""
+            "{SETUP}" --root "{m.path}" --json refresh >"{out}/out" 2>"{out}/err" &
+            pid=$!
+            n=0
+            until grep -q "waiting for it to finish" "{out}/err"; do
+                n=$((n + 1)); [ $n -lt 3000 ] || {{ kill $pid; exit 91; }}; sleep 0.02
+            done
+            mount --bind "{copy}" "{tree}" || {{ kill $pid; exit 90; }}
+            touch "{out}/mounted"
+            wait $pid
+            echo $? >"{out}/rc"
+        """
+        with open(m.p("/run/unbounded-nvidia/lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            p = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c", script],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=m.run_env())
+            try:
+                deadline = time.monotonic() + 60
+                while not os.path.exists(f"{out}/mounted") and p.poll() is None and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                fcntl.flock(lock, fcntl.LOCK_UN)
+                _, script_err = p.communicate(timeout=60)
+            finally:
+                if p.poll() is None:
+                    p.kill()
+                    p.communicate()
+        self.assertEqual(p.returncode, 0, script_err)
+        err = open(f"{out}/err").read()
+        self.assertEqual(open(f"{out}/rc").read().strip(), "0", err)
+        result = json.loads(open(f"{out}/out").read())
+        self.assertEqual(result["passes"], 2, err)
+        self.assertEqual(result["outcome"], "ready", err)
+        self.assertIn("changed while the refresh ran, refreshing again", err)
+
+    def test_an_unchanged_staging_is_read_in_one_pass(self):
+        m = self.running_machine()
+        r = self.refresh(m)
+        self.assertEqual(r.result["passes"], 1, r.stderr)
+        self.assertEqual(r.result["outcome"], "ready")
+        self.assertNotIn("refreshing again", r.stderr)
+
 
 if __name__ == "__main__":
     main()
