@@ -106,7 +106,7 @@ const WalkedDir *Staging::walked_dir(std::size_t tree, std::string_view rel_dir)
 	if (!w)
 		return nullptr;
 	auto it = w->dirs.find(rel_dir);
-	return it == w->dirs.end() ? nullptr : &it->second;
+	return it == w->dirs.end() || it->second.error != 0 ? nullptr : &it->second;
 }
 
 std::vector<std::string> Staging::flavours(std::size_t tree, std::vector<std::string> *ignored) const

@@ -29,9 +29,12 @@ inline constexpr const char *DEBIAN_TRIPLETS[] = {"i386-linux-gnu", "x86_64-linu
 std::string bind_hint(std::string_view target);
 
 // A directory of a staging tree as the refresh's settle walk saw it (staging_quiet.hpp): open, with
-// its stat, or looked for and missing (fd -1). The fd belongs to the walk's StagingWatch.
+// its stat, or looked for and missing (fd -1; `error` the errno when it was there and did not open:
+// not an answer the walk's readers take, they open it themselves and fail as they would have). The
+// fd belongs to the walk's StagingWatch.
 struct WalkedDir {
 	int fd = -1;
+	int error = 0;
 	struct stat st = {};
 };
 

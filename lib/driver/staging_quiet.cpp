@@ -46,6 +46,18 @@ StagingWatch StagingWatch::open(const Context &ctx)
 
 namespace {
 
+// A directory opened, or the errno of the open.
+struct Opened {
+	UniqueFd fd;
+	int error = 0;
+};
+
+Opened opened(int fd)
+{
+	const int e = errno;
+	return Opened{UniqueFd(fd), fd < 0 ? e : 0};
+}
+
 // One walk: the identities found, in order, and (when asked) their directories kept open with what
 // the walk saw of each tree.
 struct Walk {
@@ -54,13 +66,23 @@ struct Walk {
 	std::uint32_t slot = 0;
 
 	// Looks for one directory: `fd` is it opened, invalid when missing. The fd stays valid until the
-	// walk ends (in `scratch` when not kept); -1 in the result when missing.
-	WalkedDir add(UniqueFd fd, std::vector<UniqueFd> &scratch)
+	// walk ends (in `scratch` when not kept); -1 in the result when missing (with the errno when the
+	// open failed for another reason than its not being there, or a directory).
+	WalkedDir add(Opened opened, std::vector<UniqueFd> &scratch)
 	{
+		UniqueFd fd = std::move(opened.fd);
+		const int open_errno = opened.error;
 		const std::uint32_t s = slot++;
 		WalkedDir d;
-		if (!fd || ::fstat(fd.get(), &d.st) < 0)
+		if (!fd) {
+			if (open_errno != ENOENT && open_errno != ENOTDIR && open_errno != ELOOP)
+				d.error = open_errno;
 			return d;
+		}
+		if (::fstat(fd.get(), &d.st) < 0) {
+			d.error = errno;
+			return d;
+		}
 		stamp.dirs.push_back(DirIdentity::of(s, d.st));
 		if (timespec_less(stamp.newest, d.st.st_ctim))
 			stamp.newest = d.st.st_ctim;
@@ -78,9 +100,9 @@ struct Walk {
 	}
 };
 
-UniqueFd open_path_dir(int parent, const char *name)
+Opened open_path_dir(int parent, const char *name)
 {
-	return UniqueFd(::openat(parent, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+	return opened(::openat(parent, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
 }
 
 // Stamps dir (a path of plain components below the tree) and each of its parents not yet stamped;
@@ -105,10 +127,11 @@ void stamp_dir(Walk &w, WalkedTree &tree, const std::string &dir, std::vector<Un
 // discovery reads and the firmware directories.
 void walk_tree(Walk &w, WalkedTree &tree, int tree_fd, std::vector<UniqueFd> &scratch)
 {
-	UniqueFd nvidia(::openat(tree_fd, staging_layout::FLAVOUR_PARENT, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-	if (nvidia)
-		tree.flavours = staging_layout::flavours_in(nvidia.get(), &tree.ignored_flavours);
-	tree.dirs.emplace(staging_layout::FLAVOUR_PARENT, w.add(std::move(nvidia), scratch));
+	// Stamped before it is listed: an entry made in between shows in the check after the pass.
+	const WalkedDir nvidia = w.add(opened(::openat(tree_fd, staging_layout::FLAVOUR_PARENT, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)), scratch);
+	if (nvidia.fd >= 0)
+		tree.flavours = staging_layout::flavours_in(nvidia.fd, &tree.ignored_flavours);
+	tree.dirs.emplace(staging_layout::FLAVOUR_PARENT, nvidia);
 	for (const auto &dir : staging_layout::scan_dirs(tree.flavours))
 		stamp_dir(w, tree, dir, scratch);
 	for (const char *dir : staging_layout::FIRMWARE_DIRS)
@@ -125,9 +148,11 @@ StagingStamp StagingWatch::walk(std::vector<UniqueFd> *keep, std::vector<WalkedT
 	auto pfd = fs::open_dir(real_parent_);
 	if (!pfd)
 		return w.stamp;
-	const int parent = pfd->get();
+	// Stamped before it is listed: a tree made in between shows in the check after the pass.
+	const int parent = w.add(Opened{std::move(*pfd), 0}, scratch).fd;
+	if (parent < 0)
+		return w.stamp;
 	auto names = fs::list_dir(parent, display_parent_);
-	w.add(std::move(*pfd), scratch);
 	if (!names)
 		return w.stamp;
 	std::sort(names->begin(), names->end(), numeric_name_less);  // the order Staging::open gives
@@ -167,7 +192,8 @@ StagingStamp StagingWatch::stamp()
 bool StagingWatch::mounts_changed() const
 {
 	struct pollfd p = {mountinfo_.get(), POLLPRI, 0};
-	return ::poll(&p, 1, 0) != 0 && (p.revents & (POLLPRI | POLLERR)) != 0;
+	const int r = ::poll(&p, 1, 0);
+	return r < 0 || (r > 0 && (p.revents & (POLLPRI | POLLERR)) != 0);  // an error: walk to know
 }
 
 bool StagingWatch::changed_since(const StagingStamp &was) const
@@ -209,6 +235,7 @@ QuietWait wait_for_quiet_staging(const Context &ctx, Millis settle, Millis limit
 		// step, is waited out in settle-sized steps up to the limit).
 		Millis nap = quiet < Millis(0) ? settle : settle - quiet;
 		nap = std::min(std::max(nap, Millis(50)), limit - w.waited);
+		w.watch = StagingWatch{};  // nothing of staging held open while it naps (a host's umount would be EBUSY)
 		std::this_thread::sleep_for(nap);
 	}
 }

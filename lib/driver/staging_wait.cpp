@@ -3,6 +3,7 @@
 #include "mounts.hpp"
 #include "nvidia_machine.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -31,6 +32,9 @@ StagingState probe_staging(const Context &ctx, const std::vector<WalkedTree> *wa
 			if (is_mount || (empty && !*empty))
 				s.usable.push_back(display);
 		}
+		// In the order of the listing below (by name), as setup reports them.
+		std::sort(s.usable.begin(), s.usable.end());
+		std::sort(s.mounts.begin(), s.mounts.end());
 	} else if (auto pfd = fs::open_dir(parent)) {
 		if (auto names = fs::list_dir(pfd->get(), ctx.config.staging)) {
 			for (const auto &n : *names) {

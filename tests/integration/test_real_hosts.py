@@ -5,7 +5,6 @@ installs them (debian_hosts.py), and bound into the machine the way the README's
 per recipe row, and one per way a real host failed before."""
 
 import contextlib
-import glob
 import json
 import os
 import shutil
@@ -81,37 +80,41 @@ class RealHostCase(unittest.TestCase):
         self.assertRefreshBuildsTheSame(m, r)
         return r
 
-    def assertRefreshBuildsTheSame(self, m, setup):
+    def assertRefreshBuildsTheSame(self, m, setup, env=None):
         """A refresh reads staging through its settle walk (staging_quiet.hpp), not as setup does: on every
-        real layout, with nothing memoised, it must build the root and spec setup built, and say the same."""
+        real layout, with nothing memoised, it must build the root and spec setup built, in one pass, and say
+        the same. Setup's root, spec and run directory are put back afterwards, for the test's own checks."""
+        spec = m.p("/etc/cdi/nvidia.yaml")
         manifest = os.path.join(m.driver_root(), ".unbounded-manifest.json")
-        with open(manifest) as f, open(m.p("/etc/cdi/nvidia.yaml")) as g:
+        with open(manifest) as f, open(spec) as g:
             built = (json.load(f)["entries"], g.read())
         config = m.p("/etc/unbounded/nvidia.yaml")
         before = open(config).read() if os.path.exists(config) else None
         run_dir = m.p("/run/unbounded-nvidia")
-        kept = os.path.join(self.tmp, "run-dir-of-setup")
-        shutil.rmtree(kept, ignore_errors=True)
-        shutil.copytree(run_dir, kept)
-        shutil.rmtree(m.driver_root())
-        os.unlink(m.p("/etc/cdi/nvidia.yaml"))
-        for memo in glob.glob(os.path.join(run_dir, "*.json")):
-            os.unlink(memo)
+        aside = {path: path + ".of-setup" for path in (m.driver_root(), spec, run_dir)}
+        for path, kept in aside.items():
+            os.rename(path, kept)
+        os.mkdir(run_dir, 0o755)
         m.config((before or "") + "\nrefresh:\n  settle_time: 0s\n")
         try:
-            r = m.run("--json", "refresh")
+            r = m.run("--json", "refresh", env=env)
+            with open(manifest) as f, open(spec) as g:
+                refreshed = (json.load(f)["entries"], g.read())
         finally:
             if before is None:
                 os.unlink(config)
             else:
                 m.config(before)
-            shutil.rmtree(run_dir)  # what the tests read next is setup's record
-            shutil.copytree(kept, run_dir)
+            for path, kept in aside.items():
+                if os.path.isdir(path):
+                    shutil.rmtree(path)
+                elif os.path.exists(path):
+                    os.unlink(path)
+                os.rename(kept, path)
         self.assertEqual(r.returncode, 0, r.stderr)
         result = json.loads(r.stdout)
         self.assertEqual(result["passes"], 1, result)
-        with open(manifest) as f, open(m.p("/etc/cdi/nvidia.yaml")) as g:
-            self.assertEqual((json.load(f)["entries"], g.read()), built)
+        self.assertEqual(refreshed, built)
         self.assertEqual(sorted(self.warnings(result)), sorted(self.warnings(setup.result)))
 
     @staticmethod
@@ -451,6 +454,7 @@ class TestFlavourIsolation(RealHostCase):
                 r = m.setup(env=env)
                 self.assertEqual(r.returncode, 0, r.stderr)
                 self.assertRegularCopy(m, f"libcuda.so.{v}", host.p(f"{LIB}/nvidia/current/libcuda.so.{v}"))
+                self.assertRefreshBuildsTheSame(m, r, env=env)  # the walk's flavours, capped alike
                 cap = [w for w in self.warnings(r.result) if "flavour directories" in w]
                 self.assertEqual(len(cap), 1, r.result["warnings"])
                 self.assertIn("/run/host-nvidia/0/nvidia", cap[0])

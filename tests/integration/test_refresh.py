@@ -244,12 +244,9 @@ class TestSettle(RefreshCase):
         self.assertTrue(any("was still changing after 1s (refresh.settle_limit)" in w for w in r.result["warnings"]),
                         r.result["warnings"])
 
-    def test_staging_changed_during_the_pass_is_refreshed_again(self):
-        """A refresh stamps staging after its pass too: a change made while it worked, which the path
-        unit does not see (systemd drops its watches while the service runs), makes it go again. The
-        test holds the run lock: the refresh settles, then waits for the lock inside its pass; the
-        host changes a staging tree, the lock is released, and the pass reads on."""
-        m = self.running_machine()
+    def refresh_changing_staging_meanwhile(self, m):
+        """Holds the run lock: the refresh settles, then waits for the lock inside its pass; the host
+        changes a staging tree, the lock is released, and the pass reads on."""
         with open(m.p("/run/unbounded-nvidia/lock"), "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             p = subprocess.Popen([SETUP, "--root", m.path, "--json", "refresh"], stdout=subprocess.PIPE,
@@ -271,6 +268,24 @@ class TestSettle(RefreshCase):
         self.assertEqual(result["passes"], 2, line + err)
         self.assertEqual(result["outcome"], "ready", err)
         self.assertIn("changed while the refresh ran, refreshing again", err)
+
+    def test_staging_changed_during_the_pass_is_refreshed_again(self):
+        """A refresh stamps staging after its pass too: a change made while it worked, which the path
+        unit does not see (systemd drops its watches while the service runs), makes it go again."""
+        self.refresh_changing_staging_meanwhile(self.running_machine())
+
+    def test_more_staging_directories_than_the_watch_holds_open(self):
+        """Past StagingWatch::MAX_HELD (128) directories the settle walk keeps none open: the check after
+        the pass walks again and discovery opens staging itself, with the same answers."""
+        m = self.running_machine()
+        for i in range(10, 140):
+            os.makedirs(m.p(f"/run/host-nvidia/{i}"))
+        self.assertEqual(m.setup().returncode, 0)
+        before = self.live(m)
+        r = self.refresh(m)
+        self.assertEqual((r.result["passes"], r.result["outcome"]), (1, "ready"), r.stderr)
+        self.assertEqual(self.live(m), before)
+        self.refresh_changing_staging_meanwhile(m)
 
     @unittest.skipUnless(IS_ROOT and shutil.which("unshare"), "needs root and unshare for a private mount namespace")
     def test_a_tree_mounted_over_during_the_pass_is_refreshed_again(self):
