@@ -92,23 +92,28 @@ class RealHostCase(unittest.TestCase):
         before = open(config).read() if os.path.exists(config) else None
         run_dir = m.p("/run/unbounded-nvidia")
         aside = {path: path + ".of-setup" for path in (m.driver_root(), spec, run_dir)}
-        for path, kept in aside.items():
-            os.rename(path, kept)
-        os.mkdir(run_dir, 0o755)
-        m.config((before or "") + "\nrefresh:\n  settle_time: 0s\n")
+        refreshed = None
         try:
+            for path, kept in aside.items():
+                os.rename(path, kept)
+            os.mkdir(run_dir, 0o755)
+            m.config((before or "") + "\nrefresh:\n  settle_time: 0s\n")
             r = m.run("--json", "refresh", env=env)
-            with open(manifest) as f, open(spec) as g:
-                refreshed = (json.load(f)["entries"], g.read())
+            if r.returncode == 0:
+                with open(manifest) as f, open(spec) as g:
+                    refreshed = (json.load(f)["entries"], g.read())
         finally:
             if before is None:
-                os.unlink(config)
+                if os.path.exists(config):
+                    os.unlink(config)
             else:
                 m.config(before)
             for path, kept in aside.items():
-                if os.path.isdir(path):
+                if not os.path.lexists(kept):
+                    continue
+                if os.path.isdir(path) and not os.path.islink(path):
                     shutil.rmtree(path)
-                elif os.path.exists(path):
+                elif os.path.lexists(path):
                     os.unlink(path)
                 os.rename(kept, path)
         self.assertEqual(r.returncode, 0, r.stderr)
