@@ -5,7 +5,8 @@
 For each tree, side by side in one run: a full setup against `cp -L` of the same files and against a
 parallel copy of them (`xargs -P<cpus> cp -L`), an unchanged re-run against the full setup, and (155 MiB)
 a refresh that finds nothing changed against the unchanged re-run, with the default configuration
-(the bench first lets staging age past the default settle time, as it has on a running machine); and
+(the bench first lets staging age past the default settle time, as it has on a running machine),
+also as the median ratio of alternating pairs; and
 the setup process's peak RSS (VmHWM, as setup reports it in its --json result). Figures are medians
 on tmpfs (the driver root's file system in production), with the staging files already in the page
 cache, as they are on a host.
@@ -33,6 +34,24 @@ TREES = {
                "libnvcuvid": 40, "libnvidia-opticalflow": 30, "libnvidia-encode": 20}, 7),
 }
 CPUS = len(os.sched_getaffinity(0))
+# Alternating pairs of an unchanged re-run and a no-change refresh: the two differ by a few tenths of a
+# per cent, under this VM's drift between the medians of separate lists, so the ratio is taken per pair.
+PAIRS = 501
+
+
+def paired_ratios(rerun, refresh):
+    """Sorted refresh/re-run time ratios of PAIRS pairs run back to back, which of the two goes first
+    alternating."""
+    ratios = []
+    for i in range(PAIRS):
+        if i % 2:
+            a, _ = timed(rerun)
+            b, _ = timed(refresh)
+        else:
+            b, _ = timed(refresh)
+            a, _ = timed(rerun)
+        ratios.append(b / a)
+    return sorted(ratios)
 
 
 def bench_tree(tmp, label, padding, runs, with_refresh):
@@ -115,6 +134,9 @@ def bench_tree(tmp, label, padding, runs, with_refresh):
     if noop:
         n = statistics.median(noop)
         print(f"  refresh, no change:           {n * 1000:8.1f} ms   refresh/re-run = {n / r:.2f}")
+        ratios = paired_ratios(cmd, refresh)
+        print(f"  refresh/re-run in {PAIRS} alternating pairs: median {statistics.median(ratios):.3f}, "
+              f"quartiles {ratios[PAIRS // 4]:.3f}-{ratios[3 * PAIRS // 4]:.3f}")
     if base_rerun:
         b = statistics.median(base_rerun)
         bn = statistics.median(base_noop)
