@@ -58,20 +58,26 @@ Result<void> Discovery::list_scan_dirs()
 			const std::string &dir = dirs[i];
 			const std::string display = fs::join(st_.trees()[t].display, dir);
 			// The directory's identity keys the memo: what the settle walk saw (a refresh), or
-			// its fstat. It is opened only to be listed.
+			// its fstat. It is opened only to be stat'ed or listed; false when it is missing.
 			UniqueFd dfd;
+			auto open = [&]() -> Result<bool> {
+				auto opened = st_.open_dir(t, dir);
+				if (!opened)
+					return fail(opened.error());
+				dfd = std::move(*opened);
+				return dfd.valid();
+			};
 			struct stat dst = {};
 			if (const WalkedDir *w = st_.walked_dir(t, dir)) {
 				if (w->fd < 0)
 					continue;
 				dst = w->st;
 			} else {
-				auto opened = st_.open_dir(t, dir);
-				if (!opened)
-					return fail(opened.error());
-				if (!*opened)
+				auto there = open();
+				if (!there)
+					return fail(there.error());
+				if (!*there)
 					continue;
-				dfd = std::move(*opened);
 				if (::fstat(dfd.get(), &dst) < 0)
 					return fail(last_errno_error("Failed to stat " + display));
 			}
@@ -81,12 +87,11 @@ Result<void> Discovery::list_scan_dirs()
 				names = *cached;
 			} else {
 				if (!dfd) {
-					auto opened = st_.open_dir(t, dir);
-					if (!opened)
-						return fail(opened.error());
-					if (!*opened)
+					auto there = open();
+					if (!there)
+						return fail(there.error());
+					if (!*there)
 						continue;
-					dfd = std::move(*opened);
 				}
 				auto listed = fs::list_dir(dfd.get(), display, /*sorted=*/false, could_be_driver_file);
 				if (!listed)

@@ -20,18 +20,24 @@ StagingState probe_staging(const Context &ctx, const std::vector<WalkedTree> *wa
 	if (auto m = MountTable::load(canonical_parent))
 		s.mounts_table = std::make_shared<MountTable>(std::move(*m));
 	const MountTable *mounts = s.mounts_table.get();
+	// One staging directory, open at tree_fd (-1 when it did not open): usable when a mount or not empty.
+	auto add_tree = [&](const std::string &name, int tree_fd) {
+		const std::string display = fs::join(ctx.config.staging, name);
+		const bool is_mount = mounts && mounts->mount_at(fs::join(canonical_parent, name)).has_value();
+		bool non_empty = false;
+		if (tree_fd >= 0)
+			if (auto empty = fs::dir_is_empty(tree_fd, display))
+				non_empty = !*empty;
+		if (is_mount)
+			s.mounts.push_back(display);
+		if (is_mount || non_empty)
+			s.usable.push_back(display);
+	};
 
 	if (walked && !walked->empty()) {
 		s.nvidia_machine = true;
-		for (const auto &t : *walked) {
-			const std::string display = fs::join(ctx.config.staging, t.name);
-			const bool is_mount = mounts && mounts->mount_at(fs::join(canonical_parent, t.name)).has_value();
-			auto empty = fs::dir_is_empty(t.dirs.at("").fd, display);
-			if (is_mount)
-				s.mounts.push_back(display);
-			if (is_mount || (empty && !*empty))
-				s.usable.push_back(display);
-		}
+		for (const auto &t : *walked)
+			add_tree(t.name, t.dirs.at("").fd);
 		// In the order of the listing below (by name), as setup reports them.
 		std::sort(s.usable.begin(), s.usable.end());
 		std::sort(s.mounts.begin(), s.mounts.end());
@@ -44,16 +50,8 @@ StagingState probe_staging(const Context &ctx, const std::vector<WalkedTree> *wa
 				struct stat st = {};
 				if (::fstatat(pfd->get(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
 					continue;
-				const std::string display = fs::join(ctx.config.staging, n);
-				bool is_mount = mounts && mounts->mount_at(fs::join(canonical_parent, n)).has_value();
-				bool non_empty = false;
-				if (auto sub = fs::open_dir_at(pfd->get(), n, display))
-					if (auto empty = fs::dir_is_empty(sub->get(), display))
-						non_empty = !*empty;
-				if (is_mount)
-					s.mounts.push_back(display);
-				if (is_mount || non_empty)
-					s.usable.push_back(display);
+				auto sub = fs::open_dir_at(pfd->get(), n, fs::join(ctx.config.staging, n));
+				add_tree(n, sub ? sub->get() : -1);
 			}
 		}
 	}
