@@ -35,8 +35,9 @@ constexpr const char *LICENSE_SERVICE_UNIT = "unbounded-nvidia-license-reload.se
 constexpr const char *LICENSE_INSTALL_UNIT = "unbounded-nvidia-license-install.service";
 // nvidia-container-toolkit's refresh units write /var/run/cdi/nvidia.yaml, which shadows ours.
 constexpr const char *MASKED_UNITS[] = {"nvidia-cdi-refresh.path", "nvidia-cdi-refresh.service"};
-// Units that must start only after setup; containerd also requires it.
-constexpr const char *ORDERED_UNITS[] = {"containerd.service", "kubelet.service"};
+// Units that must start only after setup succeeded: Requires= and After= for both, since kubeadm's
+// kubelet.service does not require containerd (it would start and crash-loop beside a failed setup).
+constexpr const char *PROTECTED_UNITS[] = {"containerd.service", "kubelet.service"};
 
 std::string rooted(const Input &in, const std::string &path) { return fs::root_path(in.root, path); }
 
@@ -119,10 +120,13 @@ Decision decide(const Input &in, Error *config_error)
 		d.reason = "enabled: true in " + std::string(DEFAULT_CONFIG_PATH);
 		break;
 	case Enabled::Auto:
-		d.nvidia = staged || ctl;
-		d.reason = staged ? cfg.staging + " has staging entries"
-			   : ctl  ? "/dev/nvidiactl exists"
-				  : "no " + cfg.staging + " entries and no /dev/nvidiactl";
+		// expected_gpus says this is a GPU machine whatever the host bound: a machine that lost its
+		// binds must fail setup (and so hold containerd back), not start as a CPU node.
+		d.nvidia = staged || ctl || cfg.expected_gpus.has_value();
+		d.reason = staged              ? cfg.staging + " has staging entries"
+			   : ctl               ? "/dev/nvidiactl exists"
+			   : cfg.expected_gpus ? "expected_gpus: " + std::to_string(*cfg.expected_gpus) + " in " + std::string(DEFAULT_CONFIG_PATH)
+					       : "no " + cfg.staging + " entries and no /dev/nvidiactl";
 		break;
 	}
 	// SourcePath= names the file the units are generated from, as systemd's own generators do: the
@@ -381,9 +385,10 @@ Result<void> write_setup(Output &out, const Decision &d)
 {
 	if (auto r = out.file(SETUP_UNIT, setup_unit_text(d, d.config)); !r)
 		return r;
-	if (auto r = out.link(std::string("containerd.service.requires/") + SETUP_UNIT, std::string("../") + SETUP_UNIT); !r)
-		return r;
-	for (const char *unit : ORDERED_UNITS)
+	for (const char *unit : PROTECTED_UNITS)
+		if (auto r = out.link(std::string(unit) + ".requires/" + SETUP_UNIT, std::string("../") + SETUP_UNIT); !r)
+			return r;
+	for (const char *unit : PROTECTED_UNITS)
 		if (auto r = out.file(std::string(unit) + ".d/50-unbounded-nvidia-setup.conf",
 				      std::string(HEADER) + "\n[Unit]\nAfter=" + SETUP_UNIT + "\n");
 		    !r)

@@ -37,6 +37,7 @@ void sleep_through(Millis d) { std::this_thread::sleep_for(d); }
 class NoUnitManager final : public UnitManager {
 public:
 	Result<UnitStatus> status(const std::string &unit) override { return refuse(unit); }
+	Result<UnitState> state(const std::string &unit) override { return fail(refuse(unit).error()); }
 	Result<void> stop(const std::string &unit, Millis) override { return fail(refuse(unit).error()); }
 	Result<void> start(const std::string &unit, Millis) override { return fail(refuse(unit).error()); }
 	Result<bool> system_stopping() override { return fail(refuse("the manager").error()); }

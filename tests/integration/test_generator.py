@@ -178,6 +178,18 @@ class TestGolden(unittest.TestCase):
     def test_15_disabled_by_config_with_our_stale_spec(self):
         self.check_case("15-disabled-with-stale-spec")
 
+    def test_18_expected_gpus_without_binds_is_a_gpu_machine(self):
+        """Issue 43: a machine configured with expected_gpus whose host bound nothing must hold
+        containerd and kubelet back (setup fails until the binds come), not start as a CPU node."""
+        r = self.check_case("18-expected-gpus-without-binds")
+        self.assertIn("expected_gpus: 8", r.stderr)
+
+    def test_kubelet_requires_setup_like_containerd(self):
+        """Issue 43: kubeadm's kubelet.service has no Requires=containerd: it is held back itself."""
+        for unit in ("containerd.service", "kubelet.service"):
+            link = os.path.join(CASES, "01-gpu-machine", "expected", f"{unit}.requires", "unbounded-nvidia-setup.service")
+            self.assertEqual(os.readlink(link), "../unbounded-nvidia-setup.service")
+
     def test_kill_switch_from_the_environment(self):
         r, out, _ = self.generate("04-licensing-configured", env={"VGPU_LICENSE_AUTO_RELOAD": "false"})
         self.assertEqual(r.returncode, 0, r.stderr)

@@ -42,6 +42,11 @@ public:
 		return UnitStatus{active, active == "active" ? "running" : "dead", pid, kill_signal, send_sigkill,
 				  active == "active" ? std::string(id) : std::string(), 0};
 	}
+	Result<UnitState> state(const std::string &unit) override
+	{
+		calls.push_back("state " + unit);
+		return UnitState{"loaded", active, active == "active" ? "running" : "dead", 0, ""};
+	}
 	Result<void> stop(const std::string &unit, Millis timeout) override
 	{
 		calls.push_back("stop " + unit);

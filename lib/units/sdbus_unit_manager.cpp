@@ -1,35 +1,96 @@
 // UnitManager over sd-bus: org.freedesktop.systemd1.Manager LoadUnit/StartUnit/StopUnit, waiting for
-// the job's JobRemoved signal, and the unit's properties for status.
+// the job's JobRemoved signal, and the unit's properties for status. libsystemd is dlopen()ed on the
+// first connect, as systemd does with its optional libraries: on bookworm it pulls in libgcrypt,
+// liblz4, libzstd, liblzma and libcap (about 1 ms per start), which setup's boot path, which never
+// talks to the bus, must not pay (core/sd_protocols.hpp).
 #include "unit_manager.hpp"
 
 #include <chrono>
 #include <cstdlib>
-#include <unistd.h>
 #include <cstring>
+#include <dlfcn.h>
+#include <unistd.h>
 #include <systemd/sd-bus.h>
 
 namespace unbounded {
 namespace {
 
+// The sd-bus functions we call, resolved from libsystemd.so.0 (declarations from its header, so a
+// signature that changed fails the build, not the call).
+struct SdBusApi {
+#define SD_BUS_FUNCTIONS(X)           \
+	X(sd_bus_call_method)         \
+	X(sd_bus_error_free)          \
+	X(sd_bus_error_has_name)      \
+	X(sd_bus_flush_close_unref)   \
+	X(sd_bus_get_property)        \
+	X(sd_bus_get_property_string) \
+	X(sd_bus_match_signal)        \
+	X(sd_bus_message_read)        \
+	X(sd_bus_message_read_array)  \
+	X(sd_bus_message_read_basic)  \
+	X(sd_bus_message_unref)       \
+	X(sd_bus_new)                 \
+	X(sd_bus_open_system)         \
+	X(sd_bus_process)             \
+	X(sd_bus_set_address)         \
+	X(sd_bus_slot_unref)          \
+	X(sd_bus_start)               \
+	X(sd_bus_unref)               \
+	X(sd_bus_wait)
+#define SD_BUS_MEMBER(name) decltype(&::name) name = nullptr;
+	SD_BUS_FUNCTIONS(SD_BUS_MEMBER)
+#undef SD_BUS_MEMBER
+};
+
+// Loaded once per process; the library stays loaded (sd-bus objects outlive any one caller).
+Result<const SdBusApi *> sd_bus_api()
+{
+	static SdBusApi api;
+	static std::string failure;
+	static bool loaded = false;
+	if (!loaded) {
+		loaded = true;
+		void *lib = ::dlopen("libsystemd.so.0", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+		if (!lib)
+			failure = std::string("Failed to load libsystemd.so.0: ") + ::dlerror();
+#define SD_BUS_RESOLVE(name)                                                          \
+	if (lib && failure.empty()) {                                                 \
+		api.name = reinterpret_cast<decltype(api.name)>(::dlsym(lib, #name)); \
+		if (!api.name)                                                        \
+			failure = "Failed to find " #name " in libsystemd.so.0";      \
+	}
+		SD_BUS_FUNCTIONS(SD_BUS_RESOLVE)
+#undef SD_BUS_RESOLVE
+	}
+	if (!failure.empty())
+		return fail(make_error(failure, EXIT_NOT_READY, ENOENT));
+	return &api;
+}
+#undef SD_BUS_FUNCTIONS
+
+const SdBusApi *bus_api;  // set by connect_system_manager() before any manager exists
+
 constexpr const char *DEST = "org.freedesktop.systemd1";
 constexpr const char *PATH = "/org/freedesktop/systemd1";
 constexpr const char *MANAGER = "org.freedesktop.systemd1.Manager";
+constexpr const char *UNIT = "org.freedesktop.systemd1.Unit";
 
 struct BusDeleter {
-	void operator()(sd_bus *b) const { sd_bus_flush_close_unref(b); }
+	void operator()(sd_bus *b) const { bus_api->sd_bus_flush_close_unref(b); }
 };
 struct MessageDeleter {
-	void operator()(sd_bus_message *m) const { sd_bus_message_unref(m); }
+	void operator()(sd_bus_message *m) const { bus_api->sd_bus_message_unref(m); }
 };
 struct SlotDeleter {
-	void operator()(sd_bus_slot *s) const { sd_bus_slot_unref(s); }
+	void operator()(sd_bus_slot *s) const { bus_api->sd_bus_slot_unref(s); }
 };
 using Message = std::unique_ptr<sd_bus_message, MessageDeleter>;
 
 // sd_bus_error owns strings; this frees them on every path.
 class BusError {
 public:
-	~BusError() { sd_bus_error_free(&e_); }
+	~BusError() { bus_api->sd_bus_error_free(&e_); }
 	sd_bus_error *get() { return &e_; }
 	std::string text(int r) const
 	{
@@ -51,7 +112,7 @@ int on_job_removed(sd_bus_message *m, void *userdata, sd_bus_error *)
 	auto *w = static_cast<JobWait *>(userdata);
 	uint32_t id;
 	const char *path = nullptr, *unit = nullptr, *result = nullptr;
-	if (sd_bus_message_read(m, "uoss", &id, &path, &unit, &result) < 0)
+	if (bus_api->sd_bus_message_read(m, "uoss", &id, &path, &unit, &result) < 0)
 		return 0;
 	if (path && w->path == path) {
 		w->done = true;
@@ -64,6 +125,56 @@ class SdBusUnitManager final : public UnitManager {
 public:
 	SdBusUnitManager(sd_bus *bus, bool direct) : bus_(bus), direct_(direct) {}
 
+	Result<UnitState> state(const std::string &unit) override
+	{
+		auto path = unit_path(unit);
+		if (!path)
+			return fail(path.error());
+		UnitState s;
+		const std::pair<const char *, std::string *> strings[] = {
+			{"LoadState", &s.load_state}, {"ActiveState", &s.active_state}, {"SubState", &s.sub_state}};
+		for (const auto &[prop, out] : strings) {
+			BusError err;
+			char *v = nullptr;
+			int r = bus_api->sd_bus_get_property_string(bus_.get(), DEST, path->c_str(), UNIT, prop, err.get(), &v);
+			if (r < 0)
+				return fail(errno_error(-r, "Failed to read " + std::string(prop) + " of " + unit + ": " + err.text(r)));
+			*out = v;
+			free(v);
+		}
+		{
+			BusError err;
+			sd_bus_message *reply = nullptr;
+			int r = bus_api->sd_bus_get_property(bus_.get(), DEST, path->c_str(), UNIT, "ActiveEnterTimestamp", err.get(), &reply, "t");
+			Message m(reply);
+			if (r >= 0)
+				r = bus_api->sd_bus_message_read_basic(m.get(), 't', &s.active_enter_usec);
+			if (r < 0)
+				return fail(errno_error(-r, "Failed to read ActiveEnterTimestamp of " + unit + ": " + err.text(r)));
+		}
+		// The queued job, (id, path); id 0 when there is none. Its type is the job object's.
+		BusError err;
+		sd_bus_message *reply = nullptr;
+		int r = bus_api->sd_bus_get_property(bus_.get(), DEST, path->c_str(), UNIT, "Job", err.get(), &reply, "(uo)");
+		Message m(reply);
+		uint32_t id = 0;
+		const char *job = nullptr;
+		if (r >= 0)
+			r = bus_api->sd_bus_message_read(m.get(), "(uo)", &id, &job);
+		if (r < 0)
+			return fail(errno_error(-r, "Failed to read the job of " + unit + ": " + err.text(r)));
+		if (id != 0 && job) {
+			BusError jerr;
+			char *type = nullptr;
+			r = bus_api->sd_bus_get_property_string(bus_.get(), DEST, job, "org.freedesktop.systemd1.Job", "JobType", jerr.get(), &type);
+			if (r >= 0) {  // a job that finished meanwhile has no object any more: none queued
+				s.job_type = type;
+				free(type);
+			}
+		}
+		return s;
+	}
+
 	Result<UnitStatus> status(const std::string &unit) override
 	{
 		auto path = unit_path(unit);
@@ -73,7 +184,7 @@ public:
 		auto str = [&](const char *iface, const char *prop, std::string &out) -> Result<void> {
 			BusError err;
 			char *v = nullptr;
-			int r = sd_bus_get_property_string(bus_.get(), DEST, path->c_str(), iface, prop, err.get(), &v);
+			int r = bus_api->sd_bus_get_property_string(bus_.get(), DEST, path->c_str(), iface, prop, err.get(), &v);
 			if (r < 0)
 				return fail(errno_error(-r, "Failed to read " + std::string(prop) + " of " + unit + ": " + err.text(r)));
 			out = v;
@@ -87,11 +198,11 @@ public:
 		auto get = [&](const char *prop, char type, void *out) -> Result<void> {
 			BusError err;
 			sd_bus_message *reply = nullptr;
-			int r = sd_bus_get_property(bus_.get(), DEST, path->c_str(), "org.freedesktop.systemd1.Service", prop,
-						    err.get(), &reply, std::string(1, type).c_str());
+			int r = bus_api->sd_bus_get_property(bus_.get(), DEST, path->c_str(), "org.freedesktop.systemd1.Service", prop,
+							     err.get(), &reply, std::string(1, type).c_str());
 			Message m(reply);
 			if (r >= 0)
-				r = sd_bus_message_read_basic(m.get(), type, out);
+				r = bus_api->sd_bus_message_read_basic(m.get(), type, out);
 			if (r < 0)
 				return fail(errno_error(-r, "Failed to read " + std::string(prop) + " of " + unit + ": " + err.text(r)));
 			return {};
@@ -111,11 +222,11 @@ public:
 		{
 			BusError err;
 			sd_bus_message *reply = nullptr;
-			int r = sd_bus_get_property(bus_.get(), DEST, path->c_str(), "org.freedesktop.systemd1.Unit", "ActiveEnterTimestamp",
-						    err.get(), &reply, "t");
+			int r = bus_api->sd_bus_get_property(bus_.get(), DEST, path->c_str(), "org.freedesktop.systemd1.Unit", "ActiveEnterTimestamp",
+							     err.get(), &reply, "t");
 			Message m(reply);
 			if (r >= 0)
-				sd_bus_message_read_basic(m.get(), 't', &s.active_enter_usec);
+				bus_api->sd_bus_message_read_basic(m.get(), 't', &s.active_enter_usec);
 		}
 		return s;
 	}
@@ -125,13 +236,13 @@ public:
 	{
 		BusError err;
 		sd_bus_message *reply = nullptr;
-		int r = sd_bus_get_property(bus_.get(), DEST, path.c_str(), "org.freedesktop.systemd1.Unit", "InvocationID", err.get(),
-					    &reply, "ay");
+		int r = bus_api->sd_bus_get_property(bus_.get(), DEST, path.c_str(), "org.freedesktop.systemd1.Unit", "InvocationID", err.get(),
+						     &reply, "ay");
 		Message m(reply);
 		const void *bytes = nullptr;
 		size_t n = 0;
 		std::string id;
-		if (r >= 0 && sd_bus_message_read_array(m.get(), 'y', &bytes, &n) >= 0 && n == 16) {
+		if (r >= 0 && bus_api->sd_bus_message_read_array(m.get(), 'y', &bytes, &n) >= 0 && n == 16) {
 			static constexpr char hex[] = "0123456789abcdef";
 			for (size_t i = 0; i < n; i++) {
 				const auto b = static_cast<const unsigned char *>(bytes)[i];
@@ -146,7 +257,7 @@ public:
 	{
 		BusError err;
 		char *v = nullptr;
-		int r = sd_bus_get_property_string(bus_.get(), DEST, PATH, MANAGER, "SystemState", err.get(), &v);
+		int r = bus_api->sd_bus_get_property_string(bus_.get(), DEST, PATH, MANAGER, "SystemState", err.get(), &v);
 		if (r < 0)
 			return fail(errno_error(-r, "Failed to read the service manager's SystemState: " + err.text(r)));
 		const bool stopping = std::string_view(v) == "stopping";
@@ -162,11 +273,11 @@ private:
 	{
 		BusError err;
 		sd_bus_message *reply = nullptr;
-		int r = sd_bus_call_method(bus_.get(), DEST, PATH, MANAGER, "LoadUnit", err.get(), &reply, "s", unit.c_str());
+		int r = bus_api->sd_bus_call_method(bus_.get(), DEST, PATH, MANAGER, "LoadUnit", err.get(), &reply, "s", unit.c_str());
 		Message m(reply);
 		const char *p = nullptr;
 		if (r >= 0)
-			r = sd_bus_message_read(m.get(), "o", &p);
+			r = bus_api->sd_bus_message_read(m.get(), "o", &p);
 		if (r < 0)
 			return fail(errno_error(-r, "Failed to load " + unit + ": " + err.text(r)));
 		return std::string(p);
@@ -178,26 +289,26 @@ private:
 		sd_bus_slot *slot = nullptr;
 		// Subscribe before queueing the job so its JobRemoved cannot be missed.
 		// On a direct connection to PID 1 messages carry no sender, so the match must not ask for one.
-		int r = sd_bus_match_signal(bus_.get(), &slot, direct_ ? nullptr : DEST, PATH, MANAGER, "JobRemoved",
-					    on_job_removed, &wait);
+		int r = bus_api->sd_bus_match_signal(bus_.get(), &slot, direct_ ? nullptr : DEST, PATH, MANAGER, "JobRemoved",
+						     on_job_removed, &wait);
 		std::unique_ptr<sd_bus_slot, SlotDeleter> guard(slot);
 		if (r < 0)
 			return fail(errno_error(-r, "Failed to subscribe to systemd job signals"));
 		{
 			BusError err;
 			sd_bus_message *reply = nullptr;
-			r = sd_bus_call_method(bus_.get(), DEST, PATH, MANAGER, "Subscribe", err.get(), &reply, "");
+			r = bus_api->sd_bus_call_method(bus_.get(), DEST, PATH, MANAGER, "Subscribe", err.get(), &reply, "");
 			Message m(reply);
-			if (r < 0 && !sd_bus_error_has_name(err.get(), "org.freedesktop.systemd1.AlreadySubscribed"))
+			if (r < 0 && !bus_api->sd_bus_error_has_name(err.get(), "org.freedesktop.systemd1.AlreadySubscribed"))
 				return fail(errno_error(-r, "Failed to subscribe to systemd: " + err.text(r)));
 		}
 		BusError err;
 		sd_bus_message *reply = nullptr;
-		r = sd_bus_call_method(bus_.get(), DEST, PATH, MANAGER, method, err.get(), &reply, "ss", unit.c_str(), "replace");
+		r = bus_api->sd_bus_call_method(bus_.get(), DEST, PATH, MANAGER, method, err.get(), &reply, "ss", unit.c_str(), "replace");
 		Message m(reply);
 		const char *job_path = nullptr;
 		if (r >= 0)
-			r = sd_bus_message_read(m.get(), "o", &job_path);
+			r = bus_api->sd_bus_message_read(m.get(), "o", &job_path);
 		if (r < 0)
 			return fail(errno_error(-r, std::string("Failed to ") + (std::strcmp(method, "StopUnit") == 0 ? "stop " : "start ") +
 							    unit + ": " + err.text(r)));
@@ -205,7 +316,7 @@ private:
 
 		const auto deadline = std::chrono::steady_clock::now() + timeout;
 		while (!wait.done) {
-			r = sd_bus_process(bus_.get(), nullptr);
+			r = bus_api->sd_bus_process(bus_.get(), nullptr);
 			if (r < 0)
 				return fail(errno_error(-r, "Failed to process D-Bus messages"));
 			if (r > 0)
@@ -215,7 +326,7 @@ private:
 				return fail(make_error(std::string("Timed out after ") + format_duration(timeout) + " waiting for the " +
 							       (std::strcmp(method, "StopUnit") == 0 ? "stop" : "start") + " job of " + unit,
 						       EXIT_NOT_READY, ETIMEDOUT));
-			r = sd_bus_wait(bus_.get(), static_cast<uint64_t>(left.count()));
+			r = bus_api->sd_bus_wait(bus_.get(), static_cast<uint64_t>(left.count()));
 			if (r < 0 && r != -EINTR)
 				return fail(errno_error(-r, "Failed to wait for D-Bus messages"));
 		}
@@ -233,21 +344,25 @@ private:
 
 Result<std::unique_ptr<UnitManager>> connect_system_manager()
 {
+	auto api = sd_bus_api();
+	if (!api)
+		return fail(api.error());
+	bus_api = *api;
 	// As systemctl does: as root, talk to PID 1 over its private socket, which needs no D-Bus daemon
 	// (minimal machine images have none); otherwise the system bus.
 	sd_bus *bus = nullptr;
 	if (::geteuid() == 0 && ::access("/run/systemd/private", F_OK) == 0 && !std::getenv("DBUS_SYSTEM_BUS_ADDRESS")) {
-		int r = sd_bus_new(&bus);
+		int r = bus_api->sd_bus_new(&bus);
 		if (r >= 0)
-			r = sd_bus_set_address(bus, "unix:path=/run/systemd/private");
+			r = bus_api->sd_bus_set_address(bus, "unix:path=/run/systemd/private");
 		if (r >= 0)
-			r = sd_bus_start(bus);
+			r = bus_api->sd_bus_start(bus);
 		if (r >= 0)
 			return std::unique_ptr<UnitManager>(std::make_unique<SdBusUnitManager>(bus, true));
-		sd_bus_unref(bus);
+		bus_api->sd_bus_unref(bus);
 		bus = nullptr;
 	}
-	int r = sd_bus_open_system(&bus);
+	int r = bus_api->sd_bus_open_system(&bus);
 	if (r < 0)
 		return fail(errno_error(-r, "Failed to connect to the system bus"));
 	return std::unique_ptr<UnitManager>(std::make_unique<SdBusUnitManager>(bus, false));
