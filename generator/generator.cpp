@@ -224,7 +224,7 @@ std::string setup_unit_text(const Decision &d, const Config &cfg)
 {
 	// Covers the bounded wait for the staging mounts plus a generous copy of a whole driver.
 	const long timeout_s = static_cast<long>(cfg.staging_timeout.count() / 1000) + 120;
-	std::string u = oneshot_before_containerd(d, "NVIDIA driver root and CDI spec for containers", "setup");
+	std::string u = oneshot_before_containerd(d, "NVIDIA driver root and CDI spec for containers", "setup --boot");
 	u += "NotifyAccess=main\n";  // STATUS= lines from the oneshot, for systemctl status
 	u += "TimeoutStartSec=" + std::to_string(timeout_s) + "s\n";
 	u += setup_sandbox(cfg);

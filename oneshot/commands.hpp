@@ -14,7 +14,9 @@
 
 namespace unbounded {
 
-int run_setup(const Context &ctx, Report &report);
+// boot: the setup unit's run (setup --boot): retries while the host is not ready, records what its
+// failure holds back (self_repair.hpp).
+int run_setup(const Context &ctx, Report &report, bool boot = false);
 int run_refresh(const Context &ctx, Report &report);
 int run_cleanup(const Context &ctx, Report &report);
 int run_verify(const Context &ctx, Report &report);

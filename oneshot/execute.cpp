@@ -5,9 +5,13 @@
 #include "log.hpp"
 #include "metrics.hpp"
 #include "metrics_report.hpp"
+#include "self_repair.hpp"
 #include "spec_marker.hpp"
 
+#include <cerrno>
 #include <chrono>
+#include <fcntl.h>
+#include <unistd.h>
 
 namespace unbounded {
 
@@ -46,6 +50,24 @@ Result<fs::WriteOutcome> write_generated_spec(const std::string &output, const s
 Result<bool> remove_spec_of_ours(const Context &ctx, const std::string &path)
 {
 	return remove_our_spec(ctx.real(path), path);
+}
+
+void record_held_back(const Context &ctx, const std::string &json)
+{
+	const std::string display = std::string(RUN_DIR) + "/" + HELD_BACK_FILE;
+	if (auto dir = open_run_dir(ctx); !dir)
+		log::warning(dir.error().message + ", not recording the units setup held back");
+	else if (auto w = fs::write_file_atomic_at(dir->get(), HELD_BACK_FILE, display, json,
+						   {.mode = 0644, .fsync = false, .skip_if_unchanged = false});
+		 !w)
+		log::warning(w.error().message + ", not recording the units setup held back");
+}
+
+void clear_held_back(const Context &ctx)
+{
+	auto dir = open_run_dir(ctx);
+	if (dir && ::unlinkat(dir->get(), HELD_BACK_FILE, 0) < 0 && errno != ENOENT)
+		log::warning(last_errno_error("Failed to remove " + std::string(RUN_DIR) + "/" + HELD_BACK_FILE).message);
 }
 
 void record_status(const Context &ctx, const Report &report)

@@ -3,8 +3,8 @@
 // without touching the file system (driver_root.hpp's plan_manifest, cdi_state.hpp's plan_specs),
 // and then calls these, in this order:
 //   open_run_dir, save_memos, reclaim_stale_trees (only when the copies might not fit),
-//   install_root, the specs and their /dev/char links (execute_specs.hpp), record_status,
-//   record_metrics.
+//   install_root, the specs and their /dev/char links (execute_specs.hpp), record_held_back or
+//   clear_held_back, record_status, record_metrics.
 // Every other file of oneshot/ writes nothing (tests/unit/test_write_sites.py holds them to it);
 // the primitives below are lib/'s (core/fs, driver/driver_root_install, cdi/dev_char, ...). The one
 // file the flow makes itself is the run lock's (lock.hpp), taken before the snapshot.
@@ -43,6 +43,11 @@ Result<fs::WriteOutcome> write_generated_spec(const std::string &output, const s
 
 // cleanup's removal of a spec of ours (spec_marker.hpp); false when there was none of ours.
 Result<bool> remove_spec_of_ours(const Context &ctx, const std::string &path);
+
+// held-back.json in the run directory: the units a failed boot setup held back (self_repair.hpp),
+// recorded by setup, removed by the refresh that starts them or by a setup that succeeds.
+void record_held_back(const Context &ctx, const std::string &json);
+void clear_held_back(const Context &ctx);
 
 // status.json in the run directory: the host's reconcile loop and verify read the last run's result.
 void record_status(const Context &ctx, const Report &report);

@@ -7,6 +7,7 @@
 #include "format.hpp"
 #include "ipc.hpp"
 #include "notify.hpp"
+#include "self_repair.hpp"
 #include "log.hpp"
 #include "setup_flow.hpp"
 #include "setup_report.hpp"
@@ -72,6 +73,9 @@ int run_refresh(const Context &ctx, Report &report)
 			log::notice((ipc_changed ? std::string("An NVIDIA daemon's socket came or went") : ctx.config.staging + " changed") +
 				    " while the refresh ran, refreshing again.");
 	}
+	// A failed boot setup held containerd and kubelet back: a ready root lets them start now.
+	if (rc_exit == EXIT_READY && report.ready() && report.outcome != "no-gpu")
+		start_held_back(ctx, report);
 	return rc_exit;
 }
 

@@ -25,6 +25,11 @@ struct Report {
 	// Not part of the JSON: our specs as setup or refresh left them (by configured path), for the
 	// consumer check after the run, which then neither reads nor parses them again.
 	KnownSpecs specs_in_place;
+	// Not part of the JSON either: the run failed on the host's side (staging half-upgraded, another
+	// module version, nothing bound), which may be on its way; and whether setup --boot will try again
+	// after such a failure (then it is not said as the run's failure).
+	bool host_not_ready = false;
+	bool may_retry = false;
 
 	// The live state serves containers: also when it keeps a root the host has moved past.
 	bool ready() const

@@ -17,6 +17,7 @@
 #include "notify.hpp"
 #include "optional_fit.hpp"
 #include "refresh_policy.hpp"
+#include "self_repair.hpp"
 #include "setup_report.hpp"
 #include "snapshot.hpp"
 #include "execute_specs.hpp"
@@ -25,6 +26,7 @@
 
 #include <cerrno>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <utility>
 
 namespace unbounded {
@@ -285,13 +287,17 @@ DriverWitnesses witnesses_of(const KernelModule &module, const StagingState &sta
 	return w;
 }
 
+bool has_live_root(const Context &ctx)
+{
+	struct stat st = {};
+	return ::lstat(ctx.real(ctx.config.driver_root).c_str(), &st) == 0;
+}
+
 // Not an NVIDIA machine (no staging, no /dev/nvidiactl): setup has nothing to do, nor has a refresh
 // without a root to keep.
 bool nothing_to_do(const Context &ctx, Report &report, const StagingState &state, Mode mode)
 {
-	struct stat root_st = {};
-	const bool root_exists = ::lstat(ctx.real(ctx.config.driver_root).c_str(), &root_st) == 0;
-	if (state.nvidia_machine || (mode == Mode::Refresh && root_exists))
+	if (state.nvidia_machine || (mode == Mode::Refresh && has_live_root(ctx)) || !configured_gpu_machine(ctx.config).empty())
 		return false;
 	report.outcome = "no-gpu";
 	log::info("No staging mounts under " + ctx.config.staging + " and no /dev/nvidiactl: not an NVIDIA machine, nothing to do.",
@@ -338,6 +344,16 @@ int apply(const Context &ctx, Report &report, Mode mode, int run_dir, const std:
 		return finish_failed(ctx, report, state.error());
 	if (nothing_to_do(ctx, report, *state, mode))
 		return EXIT_READY;
+	if (!state->nvidia_machine && !(mode == Mode::Refresh && has_live_root(ctx))) {
+		// Configured as a GPU machine, and the host bound nothing: broken, not a CPU node.
+		report.host_not_ready = true;
+		return finish_failed(ctx, report,
+				     make_error("No staging mounts under " + ctx.config.staging + " and no /dev/nvidiactl, but " +
+							configured_gpu_machine(ctx.config) +
+							": the host has not bound its NVIDIA driver into this machine (host-side binds, "
+							"see unbounded-nvidia-setup(8))",
+						EXIT_NOT_READY, ENOENT));
+	}
 
 	const RunSnapshot snap = [&] {
 		PhaseTimer t(report, "snapshot");
@@ -354,6 +370,7 @@ int apply(const Context &ctx, Report &report, Mode mode, int run_dir, const std:
 		report.details["driver_version"] = staged.driver->version;
 		return build_root(ctx, report, snap, *staged.driver, total_start);
 	case DriverAction::Fail:
+		report.host_not_ready = true;
 		if (!staged.driver && decision.message == staged.error.message)
 			return finish_failed(ctx, report, staged.error);
 		return finish_failed(ctx, report, make_error(decision.message));
@@ -362,13 +379,41 @@ int apply(const Context &ctx, Report &report, Mode mode, int run_dir, const std:
 	}
 }
 
-int run_setup(const Context &ctx, Report &report)
+int run_setup(const Context &ctx, Report &report, bool boot)
 {
 	report.command = "setup";
 	auto run_dir = open_run_dir(ctx);
 	if (!run_dir)
 		return finish_failed(ctx, report, run_dir.error());
-	return apply(ctx, report, Mode::Setup, run_dir->get());
+	// At boot the host may be a moment behind (its module loading after a kernel update, staging
+	// half-upgraded, binds added by machinectl bind): setup --boot tries again until staging_timeout,
+	// from the start, so that such a boot never fails at all. Only the last failure is said as one.
+	constexpr Millis PAUSE{1000};
+	const auto deadline = std::chrono::steady_clock::now() + ctx.config.staging_timeout;
+	bool said = false;
+	int rc;
+	for (;;) {
+		report.may_retry = boot && std::chrono::steady_clock::now() + PAUSE < deadline;
+		rc = apply(ctx, report, Mode::Setup, run_dir->get());
+		if (rc == EXIT_READY || !report.may_retry || !report.host_not_ready)
+			break;
+		if (!said) {
+			const auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
+			log::notice("The host's NVIDIA driver is not ready yet (" + report.error + "): trying again for up to " +
+				    format_duration(left) + " (staging_timeout).");
+			said = true;
+		}
+		::usleep(static_cast<useconds_t>(std::chrono::duration_cast<std::chrono::microseconds>(PAUSE).count()));
+		report = Report{};
+		report.command = "setup";
+	}
+	if (boot) {
+		if (rc == EXIT_READY)
+			forget_held_back(ctx);
+		else
+			note_held_back(ctx, report);
+	}
+	return rc;
 }
 
 }  // namespace unbounded

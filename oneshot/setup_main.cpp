@@ -6,6 +6,7 @@
 #include "execute.hpp"
 #include "log.hpp"
 #include "main_guard.hpp"
+#include "setup_report.hpp"
 #include "bounded_parse.hpp"
 
 #include <sys/stat.h>
@@ -28,6 +29,7 @@ struct Args;
 enum VerbOption : unsigned {
 	TAKES_OUTPUT = 1,
 	TAKES_NPD = 2,
+	TAKES_BOOT = 4,
 };
 struct Verb {
 	const char *name;
@@ -39,10 +41,10 @@ struct Verb {
 };
 
 int run_generate_cdi_verb(const Context &ctx, Report &report, const Args &args);
+int run_setup_verb(const Context &ctx, Report &report, const Args &args);
 
 const Verb VERBS[] = {
-	{"setup", [](const Context &c, Report &r, const Args &) { return run_setup(c, r); },
-	 "build the driver root, write the CDI spec, verify (default)", 0, true, true},
+	{"setup", run_setup_verb, "build the driver root, write the CDI spec, verify (default)", TAKES_BOOT, true, true},
 	{"refresh", [](const Context &c, Report &r, const Args &) { return run_refresh(c, r); },
 	 "apply host driver changes while the machine runs: wait until staging\n"
 	 "                  is quiet, then build, swap or keep the root as the kernel module allows",
@@ -78,6 +80,8 @@ void print_help()
 		    "  --root DIR      take every absolute path relative to DIR (also $UNBOUNDED_NVIDIA_ROOT)\n"
 		    "  --config FILE   configuration file (default %s under the root)\n"
 		    "  --json          print one JSON object describing the result on stdout\n"
+		    "  --boot          setup: the boot unit's run: try again while the host is not ready (up to\n"
+		    "                  staging_timeout), record the units a failure holds back for the refresh\n"
 		    "  --output FILE   generate-cdi: write the spec to FILE ('-' for stdout, the default)\n"
 		    "  --npd[=COND]    verify: node-problem-detector plugin protocol (exit 0 OK, 1 problem,\n"
 		    "                  2 unknown; one line): COND ready (default: the problem is not ready) or\n"
@@ -92,7 +96,7 @@ void print_help()
 struct Args {
 	std::string root, config, output = "-", command = "setup";
 	std::string npd;  // verify --npd[=CONDITION]: node-problem-detector's custom plugin protocol
-	bool json = false, config_given = false;
+	bool json = false, config_given = false, boot = false;
 };
 
 int parse_args(int argc, char **argv, Args &a)
@@ -104,6 +108,7 @@ int parse_args(int argc, char **argv, Args &a)
 		OPT_OUTPUT,
 		OPT_VERSION,
 		OPT_NPD,
+		OPT_BOOT,
 	};
 	static const option opts[] = {
 		{"root", required_argument, nullptr, OPT_ROOT},
@@ -111,6 +116,7 @@ int parse_args(int argc, char **argv, Args &a)
 		{"json", no_argument, nullptr, OPT_JSON},
 		{"output", required_argument, nullptr, OPT_OUTPUT},
 		{"npd", optional_argument, nullptr, OPT_NPD},
+		{"boot", no_argument, nullptr, OPT_BOOT},
 		{"help", no_argument, nullptr, 'h'},
 		{"version", no_argument, nullptr, OPT_VERSION},
 		{nullptr, 0, nullptr, 0},
@@ -141,6 +147,7 @@ int parse_args(int argc, char **argv, Args &a)
 		case OPT_JSON: a.json = true; break;
 		case OPT_OUTPUT: a.output = optarg; break;
 		case OPT_NPD: a.npd = optarg ? optarg : "ready"; break;
+		case OPT_BOOT: a.boot = true; break;
 		case 'h': print_help(); return -1;
 		case OPT_VERSION: std::printf("unbounded-nvidia-setup %s\n", PROJECT_VERSION); return -1;
 		default:
@@ -161,6 +168,10 @@ int parse_args(int argc, char **argv, Args &a)
 	}
 	if (a.json && (verb.options & TAKES_OUTPUT) && a.output == "-") {
 		std::fprintf(stderr, "unbounded-nvidia-setup: generate-cdi --json needs --output FILE (stdout carries the JSON)\n");
+		return EXIT_USAGE;
+	}
+	if (a.boot && !(verb.options & TAKES_BOOT)) {
+		std::fprintf(stderr, "unbounded-nvidia-setup: --boot only applies to setup\n");
 		return EXIT_USAGE;
 	}
 	if (a.output != "-" && !(verb.options & TAKES_OUTPUT)) {
@@ -206,6 +217,8 @@ int npd_answer(const Report &report, const std::string &condition, int rc)
 	return report.outcome == condition ? 1 : 0;
 }
 
+int run_setup_verb(const Context &ctx, Report &report, const Args &args) { return run_setup(ctx, report, args.boot); }
+
 int run_generate_cdi_verb(const Context &ctx, Report &report, const Args &args)
 {
 	return run_generate_cdi(ctx, report, args.output);
@@ -231,20 +244,25 @@ int run(int argc, char **argv)
 	log::set_machine_root(ctx.root);
 	const std::string config_path = args.config_given ? args.config : ctx.real(DEFAULT_CONFIG_PATH);
 	auto cfg = load_config(config_path, args.config_given);
-	if (!cfg) {
-		log::error(cfg.error().message);
-		// node-problem-detector reads one line in every case: "unknown", and why.
-		if (!args.npd.empty())
-			std::printf("%s\n", log::npd_line("unknown: " + cfg.error().message).c_str());
-		return EXIT_USAGE;
-	}
-	ctx.config = std::move(*cfg);
-
 	const Verb &verb = *find_verb(args.command);
 	Report report;
 	report.command = args.command;
 	const auto start = std::chrono::steady_clock::now();
-	const int rc = verb.run(ctx, report, args);
+	int rc;
+	if (!cfg) {
+		// node-problem-detector reads one line in every case: "unknown", and why.
+		if (!args.npd.empty()) {
+			log::error(cfg.error().message);
+			std::printf("%s\n", log::npd_line("unknown: " + cfg.error().message).c_str());
+			return EXIT_USAGE;
+		}
+		// Every run has an outcome: a configuration error is a failed run, said in the journal, the
+		// JSON, status.json and the metrics, which go where the defaults say.
+		rc = finish_failed(ctx, report, cfg.error());
+	} else {
+		ctx.config = std::move(*cfg);
+		rc = verb.run(ctx, report, args);
+	}
 	report.timings_ms["total"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 
 	if (verb.records && report.ready() && report.outcome != "no-gpu")

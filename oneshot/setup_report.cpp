@@ -12,8 +12,22 @@ int finish_failed(const Context &ctx, Report &report, const Error &e)
 {
 	report.outcome = "failed";
 	report.error = e.message;
-	log::error("Setup failed: " + e.message,
-		   {{"MESSAGE_ID", message_id::SETUP_FAILED},
+	if (report.may_retry && report.host_not_ready) {  // setup --boot tries again: not the last word
+		log::debug("Not ready yet: " + e.message);
+		notify_status("Waiting for the host: " + e.message);
+		return e.exit_code == EXIT_READY ? EXIT_NOT_READY : e.exit_code;
+	}
+	// Each command's failure in its own words: a refresh runs beside a working machine, its failure
+	// changed nothing and is not setup's; verify's is a verdict.
+	const std::string &c = report.command;
+	const char *id = c == "refresh" ? message_id::REFRESH_FAILED : c == "verify" ? message_id::VERIFY_FAILED
+										     : message_id::SETUP_FAILED;
+	const std::string what = c == "refresh"  ? "Refresh failed, the machine keeps what it had: "
+				 : c == "verify" ? "Not ready: "
+				 : c == "setup"  ? "Setup failed: "
+						 : "Failed to " + c + ": ";
+	log::error(what + e.message,
+		   {{"MESSAGE_ID", id},
 		    {"ERRNO", std::to_string(e.errnum)},
 		    {"UNBOUNDED_NVIDIA_DRIVER_ROOT", ctx.config.driver_root}});
 	notify_status("Failed: " + e.message);

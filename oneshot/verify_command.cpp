@@ -10,6 +10,7 @@
 #include "lock.hpp"
 #include "log.hpp"
 #include "message_ids.hpp"
+#include "self_repair.hpp"
 #include "staged_driver.hpp"
 #include "side_specs.hpp"
 #include "staging_wait.hpp"
@@ -137,6 +138,16 @@ int run_verify(const Context &ctx, Report &report)
 	StagingState staging = probe_staging(ctx);
 	struct stat st = {};
 	if (!staging.nvidia_machine && ::lstat(ctx.real(ctx.config.driver_root).c_str(), &st) < 0) {
+		if (const std::string configured = configured_gpu_machine(ctx.config); !configured.empty()) {
+			// A GPU machine that lost its binds is broken, not a CPU node.
+			report.outcome = "staging-gone";
+			report.problems.push_back(Problem{ctx.config.staging, "No staging mounts under " + ctx.config.staging +
+										      " and no /dev/nvidiactl, but " + configured +
+										      ": the host has not bound its NVIDIA driver into this machine"});
+			log::error("Not ready: " + report.problems.back().message,
+				   {{"MESSAGE_ID", message_id::STAGING_GONE}, {"UNBOUNDED_NVIDIA_PATH", ctx.config.staging}});
+			return EXIT_NOT_READY;
+		}
 		report.outcome = "no-gpu";
 		log::info("Not an NVIDIA machine and no driver root: nothing to verify.");
 		return EXIT_READY;
@@ -168,6 +179,9 @@ int run_verify(const Context &ctx, Report &report)
 	const KnownSpecs known = specs_as_read(ctx, snap, planned);
 	const std::vector<Problem> consumer = record_consumer(ctx, report, /*verify=*/true, &known);
 	report.problems.insert(report.problems.end(), consumer.begin(), consumer.end());
+	// The units this all exists for: a right root and spec serve no pod while containerd is down.
+	const std::vector<Problem> units = check_protected_units(ctx, report);
+	report.problems.insert(report.problems.end(), units.begin(), units.end());
 	// What the host has staged, beside what is live: a refresh keeps a root the module still needs.
 	const std::string staged_note = report.problems.empty() ? judge_staging(ctx, report, snap, staging, version) : std::string();
 	if (report.problems.empty()) {

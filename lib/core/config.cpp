@@ -474,4 +474,13 @@ Result<Config> load_config(const std::string &path, bool must_exist)
 	return parse_config(*text, path);
 }
 
+std::string configured_gpu_machine(const Config &cfg)
+{
+	if (cfg.enabled == Enabled::Yes)
+		return "enabled: true in " + std::string(DEFAULT_CONFIG_PATH);
+	if (cfg.expected_gpus)
+		return "expected_gpus: " + std::to_string(*cfg.expected_gpus) + " in " + std::string(DEFAULT_CONFIG_PATH);
+	return {};
+}
+
 }  // namespace unbounded

@@ -87,6 +87,11 @@ struct Config {
 
 inline constexpr unsigned MAX_EXPECTED_GPUS = 1024;
 
+// The configuration says this is a GPU machine (enabled: true, or expected_gpus set), whatever the host
+// bound: a machine that lost its binds is then broken, never a CPU node. "" when it does not say so,
+// else what says it, for messages.
+std::string configured_gpu_machine(const Config &cfg);
+
 // Parses "30s", "500ms", "2m", "1h", "1m30s" or a bare number of seconds.
 Result<Millis> parse_duration(std::string_view text);
 std::string format_duration(Millis d);

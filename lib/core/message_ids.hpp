@@ -7,6 +7,12 @@ namespace unbounded::message_id {
 
 inline constexpr const char *SETUP_READY = "a22c5f0c72d0426dbccb8b3dbb5eb396";
 inline constexpr const char *SETUP_FAILED = "59a6c10a04f94e3c9b5851e03f3004f7";
+// A refresh (the path unit, the timer, the host) that failed: the machine keeps what it had.
+inline constexpr const char *REFRESH_FAILED = "0e5c9147dad245b8a13814a30adddc74";
+// What a failed boot setup held back (containerd, kubelet), started by a refresh that made the root
+// ready (oneshot/self_repair.hpp), or that start failing.
+inline constexpr const char *SELF_REPAIRED = "0336e6fed63b469aac716429d562c391";
+inline constexpr const char *SELF_REPAIR_FAILED = "7e39faa047ff49eca7ddc228d9007cbe";
 inline constexpr const char *SETUP_NO_GPU = "cda7a464edbe433bb00a6bce0e98cb15";
 inline constexpr const char *VERIFY_FAILED = "b4e8983344df4099a49b91cf59d15fea";
 inline constexpr const char *DRIVER_PENDING_HOST_REBOOT = "c59eebb3050a4e278dde231d1bee3359";

@@ -1,0 +1,275 @@
+#!/usr/bin/env python3
+"""Issue 43: a failed boot is never permanent, and health signals never lie. Fake machine roots under
+--root, with the service manager as a file ($UNBOUNDED_NVIDIA_FAKE_UNITS, lib/units/unit_manager.hpp):
+setup --boot retrying while the host is not ready, the units its failure held back recorded and started
+by the refresh that finds the root ready (never one an operator stopped, never in a loop), verify
+reading containerd's and kubelet's states, a configured GPU machine without binds, and a configuration
+error that still has an outcome."""
+
+import json
+import os
+import threading
+import time
+import unittest
+
+from unbounded_tests.harness import V1, V2, MachineRoot, main
+
+QUICK = "refresh:\n  settle_time: 0s\n"
+HELD_BACK = "/run/unbounded-nvidia/held-back.json"
+
+
+class SelfRepairCase(unittest.TestCase):
+    def machine(self, config=QUICK, staged=V2, module=V1):
+        """A machine whose host staged `staged` while the kernel module is `module` (a host whose
+        module is still building after a kernel update, or mid-upgrade)."""
+        m = MachineRoot(self).standard(staged)
+        m.set_proc_version(module)
+        m.config(config)
+        self.units_file = m.path + "-units.json"  # beside the root, as PID 1 is outside the machine's files
+        self.addCleanup(lambda: os.path.exists(self.units_file) and os.unlink(self.units_file))
+        return m
+
+    def units(self, **states):
+        """The service manager's units: name -> dict (load_state, active_state, job_type, ...)."""
+        with open(self.units_file, "w") as f:
+            json.dump({"units": states, "calls": []}, f)
+
+    def manager(self):
+        with open(self.units_file) as f:
+            return json.load(f)
+
+    def boot_waiting(self):
+        """containerd and kubelet as systemd has them while the boot's setup runs: start jobs waiting."""
+        self.units(**{u: {"active_state": "inactive", "job_type": "start"} for u in ("containerd.service", "kubelet.service")})
+
+    def cmd(self, m, *args):
+        r = m.run("--json", *args, env={"UNBOUNDED_NVIDIA_FAKE_UNITS": self.units_file})
+        r.result = json.loads(r.stdout) if r.stdout.strip() else None
+        return r
+
+    def starts(self):
+        return [c for c in self.manager()["calls"] if c.startswith("start ")]
+
+
+class TestBootRetry(SelfRepairCase):
+    def test_a_module_that_loads_late_never_fails_the_boot(self):
+        m = self.machine(config=QUICK + "staging_timeout: 20s\n")
+        self.boot_waiting()
+        fixed = threading.Timer(1.5, m.set_proc_version, [V2])  # the module of the staged driver, loaded late
+        fixed.start()
+        self.addCleanup(fixed.cancel)
+        r = self.cmd(m, "setup", "--boot")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.result["outcome"], "ready")
+        self.assertIn("not ready yet", r.stderr)
+        self.assertIn("trying again", r.stderr)
+        self.assertNotIn("Setup failed", r.stderr)
+        self.assertFalse(os.path.exists(m.p(HELD_BACK)))
+
+    def test_without_boot_setup_answers_at_once(self):
+        m = self.machine(config=QUICK + "staging_timeout: 20s\n")
+        start = time.monotonic()
+        r = self.cmd(m, "setup")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertLess(time.monotonic() - start, 10)
+        self.assertNotIn("trying again", r.stderr)
+
+    def test_a_host_that_stays_unready_gives_one_failure_line_after_staging_timeout(self):
+        m = self.machine(config=QUICK + "staging_timeout: 2s\n")
+        self.boot_waiting()
+        start = time.monotonic()
+        r = self.cmd(m, "setup", "--boot")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertGreaterEqual(time.monotonic() - start, 1.0)
+        self.assertEqual(r.stderr.count("Setup failed:"), 1, r.stderr)
+        self.assertEqual(r.result["outcome"], "failed")
+
+
+class TestHeldBack(SelfRepairCase):
+    def failed_boot(self):
+        m = self.machine(config=QUICK + "staging_timeout: 1s\n")
+        self.boot_waiting()
+        r = self.cmd(m, "setup", "--boot")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        return m, r
+
+    def test_a_failed_boot_records_what_waited_for_it(self):
+        m, r = self.failed_boot()
+        self.assertEqual(r.result["held_back"], ["containerd.service", "kubelet.service"])
+        with open(m.p(HELD_BACK)) as f:
+            self.assertEqual(json.load(f)["units"], ["containerd.service", "kubelet.service"])
+        self.assertIn("a refresh that finds the driver ready starts them", r.stderr)
+        self.assertEqual(self.starts(), [])
+
+    def test_verify_names_the_held_back_units_and_what_starts_them(self):
+        m, _ = self.failed_boot()
+        m.set_proc_version(V2)  # the host is ready now; no refresh has run yet
+        self.units(**{u: {"active_state": "inactive"} for u in ("containerd.service", "kubelet.service")})
+        r = self.cmd(m, "verify")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertFalse(r.result["ready"])
+        paths = [p["path"] for p in r.result["problems"]]
+        self.assertIn("containerd.service", paths)
+        self.assertIn("kubelet.service", paths)
+        msg = next(p["message"] for p in r.result["problems"] if p["path"] == "containerd.service")
+        self.assertIn("inactive", msg)
+        self.assertIn("held it back", msg)
+        self.assertIn("unbounded-nvidia-refresh", msg)
+
+    def test_a_refresh_that_finds_the_root_ready_starts_them_in_order(self):
+        m, _ = self.failed_boot()
+        self.units(**{u: {"active_state": "inactive"} for u in ("containerd.service", "kubelet.service")})
+        m.set_proc_version(V2)
+        r = self.cmd(m, "refresh")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.starts(), ["start containerd.service", "start kubelet.service"])
+        self.assertEqual(r.result["started_after_failed_boot"], ["containerd.service", "kubelet.service"])
+        self.assertIn("which the failed boot setup had held back", r.stderr)
+        self.assertFalse(os.path.exists(m.p(HELD_BACK)))
+        status = json.load(open(m.p("/run/unbounded-nvidia/status.json")))
+        self.assertEqual(status["started_after_failed_boot"], ["containerd.service", "kubelet.service"])
+        # Ready now, and the next refresh starts nothing again.
+        v = self.cmd(m, "verify")
+        self.assertEqual(v.returncode, 0, v.stderr)
+        self.assertEqual(v.result["units"], {"containerd.service": "active", "kubelet.service": "active"})
+        self.cmd(m, "refresh")
+        self.assertEqual(len(self.starts()), 2)
+
+    def test_a_host_that_never_becomes_ready_starts_nothing_and_says_so_once_per_refresh(self):
+        m, _ = self.failed_boot()
+        self.units(**{u: {"active_state": "inactive"} for u in ("containerd.service", "kubelet.service")})
+        for _ in range(3):
+            r = self.cmd(m, "refresh")
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertEqual(r.stderr.count("Refresh failed, the machine keeps what it had:"), 1, r.stderr)
+            self.assertNotIn("Setup failed", r.stderr)
+        self.assertEqual(self.starts(), [])
+        self.assertTrue(os.path.exists(m.p(HELD_BACK)))
+        self.assertFalse(self.cmd(m, "verify").result["ready"])
+
+    def test_a_unit_that_ran_since_the_record_is_left_alone(self):
+        m, _ = self.failed_boot()
+        later = int(time.time() * 1e6) + 10_000_000  # started by hand after the failed boot, then stopped
+        self.units(**{"containerd.service": {"active_state": "inactive", "active_enter_usec": later},
+                      "kubelet.service": {"active_state": "inactive"}})
+        m.set_proc_version(V2)
+        r = self.cmd(m, "refresh")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.starts(), ["start kubelet.service"])
+        self.assertIn("leaving it stopped", r.stderr)
+
+    def test_running_units_are_never_restarted(self):
+        m, _ = self.failed_boot()
+        self.units(**{u: {"active_state": "active"} for u in ("containerd.service", "kubelet.service")})
+        m.set_proc_version(V2)
+        self.assertEqual(self.cmd(m, "refresh").returncode, 0)
+        self.assertEqual(self.starts(), [])
+
+    def test_a_forged_record_names_nothing_but_our_units(self):
+        m, _ = self.failed_boot()
+        with open(m.p(HELD_BACK), "w") as f:
+            json.dump({"units": ["evil.service", "containerd.service"], "recorded_usec": 1}, f)
+        self.units(**{u: {"active_state": "inactive"} for u in ("containerd.service", "kubelet.service", "evil.service")})
+        m.set_proc_version(V2)
+        self.assertEqual(self.cmd(m, "refresh").returncode, 0)
+        self.assertEqual(self.starts(), ["start containerd.service"])
+
+    def test_a_successful_boot_setup_voids_an_old_record(self):
+        m, _ = self.failed_boot()
+        m.set_proc_version(V2)
+        self.boot_waiting()
+        self.assertEqual(self.cmd(m, "setup", "--boot").returncode, 0)
+        self.assertFalse(os.path.exists(m.p(HELD_BACK)))
+
+
+class TestOperatorStopped(SelfRepairCase):
+    def test_a_containerd_stopped_on_purpose_stays_stopped_and_verify_says_so(self):
+        m = self.machine(staged=V1)
+        self.units(**{"containerd.service": {"active_state": "inactive", "active_enter_usec": 5},
+                      "kubelet.service": {"active_state": "active"}})
+        self.assertEqual(self.cmd(m, "setup", "--boot").returncode, 0)
+        r = self.cmd(m, "refresh")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.starts(), [])
+        v = self.cmd(m, "verify")
+        self.assertEqual(v.returncode, 1, v.stderr)
+        self.assertEqual(v.result["outcome"], "not-ready")
+        msg = [p["message"] for p in v.result["problems"] if p["path"] == "containerd.service"]
+        self.assertEqual(len(msg), 1, v.result["problems"])
+        self.assertIn("nothing will start it", msg[0])
+
+    def test_kubelet_not_installed_is_no_problem(self):
+        m = self.machine(staged=V1)
+        self.units(**{"containerd.service": {"active_state": "active"}})
+        self.assertEqual(self.cmd(m, "setup").returncode, 0)
+        v = self.cmd(m, "verify")
+        self.assertEqual(v.returncode, 0, v.stderr)
+        self.assertEqual(v.result["units"]["kubelet.service"], "not installed")
+
+    def test_a_root_tree_without_a_manager_is_not_judged_on_units(self):
+        m = self.machine(staged=V1)
+        self.assertEqual(m.setup().returncode, 0)
+        r = m.run("--json", "verify")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("--root", json.loads(r.stdout)["units"])
+
+
+class TestConfiguredGpuMachine(SelfRepairCase):
+    """Item 4: enabled: true or expected_gpus with nothing bound is broken, never a CPU node."""
+
+    def bare(self, config):
+        m = MachineRoot(self)
+        m.config(config)
+        os.makedirs(m.p("/var/lib/prometheus/node-exporter"))
+        return m
+
+    def test_expected_gpus_without_binds_fails_setup_and_verify(self):
+        for config in ("expected_gpus: 8\n", "enabled: true\n"):
+            if True:  # each configuration on its own root
+                m = self.bare(config + "staging_timeout: 200ms\n")
+                r = m.setup()
+                self.assertEqual(r.returncode, 1, r.stderr)
+                self.assertEqual(r.result["outcome"], "failed")
+                self.assertIn("the host has not bound its NVIDIA driver", r.result["error"])
+                self.assertIn(config.split(":")[0], r.result["error"])
+                v = m.run("--json", "verify")
+                self.assertEqual(v.returncode, 1, v.stderr)
+                self.assertEqual(json.loads(v.stdout)["outcome"], "staging-gone")
+                npd = m.run("verify", "--npd=staging-gone")
+                self.assertEqual(npd.returncode, 1, npd.stdout)
+                prom = open(m.p("/var/lib/prometheus/node-exporter/unbounded-nvidia-setup.prom")).read()
+                self.assertIn("unbounded_nvidia_ready 0\n", prom)
+
+    def test_a_machine_configured_nothing_stays_a_cpu_node(self):
+        m = self.bare("staging_timeout: 200ms\n")
+        r = m.setup()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.result["outcome"], "no-gpu")
+
+
+class TestEveryRunHasAnOutcome(SelfRepairCase):
+    """Item 5: a configuration error is a failed run in the JSON, status.json, the metrics, the journal."""
+
+    def test_a_configuration_error_is_outcome_failed_everywhere(self):
+        m = MachineRoot(self).standard(V1)
+        m.config("staging_timeout: soon\n")
+        os.makedirs(m.p("/var/lib/prometheus/node-exporter"))
+        for command in ("setup", "refresh"):
+            if True:  # both commands that record
+                r = m.run("--json", command)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                result = json.loads(r.stdout)
+                self.assertEqual(result["outcome"], "failed")
+                self.assertIn("nvidia.yaml:1", result["error"])
+                status = json.load(open(m.p("/run/unbounded-nvidia/status.json")))
+                self.assertEqual((status["command"], status["outcome"]), (command, "failed"))
+                prom = open(m.p("/var/lib/prometheus/node-exporter/unbounded-nvidia-setup.prom")).read()
+                self.assertIn(f'unbounded_nvidia_outcome_info{{command="{command}",outcome="failed"}} 1\n', prom)
+                self.assertEqual(len([l for l in r.stderr.splitlines() if l.strip()]), 1, r.stderr)
+        v = m.run("--json", "verify")
+        self.assertEqual(v.returncode, 2)
+        self.assertEqual(json.loads(v.stdout)["outcome"], "failed")
+
+
+if __name__ == "__main__":
+    main()
