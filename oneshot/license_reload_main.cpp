@@ -227,6 +227,8 @@ int run(int argc, char **argv)
 	Args args;
 	if (int r = parse_args(argc, argv, args); r != 0)
 		return r < 0 ? EXIT_READY : r;
+	if (args.npd)  // the one line on stdout must not share a terminal with log lines
+		log::keep_stderr_off_terminal();
 	Context ctx;
 	if (auto rc = load_context(args, ctx))
 		return *rc;

@@ -231,6 +231,8 @@ int run(int argc, char **argv)
 	if (int r = parse_args(argc, argv, args); r != 0)
 		return r < 0 ? EXIT_READY : r;
 
+	if (args.json || !args.npd.empty())
+		log::keep_stderr_off_terminal();
 	Context ctx;
 	ctx.root = effective_root(args.root);
 	if (!ctx.root.empty()) {

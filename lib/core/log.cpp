@@ -16,7 +16,8 @@ namespace {
 std::string program = "unbounded-nvidia";
 Level max_level = Level::Info;
 bool to_journal = false;
-std::string machine_root;  // without a trailing '/'; empty: the live system
+bool keep_off_terminal = false;  // a terminal's stderr mixes into the stdout we answer on
+std::string machine_root;        // without a trailing '/'; empty: the live system
 
 // systemd sets JOURNAL_STREAM=<dev>:<ino> for the stderr/stdout it connects to journald; when our
 // stderr is still that stream, structured logging keeps the fields instead of flattening them.
@@ -45,6 +46,14 @@ void init(std::string_view program_name, bool allow_journal)
 }
 
 void set_max_level(Level level) { max_level = level; }
+
+void keep_stderr_off_terminal()
+{
+	if (!::isatty(STDERR_FILENO))
+		return;
+	keep_off_terminal = true;
+	to_journal = true;
+}
 
 void set_machine_root(std::string_view root)
 {
@@ -106,9 +115,9 @@ void emit(Level level, std::string_view message, const Fields &fields)
 		items.emplace_back("SYSLOG_PID", std::to_string(::getpid()));
 		for (const auto &f : fields)
 			items.emplace_back(f.name, machine_view(f.value));
-		if (sd::journal_send(items))
-			return;
-		// fall through to stderr if journald is gone
+		if (sd::journal_send(items) || keep_off_terminal)
+			return;  // the answer on stdout carries what matters when journald is gone
+				 // fall through to stderr if journald is gone
 	}
 	std::string line = program;
 	line += ": ";

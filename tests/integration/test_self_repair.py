@@ -8,6 +8,9 @@ error that still has an outcome."""
 
 import json
 import os
+import pty
+import select
+import subprocess
 import threading
 import time
 import unittest
@@ -269,6 +272,60 @@ class TestEveryRunHasAnOutcome(SelfRepairCase):
         v = m.run("--json", "verify")
         self.assertEqual(v.returncode, 2)
         self.assertEqual(json.loads(v.stdout)["outcome"], "failed")
+
+
+class TestHostCommandsParse(SelfRepairCase):
+    """Item 9: `machinectl shell <m> ... verify --json` runs on a pty, where stdout and stderr are one
+    terminal: nothing but the JSON may reach it, in every mode (ready, not ready, a bad config)."""
+
+    def on_pty(self, m, *args):
+        """Runs the binary with stdin, stdout and stderr on one pty, as machinectl shell does; returns
+        (exit status, everything the terminal got)."""
+        master, slave = pty.openpty()
+        self.addCleanup(os.close, master)
+        p = subprocess.Popen([os.environ["SETUP_BIN"], "--root", m.path, *args], stdin=slave, stdout=slave, stderr=slave,
+                             env=m.run_env({"UNBOUNDED_NVIDIA_FAKE_UNITS": self.units_file}))
+        os.close(slave)
+        out = b""
+        while True:
+            ready, _, _ = select.select([master], [], [], 30)
+            if not ready:
+                break
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+        return p.wait(timeout=30), out.decode().replace("\r\n", "\n")
+
+    def test_verify_json_on_a_terminal_is_only_the_json(self):
+        m = self.machine(staged=V1)
+        self.units(**{u: {"active_state": "active"} for u in ("containerd.service", "kubelet.service")})
+        self.assertEqual(self.cmd(m, "setup").returncode, 0)
+        rc, out = self.on_pty(m, "verify", "--json")
+        self.assertEqual(rc, 0, out)
+        self.assertTrue(json.loads(out)["ready"], out)
+        # Not ready: the problems are in the object, and no log line beside it.
+        self.units(**{"containerd.service": {"active_state": "inactive"}})
+        rc, out = self.on_pty(m, "verify", "--json")
+        self.assertEqual(rc, 1, out)
+        self.assertEqual(json.loads(out)["problems"][0]["path"], "containerd.service")
+        # A configuration error: still one object.
+        m.config("staging_timeout: soon\n")
+        rc, out = self.on_pty(m, "verify", "--json")
+        self.assertEqual(rc, 2, out)
+        self.assertEqual(json.loads(out)["outcome"], "failed")
+
+    def test_npd_on_a_terminal_is_one_line(self):
+        m = self.machine(staged=V1)
+        self.units(**{"containerd.service": {"active_state": "inactive"}})
+        self.assertEqual(self.cmd(m, "setup").returncode, 0)
+        rc, out = self.on_pty(m, "verify", "--npd")
+        self.assertEqual(rc, 1, out)
+        self.assertEqual(len(out.strip().splitlines()), 1, out)
+        self.assertTrue(out.startswith("not-ready: containerd.service is inactive"), out)
 
 
 if __name__ == "__main__":

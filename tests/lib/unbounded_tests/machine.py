@@ -31,11 +31,12 @@ host_turn() {  # host_turn N: the host side of the test does its step N while th
 	touch $out/host-turn-$1
 	wait_for 60 test -e $out/host-done-$1
 }
-# What verify says once containerd (when it started) and kubelet are up: it wants both active.
-if [ -d $out/containerd ]; then
+verify_now() {  # what verify says once containerd (when it started) and kubelet are up: it wants both active
+	[ -d $out/containerd ] || return 0
 	/usr/bin/unbounded-nvidia-setup verify --json > $out/containerd/verify.json 2> $out/containerd/verify.err
 	echo $? > $out/containerd/verify.rc
-fi
+}
+verify_now
 """
 
 
