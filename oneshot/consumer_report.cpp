@@ -1,6 +1,7 @@
 // What the container runtime will do with our specs (lib/consumer/), into a command's report: verify
 // counts a finding as not ready (pods get no GPU through containerd), except the warnings; setup and
-// refresh only record and log them: containerd is what they start, never what they wait on.
+// refresh record, log and count them as warnings: containerd is what they start, never what they
+// wait on.
 #include "commands.hpp"
 
 #include "consumer_check.hpp"
@@ -23,9 +24,10 @@ std::vector<Problem> record_consumer(const Context &ctx, Report &report, bool ve
 	for (auto &f : consumer.findings) {
 		const log::Fields fields{{"MESSAGE_ID", f.message_id}, {"UNBOUNDED_NVIDIA_PATH", f.problem.path}, {"UNBOUNDED_NVIDIA_CHECK", f.check}};
 		if (f.warning || !verify) {
+			// Counted by setup and refresh too (unbounded_nvidia_warnings): containerd with CDI off
+			// or a spec shadowing ours makes pods fail while the root is right.
 			log::warning(f.problem.message, fields);
-			if (verify)
-				report.warnings.push_back(f.problem.message);
+			report.warnings.push_back(f.problem.message);
 		} else {
 			log::error("Not ready: " + f.problem.message, fields);
 			problems.push_back(std::move(f.problem));

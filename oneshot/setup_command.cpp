@@ -100,6 +100,16 @@ int finish_kept(const Context &ctx, Report &report, const DriverDecision &decisi
 	return EXIT_READY;
 }
 
+// What the spec we serve holds, for the JSON and the metrics.
+void record_spec(Report &report, const SpecForState &s)
+{
+	report.details["gpu_source"] = s.devices.source;
+	report.details["cdi_version"] = s.spec.cdi_version;
+	report.details["cdi_devices"] = s.spec.devices;
+	report.details["cdi_mounts"] = s.spec.mounts;
+	report.details["cdi_hooks"] = s.spec.hooks;
+}
+
 // The live root stays: its spec is brought up to date for the devices there are now, and checked.
 int keep_live_root(const Context &ctx, Report &report, const RunSnapshot &snap, const DriverDecision &decision)
 {
@@ -113,6 +123,7 @@ int keep_live_root(const Context &ctx, Report &report, const RunSnapshot &snap, 
 		if (!s)
 			return finish_failed(ctx, report, s.error());
 		cdi = std::move(*s);
+		record_spec(report, cdi);  // a kept root's spec counts like a built one's (metrics, JSON)
 		warn_about_devices(ctx, report, cdi.devices);
 	}
 	if (auto rc = serve_spec(ctx, report, snap, cdi, live, nullptr))
@@ -163,11 +174,7 @@ Result<SpecForState> make_spec(const Context &ctx, Report &report, const RunSnap
 	auto s = plan_specs(ctx.config.driver_root, plan, snap.machine);
 	if (!s)
 		return fail(s.error());
-	report.details["gpu_source"] = s->devices.source;
-	report.details["cdi_version"] = s->spec.cdi_version;
-	report.details["cdi_devices"] = s->spec.devices;
-	report.details["cdi_mounts"] = s->spec.mounts;
-	report.details["cdi_hooks"] = s->spec.hooks;
+	record_spec(report, *s);
 	return s;
 }
 

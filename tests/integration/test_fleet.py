@@ -355,7 +355,16 @@ class TestAlertRules(unittest.TestCase):
         r = subprocess.run([promtool, "check", "rules", os.path.join(FLEET, "unbounded-nvidia.rules.yml")],
                            capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        self.assertIn("SUCCESS: 7 rules found", r.stdout)
+        self.assertIn("SUCCESS: 8 rules found", r.stdout)
+
+    def test_the_alerts_fire_on_what_makes_pods_fail(self):
+        """Issue 43, item 7: CDI off or a shadowed spec alerts (a second spec that shadows nothing does
+        not); a failed setup alerts. promtool's unit tests over the rules file."""
+        promtool = tool("promtool", "prometheus")
+        r = subprocess.run([promtool, "test", "rules", os.path.join(FLEET, "unbounded-nvidia.rules.test.yml")],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("SUCCESS", r.stdout)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import threading
 import time
 import unittest
 
-from unbounded_tests.harness import V1, V2, MachineRoot, main
+from unbounded_tests.harness import V1, V2, MachineRoot, main, write
 
 QUICK = "refresh:\n  settle_time: 0s\n"
 HELD_BACK = "/run/unbounded-nvidia/held-back.json"
@@ -272,6 +272,38 @@ class TestEveryRunHasAnOutcome(SelfRepairCase):
         v = m.run("--json", "verify")
         self.assertEqual(v.returncode, 2)
         self.assertEqual(json.loads(v.stdout)["outcome"], "failed")
+
+
+class TestCountedAndAlerted(SelfRepairCase):
+    """Item 7: what makes pods fail counts in the metrics, whatever root the run serves."""
+
+    def prom(self, m):
+        return open(m.p("/var/lib/prometheus/node-exporter/unbounded-nvidia-setup.prom")).read()
+
+    def test_containerd_with_cdi_off_counts_as_a_warning_of_setup(self):
+        m = self.machine(staged=V1)
+        os.makedirs(m.p("/var/lib/prometheus/node-exporter"))
+        write(m.p("/var/lib/dpkg/status"), "Package: containerd\nStatus: install ok installed\nVersion: 1.7.24~ds1-6\n\n")
+        write(m.p("/etc/containerd/config.toml"), 'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  enable_cdi = false\n')
+        r = m.setup()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        cdi_off = [w for w in r.result["warnings"] if "enable_cdi" in w]
+        self.assertEqual(len(cdi_off), 1, r.result["warnings"])
+        self.assertIn(f"unbounded_nvidia_warnings {len(r.result['warnings'])}\n", self.prom(m))
+        self.assertIn('unbounded_nvidia_consumer_findings{check="cdi-disabled"} 1\n', self.prom(m))
+
+    def test_a_kept_root_reports_the_spec_it_keeps(self):
+        m = self.machine(staged=V1)
+        os.makedirs(m.p("/var/lib/prometheus/node-exporter"))
+        self.assertEqual(m.setup().returncode, 0)
+        m.clear_staging()
+        m.stage_all(V2)  # the host staged V2; the module still runs V1: pending-host-reboot
+        r = self.cmd(m, "refresh")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.result["outcome"], "pending-host-reboot")
+        self.assertGreater(r.result["cdi_devices"], 0)
+        self.assertIn(f"unbounded_nvidia_cdi_devices {r.result['cdi_devices']}\n", self.prom(m))
+        self.assertIn("cdi_version", r.result)
 
 
 class TestHostCommandsParse(SelfRepairCase):
