@@ -11,6 +11,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -85,8 +86,8 @@ void print_help()
 		    "  --output FILE   generate-cdi: write the spec to FILE ('-' for stdout, the default)\n"
 		    "  --npd[=COND]    verify: node-problem-detector plugin protocol (exit 0 OK, 1 problem,\n"
 		    "                  2 unknown; one line): COND ready (default: the problem is not ready) or\n"
-		    "                  an outcome (not-ready, staging-gone, staging-inconsistent, pending-host-reboot,\n"
-		    "                  gpus-missing)\n"
+		    "                  outcomes separated by commas (not-ready, staging-gone, staging-inconsistent,\n"
+		    "                  pending-host-reboot, gpus-missing)\n"
 		    "  -h --help       show this help\n"
 		    "  --version       show the version\n\n"
 		    "Exit status: 0 ready (or nothing to do), 1 not ready, 2 usage or configuration error.\n",
@@ -98,6 +99,19 @@ struct Args {
 	std::string npd;  // verify --npd[=CONDITION]: node-problem-detector's custom plugin protocol
 	bool json = false, config_given = false, boot = false;
 };
+
+std::vector<std::string> split_npd_outcomes(const std::string &list)
+{
+	std::vector<std::string> out;
+	std::size_t start = 0;
+	for (;;) {
+		const auto comma = list.find(',', start);
+		out.push_back(list.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+		if (comma == std::string::npos)
+			return out;
+		start = comma + 1;
+	}
+}
 
 int parse_args(int argc, char **argv, Args &a)
 {
@@ -158,8 +172,15 @@ int parse_args(int argc, char **argv, Args &a)
 	}
 	if (!a.command.empty() && a.command.back() == '\x01')
 		a.command.pop_back();
-	const bool npd_known = a.npd == "ready" || a.npd == "not-ready" || a.npd == "staging-gone" ||
-			       a.npd == "staging-inconsistent" || a.npd == "pending-host-reboot" || a.npd == "gpus-missing";
+	// "ready", or outcomes separated by commas: one rule per node condition (a monitor whose rules
+	// share a condition flaps under node-problem-detectors that apply results one at a time).
+	bool npd_known = a.npd == "ready";
+	if (!npd_known && !a.npd.empty()) {
+		npd_known = true;
+		for (const auto &o : split_npd_outcomes(a.npd))
+			npd_known = npd_known && (o == "not-ready" || o == "staging-gone" || o == "staging-inconsistent" ||
+						  o == "pending-host-reboot" || o == "gpus-missing");
+	}
 	const Verb &verb = *find_verb(a.command);
 	if (!a.npd.empty() && (!(verb.options & TAKES_NPD) || a.json || !npd_known)) {
 		std::fprintf(stderr, "unbounded-nvidia-setup: --npd[=ready|not-ready|staging-gone|staging-inconsistent|"
@@ -214,7 +235,8 @@ int npd_answer(const Report &report, const std::string &condition, int rc)
 	std::printf("%s\n", log::npd_line(line).c_str());
 	if (condition == "ready")
 		return report.ready() ? 0 : 1;
-	return report.outcome == condition ? 1 : 0;
+	const auto outcomes = split_npd_outcomes(condition);
+	return std::find(outcomes.begin(), outcomes.end(), report.outcome) != outcomes.end() ? 1 : 0;
 }
 
 int run_setup_verb(const Context &ctx, Report &report, const Args &args) { return run_setup(ctx, report, args.boot); }

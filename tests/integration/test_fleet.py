@@ -243,8 +243,9 @@ class TestNodeProblemDetector(FleetCase):
         self.assertEqual(config["pluginConfig"]["max_output_length"], 80)
         conditions = {c["type"] for c in config["conditions"]}
         self.assertEqual(conditions, {"NvidiaDriverNotReady", "NvidiaHostRebootPending", "NvidiaLicenseNotAcquired"})
-        reasons = [(r["condition"], r["reason"]) for r in config["rules"]]
-        self.assertEqual(len(set(reasons)), len(reasons), "a reason per outcome")
+        # Issue 43, item 8: one rule per condition (see test_no_condition_flaps_under_either_npd).
+        per_condition = [r["condition"] for r in config["rules"]]
+        self.assertEqual(len(set(per_condition)), len(per_condition), "a condition set by two rules flaps")
         binaries = {"/usr/bin/unbounded-nvidia-setup": SETUP, "/usr/libexec/unbounded-nvidia/unbounded-nvidia-license-reload": LICENSE_BIN}
         for rule in config["rules"]:
             self.assertIn(rule["condition"], conditions)
@@ -254,6 +255,88 @@ class TestNodeProblemDetector(FleetCase):
             # the arguments are ones the binary accepts
             m = self.machine()
             self.assertIn(m.run(*rule["args"], binary=binaries[rule["path"]]).returncode, (0, 1))
+
+
+class TestMonitorReplay(unittest.TestCase):
+    """Issue 43, item 8: the shipped monitor's rules replayed as node-problem-detector's custom plugin
+    monitor applies them (pkg/custompluginmonitor/custom_plugin_monitor.go). Older releases take the
+    plugin's results one at a time from a channel and set a permanent rule's condition from each
+    (status True on exit 1, False on exit 0; reason and message the rule's); newer ones gather an
+    interval's results and set a condition True when any of its rules says so. The real binary answers
+    each rule's arguments on a machine in every outcome, for several intervals: the condition must be
+    the same under both, and never change from one interval to the next while the machine does not."""
+
+    STATES = ("ready", "not-ready", "staging-gone", "gpus-missing", "pending-host-reboot", "staging-inconsistent")
+
+    def machine_in(self, state):
+        m = MachineRoot(self).standard(V1, gpus=2)
+        config = "expected_gpus: 2\n"
+        m.config(config)
+        self.assertEqual(m.setup().returncode, 0)
+        if state == "not-ready":
+            os.unlink(os.path.join(m.libdir(), f"libnvidia-ml.so.{V1}"))
+        elif state == "staging-gone":
+            m.clear_staging()
+            os.makedirs(m.p("/run/host-nvidia"), exist_ok=True)
+            os.unlink(m.p("/dev/nvidiactl"))
+        elif state == "gpus-missing":
+            os.unlink(m.p("/dev/nvidia1"))
+        elif state == "pending-host-reboot":
+            m.clear_staging()
+            m.stage_all(V2)
+        elif state == "staging-inconsistent":
+            d = m.p("/run/host-nvidia/0")
+            os.rename(os.path.join(d, f"libnvidia-ml.so.{V1}"), os.path.join(d, f"libnvidia-ml.so.{V2}"))
+        return m
+
+    @staticmethod
+    def one_at_a_time(rules, results, conditions):
+        """Older NPD: each result, in the rules' order, sets its rule's condition."""
+        for rule, rc in zip(rules, results):
+            if rc in (0, 1):
+                conditions[rule["condition"]] = rc == 1
+        return dict(conditions)
+
+    @staticmethod
+    def gathered(rules, results, conditions):
+        """Newer NPD: a condition is True when any of its rules' results of the interval is."""
+        seen = {}
+        for rule, rc in zip(rules, results):
+            if rc in (0, 1):
+                seen[rule["condition"]] = seen.get(rule["condition"], False) or rc == 1
+        conditions.update(seen)
+        return dict(conditions)
+
+    def test_no_condition_flaps_under_either_npd(self):
+        config = json.load(open(os.path.join(FLEET, "unbounded-nvidia-monitor.json")))
+        rules = [r for r in config["rules"] if r["path"] == "/usr/bin/unbounded-nvidia-setup"]
+        expect = {"ready": (False, False), "not-ready": (True, False), "staging-gone": (True, False),
+                  "gpus-missing": (True, False), "pending-host-reboot": (False, True), "staging-inconsistent": (False, True)}
+        for state in self.STATES:
+            m = self.machine_in(state)
+            results = []
+            for rule in rules:
+                r = m.run(*rule["args"])
+                self.assertIn(r.returncode, (0, 1), f"{state}: {rule['args']}: {r.stdout}{r.stderr}")
+                results.append(r.returncode)
+            old, new = {}, {}
+            history_old, history_new = [], []
+            for _ in range(3):  # three intervals of an unchanging machine; older NPD's order varies
+                history_old.append(self.one_at_a_time(rules, results, old))
+                history_old.append(self.one_at_a_time(list(reversed(rules)), list(reversed(results)), old))
+                history_new.append(self.gathered(rules, results, new))
+            self.assertEqual(len({json.dumps(h, sort_keys=True) for h in history_old}), 1, f"{state}: flaps: {history_old}")
+            self.assertEqual(history_old[-1], history_new[-1], state)
+            got = (history_new[-1]["NvidiaDriverNotReady"], history_new[-1]["NvidiaHostRebootPending"])
+            self.assertEqual(got, expect[state], state)
+
+    def test_the_replay_catches_a_monitor_that_flaps(self):
+        """The check itself: two permanent rules on one condition (the monitor before issue 43) flap
+        under the older processing when one finds the problem and the other does not."""
+        rules = [{"condition": "C", "reason": "A"}, {"condition": "C", "reason": "B"}]
+        cond = {}
+        states = {self.one_at_a_time(rules, [1, 0], cond)["C"], self.one_at_a_time(rules, [0, 1], cond)["C"]}
+        self.assertEqual(states, {True, False})
 
 
 class TestLicenseCondition(unittest.TestCase):
