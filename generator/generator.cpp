@@ -117,17 +117,19 @@ Decision decide(const Input &in, Error *config_error)
 		break;
 	case Enabled::Yes:
 		d.nvidia = true;
-		d.reason = "enabled: true in " + std::string(DEFAULT_CONFIG_PATH);
+		d.reason = configured_gpu_machine(cfg);
 		break;
-	case Enabled::Auto:
+	case Enabled::Auto: {
 		// expected_gpus says this is a GPU machine whatever the host bound: a machine that lost its
 		// binds must fail setup (and so hold containerd back), not start as a CPU node.
-		d.nvidia = staged || ctl || cfg.expected_gpus.has_value();
-		d.reason = staged              ? cfg.staging + " has staging entries"
-			   : ctl               ? "/dev/nvidiactl exists"
-			   : cfg.expected_gpus ? "expected_gpus: " + std::to_string(*cfg.expected_gpus) + " in " + std::string(DEFAULT_CONFIG_PATH)
-					       : "no " + cfg.staging + " entries and no /dev/nvidiactl";
+		const std::string configured = configured_gpu_machine(cfg);
+		d.nvidia = staged || ctl || !configured.empty();
+		d.reason = staged                ? cfg.staging + " has staging entries"
+			   : ctl                 ? "/dev/nvidiactl exists"
+			   : !configured.empty() ? configured
+						 : "no " + cfg.staging + " entries and no /dev/nvidiactl";
 		break;
+	}
 	}
 	// SourcePath= names the file the units are generated from, as systemd's own generators do: the
 	// config when there is one, broken or not (a directory or a device node is not a source to edit).
@@ -283,8 +285,9 @@ std::string refresh_service_text(const Decision &d, const Config &cfg)
 	// The settle wait, then at most a whole build, three times over when staging keeps changing.
 	const long timeout_s = 3 * (static_cast<long>(cfg.refresh.settle_limit.count() / 1000) + 120);
 	std::string u = unit_head("Apply host NVIDIA driver changes to the driver root and CDI spec", d.source_path);
-	// Never before the boot setup (the lock would serialise them anyway), and nothing here can
-	// start, stop or restart setup or containerd: a refresh changes files, not units.
+	// Never before the boot setup (the lock would serialise them anyway). A refresh changes files and
+	// stops or restarts no unit; it starts containerd and kubelet only when a failed boot setup held
+	// them back (oneshot/self_repair.hpp).
 	u += "After=" + std::string(SETUP_UNIT) + "\n";
 	u += "\n[Service]\n";
 	u += "Type=oneshot\n";

@@ -122,8 +122,6 @@ void note_held_back(const Context &ctx, Report &report)
 		    (waiting.size() == 1 ? "it" : "them") + ", nobody needs to.");
 }
 
-void forget_held_back(const Context &ctx) { clear_held_back(ctx); }
-
 void start_held_back(const Context &ctx, Report &report)
 {
 	auto record = read_held_back(ctx);

@@ -26,9 +26,6 @@ inline constexpr const char *PROTECTED_UNITS[] = {"containerd.service", "kubelet
 // "held_back"), for the refresh that heals. Nothing to record: nothing is written.
 void note_held_back(const Context &ctx, Report &report);
 
-// A setup that succeeded started or lets start what waited for it: an old record is void.
-void forget_held_back(const Context &ctx);
-
 // A refresh left the root ready: starts what a failed boot setup held back (report.details
 // "started_after_failed_boot"), each said in the journal.
 void start_held_back(const Context &ctx, Report &report);

@@ -294,23 +294,23 @@ DriverWitnesses witnesses_of(const KernelModule &module, const StagingState &sta
 	return w;
 }
 
-bool has_live_root(const Context &ctx)
+// No staging and no /dev/nvidiactl, and no root a refresh could keep: the run ends here. Not an NVIDIA
+// machine: nothing to do (EXIT_READY); one the configuration says has GPUs: the host bound nothing,
+// which fails. nullopt: the run goes on.
+std::optional<int> without_nvidia_binds(const Context &ctx, Report &report, const StagingState &state, Mode mode)
 {
-	struct stat st = {};
-	return ::lstat(ctx.real(ctx.config.driver_root).c_str(), &st) == 0;
-}
-
-// Not an NVIDIA machine (no staging, no /dev/nvidiactl): setup has nothing to do, nor has a refresh
-// without a root to keep.
-bool nothing_to_do(const Context &ctx, Report &report, const StagingState &state, Mode mode)
-{
-	if (state.nvidia_machine || (mode == Mode::Refresh && has_live_root(ctx)) || !configured_gpu_machine(ctx.config).empty())
-		return false;
+	struct stat root_st = {};
+	if (state.nvidia_machine || (mode == Mode::Refresh && ::lstat(ctx.real(ctx.config.driver_root).c_str(), &root_st) == 0))
+		return std::nullopt;
+	if (!configured_gpu_machine(ctx.config).empty()) {
+		report.host_not_ready = true;  // binds may come (machinectl bind): setup --boot tries again
+		return finish_failed(ctx, report, make_error(nothing_bound_message(ctx.config), EXIT_NOT_READY, ENOENT));
+	}
 	report.outcome = "no-gpu";
 	log::info("No staging mounts under " + ctx.config.staging + " and no /dev/nvidiactl: not an NVIDIA machine, nothing to do.",
 		  {{"MESSAGE_ID", message_id::SETUP_NO_GPU}});
 	notify_status("Not an NVIDIA machine, nothing to do");
-	return true;
+	return EXIT_READY;
 }
 
 // Which driver may be live, from the snapshot and what staging holds.
@@ -349,18 +349,8 @@ int apply(const Context &ctx, Report &report, Mode mode, int run_dir, const std:
 	auto state = staging_state(ctx, report, mode, walked);
 	if (!state)
 		return finish_failed(ctx, report, state.error());
-	if (nothing_to_do(ctx, report, *state, mode))
-		return EXIT_READY;
-	if (!state->nvidia_machine && !(mode == Mode::Refresh && has_live_root(ctx))) {
-		// Configured as a GPU machine, and the host bound nothing: broken, not a CPU node.
-		report.host_not_ready = true;
-		return finish_failed(ctx, report,
-				     make_error("No staging mounts under " + ctx.config.staging + " and no /dev/nvidiactl, but " +
-							configured_gpu_machine(ctx.config) +
-							": the host has not bound its NVIDIA driver into this machine (host-side binds, "
-							"see unbounded-nvidia-setup(8))",
-						EXIT_NOT_READY, ENOENT));
-	}
+	if (auto rc = without_nvidia_binds(ctx, report, *state, mode))
+		return *rc;
 
 	const RunSnapshot snap = [&] {
 		PhaseTimer t(report, "snapshot");
@@ -416,7 +406,7 @@ int run_setup(const Context &ctx, Report &report, bool boot)
 	}
 	if (boot) {
 		if (rc == EXIT_READY)
-			forget_held_back(ctx);
+			clear_held_back(ctx);  // what waited for this setup starts now: an old record is void
 		else
 			note_held_back(ctx, report);
 	}

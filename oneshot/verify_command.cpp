@@ -138,12 +138,10 @@ int run_verify(const Context &ctx, Report &report)
 	StagingState staging = probe_staging(ctx);
 	struct stat st = {};
 	if (!staging.nvidia_machine && ::lstat(ctx.real(ctx.config.driver_root).c_str(), &st) < 0) {
-		if (const std::string configured = configured_gpu_machine(ctx.config); !configured.empty()) {
+		if (!configured_gpu_machine(ctx.config).empty()) {
 			// A GPU machine that lost its binds is broken, not a CPU node.
 			report.outcome = "staging-gone";
-			report.problems.push_back(Problem{ctx.config.staging, "No staging mounts under " + ctx.config.staging +
-										      " and no /dev/nvidiactl, but " + configured +
-										      ": the host has not bound its NVIDIA driver into this machine"});
+			report.problems.push_back(Problem{ctx.config.staging, nothing_bound_message(ctx.config)});
 			log::error("Not ready: " + report.problems.back().message,
 				   {{"MESSAGE_ID", message_id::STAGING_GONE}, {"UNBOUNDED_NVIDIA_PATH", ctx.config.staging}});
 			return EXIT_NOT_READY;

@@ -483,4 +483,10 @@ std::string configured_gpu_machine(const Config &cfg)
 	return {};
 }
 
+std::string nothing_bound_message(const Config &cfg)
+{
+	return "No staging mounts under " + cfg.staging + " and no /dev/nvidiactl, but " + configured_gpu_machine(cfg) +
+	       ": the host has not bound its NVIDIA driver into this machine";
+}
+
 }  // namespace unbounded

@@ -91,6 +91,9 @@ inline constexpr unsigned MAX_EXPECTED_GPUS = 1024;
 // bound: a machine that lost its binds is then broken, never a CPU node. "" when it does not say so,
 // else what says it, for messages.
 std::string configured_gpu_machine(const Config &cfg);
+// What setup and verify say of such a machine whose host bound nothing (no staging entry, no
+// /dev/nvidiactl).
+std::string nothing_bound_message(const Config &cfg);
 
 // Parses "30s", "500ms", "2m", "1h", "1m30s" or a bare number of seconds.
 Result<Millis> parse_duration(std::string_view text);

@@ -115,9 +115,10 @@ void emit(Level level, std::string_view message, const Fields &fields)
 		items.emplace_back("SYSLOG_PID", std::to_string(::getpid()));
 		for (const auto &f : fields)
 			items.emplace_back(f.name, machine_view(f.value));
+		// Journald gone: stderr, unless it is the terminal the answer goes to (which carries
+		// what matters).
 		if (sd::journal_send(items) || keep_off_terminal)
-			return;  // the answer on stdout carries what matters when journald is gone
-				 // fall through to stderr if journald is gone
+			return;
 	}
 	std::string line = program;
 	line += ": ";

@@ -133,25 +133,11 @@ public:
 		UnitState s;
 		const std::pair<const char *, std::string *> strings[] = {
 			{"LoadState", &s.load_state}, {"ActiveState", &s.active_state}, {"SubState", &s.sub_state}};
-		for (const auto &[prop, out] : strings) {
-			BusError err;
-			char *v = nullptr;
-			int r = bus_api->sd_bus_get_property_string(bus_.get(), DEST, path->c_str(), UNIT, prop, err.get(), &v);
-			if (r < 0)
-				return fail(errno_error(-r, "Failed to read " + std::string(prop) + " of " + unit + ": " + err.text(r)));
-			*out = v;
-			free(v);
-		}
-		{
-			BusError err;
-			sd_bus_message *reply = nullptr;
-			int r = bus_api->sd_bus_get_property(bus_.get(), DEST, path->c_str(), UNIT, "ActiveEnterTimestamp", err.get(), &reply, "t");
-			Message m(reply);
-			if (r >= 0)
-				r = bus_api->sd_bus_message_read_basic(m.get(), 't', &s.active_enter_usec);
-			if (r < 0)
-				return fail(errno_error(-r, "Failed to read ActiveEnterTimestamp of " + unit + ": " + err.text(r)));
-		}
+		for (const auto &[prop, out] : strings)
+			if (auto r = string_property(*path, UNIT, prop, unit, *out); !r)
+				return fail(r.error());
+		if (auto r = basic_property(*path, UNIT, "ActiveEnterTimestamp", 't', &s.active_enter_usec, unit); !r)
+			return fail(r.error());
 		// The queued job, (id, path); id 0 when there is none. Its type is the job object's.
 		BusError err;
 		sd_bus_message *reply = nullptr;
@@ -163,15 +149,9 @@ public:
 			r = bus_api->sd_bus_message_read(m.get(), "(uo)", &id, &job);
 		if (r < 0)
 			return fail(errno_error(-r, "Failed to read the job of " + unit + ": " + err.text(r)));
-		if (id != 0 && job) {
-			BusError jerr;
-			char *type = nullptr;
-			r = bus_api->sd_bus_get_property_string(bus_.get(), DEST, job, "org.freedesktop.systemd1.Job", "JobType", jerr.get(), &type);
-			if (r >= 0) {  // a job that finished meanwhile has no object any more: none queued
-				s.job_type = type;
-				free(type);
-			}
-		}
+		// A job that finished meanwhile has no object any more: then none is queued ("").
+		if (id != 0 && job)
+			(void)string_property(job, "org.freedesktop.systemd1.Job", "JobType", unit, s.job_type);
 		return s;
 	}
 
@@ -181,53 +161,24 @@ public:
 		if (!path)
 			return fail(path.error());
 		UnitStatus s;
-		auto str = [&](const char *iface, const char *prop, std::string &out) -> Result<void> {
-			BusError err;
-			char *v = nullptr;
-			int r = bus_api->sd_bus_get_property_string(bus_.get(), DEST, path->c_str(), iface, prop, err.get(), &v);
-			if (r < 0)
-				return fail(errno_error(-r, "Failed to read " + std::string(prop) + " of " + unit + ": " + err.text(r)));
-			out = v;
-			free(v);
-			return {};
-		};
-		if (auto r = str("org.freedesktop.systemd1.Unit", "ActiveState", s.active_state); !r)
+		if (auto r = string_property(*path, UNIT, "ActiveState", unit, s.active_state); !r)
 			return fail(r.error());
-		if (auto r = str("org.freedesktop.systemd1.Unit", "SubState", s.sub_state); !r)
+		if (auto r = string_property(*path, UNIT, "SubState", unit, s.sub_state); !r)
 			return fail(r.error());
-		auto get = [&](const char *prop, char type, void *out) -> Result<void> {
-			BusError err;
-			sd_bus_message *reply = nullptr;
-			int r = bus_api->sd_bus_get_property(bus_.get(), DEST, path->c_str(), "org.freedesktop.systemd1.Service", prop,
-							     err.get(), &reply, std::string(1, type).c_str());
-			Message m(reply);
-			if (r >= 0)
-				r = bus_api->sd_bus_message_read_basic(m.get(), type, out);
-			if (r < 0)
-				return fail(errno_error(-r, "Failed to read " + std::string(prop) + " of " + unit + ": " + err.text(r)));
-			return {};
-		};
+		constexpr const char *SERVICE = "org.freedesktop.systemd1.Service";
 		int sigkill = 1;
 		int32_t kill_signal = 15;
-		if (auto r = get("MainPID", 'u', &s.main_pid); !r)
+		if (auto r = basic_property(*path, SERVICE, "MainPID", 'u', &s.main_pid, unit); !r)
 			return fail(r.error());
-		if (auto r = get("SendSIGKILL", 'b', &sigkill); !r)
+		if (auto r = basic_property(*path, SERVICE, "SendSIGKILL", 'b', &sigkill, unit); !r)
 			return fail(r.error());
-		if (auto r = get("KillSignal", 'i', &kill_signal); !r)
+		if (auto r = basic_property(*path, SERVICE, "KillSignal", 'i', &kill_signal, unit); !r)
 			return fail(r.error());
 		s.send_sigkill = sigkill != 0;
 		s.kill_signal = kill_signal;
 		// Which run it is and since when: the license state is read from this run's journal only.
 		s.invocation_id = invocation_id(*path);
-		{
-			BusError err;
-			sd_bus_message *reply = nullptr;
-			int r = bus_api->sd_bus_get_property(bus_.get(), DEST, path->c_str(), "org.freedesktop.systemd1.Unit", "ActiveEnterTimestamp",
-							     err.get(), &reply, "t");
-			Message m(reply);
-			if (r >= 0)
-				bus_api->sd_bus_message_read_basic(m.get(), 't', &s.active_enter_usec);
-		}
+		(void)basic_property(*path, UNIT, "ActiveEnterTimestamp", 't', &s.active_enter_usec, unit);  // 0 when unknown
 		return s;
 	}
 
@@ -236,7 +187,7 @@ public:
 	{
 		BusError err;
 		sd_bus_message *reply = nullptr;
-		int r = bus_api->sd_bus_get_property(bus_.get(), DEST, path.c_str(), "org.freedesktop.systemd1.Unit", "InvocationID", err.get(),
+		int r = bus_api->sd_bus_get_property(bus_.get(), DEST, path.c_str(), UNIT, "InvocationID", err.get(),
 						     &reply, "ay");
 		Message m(reply);
 		const void *bytes = nullptr;
@@ -269,6 +220,36 @@ public:
 	Result<void> start(const std::string &unit, Millis timeout) override { return job("StartUnit", unit, timeout); }
 
 private:
+	// A string property of the object at `path`, into `out`; errors name `unit`.
+	Result<void> string_property(const std::string &path, const char *iface, const char *prop, const std::string &unit,
+				     std::string &out)
+	{
+		BusError err;
+		char *v = nullptr;
+		int r = bus_api->sd_bus_get_property_string(bus_.get(), DEST, path.c_str(), iface, prop, err.get(), &v);
+		if (r < 0)
+			return fail(errno_error(-r, "Failed to read " + std::string(prop) + " of " + unit + ": " + err.text(r)));
+		out = v;
+		free(v);
+		return {};
+	}
+
+	// A property of a basic D-Bus type (`type`, e.g. 't', 'u', 'b', 'i') into `out`.
+	Result<void> basic_property(const std::string &path, const char *iface, const char *prop, char type, void *out,
+				    const std::string &unit)
+	{
+		BusError err;
+		sd_bus_message *reply = nullptr;
+		const char signature[2] = {type, '\0'};
+		int r = bus_api->sd_bus_get_property(bus_.get(), DEST, path.c_str(), iface, prop, err.get(), &reply, signature);
+		Message m(reply);
+		if (r >= 0)
+			r = bus_api->sd_bus_message_read_basic(m.get(), type, out);
+		if (r < 0)
+			return fail(errno_error(-r, "Failed to read " + std::string(prop) + " of " + unit + ": " + err.text(r)));
+		return {};
+	}
+
 	Result<std::string> unit_path(const std::string &unit)
 	{
 		BusError err;

@@ -265,6 +265,19 @@ class TestSelfRepair(SystemCase):
         self.assertTrue(up and kubelet, "containerd or kubelet never started")
         self.assertLess(up[0], kubelet[0], "kubelet started before containerd was up")
 
+    def assertHealsAfter(self, m, host_fix, version):
+        """Boots `m`, whose setup fails; the host then does `host_fix` while the machine runs, and with
+        nothing run in the machine containerd and kubelet come up within 60 s, serving `version`."""
+        m.boot(HEAL_RECORD + """
+state failed
+host_turn 1
+wait_for 60 systemctl is-active -q kubelet.service
+state healed
+""", host_turns=[host_fix])
+        self.assertHeldBack(m, "failed")
+        self.assertHealed(m, "healed")
+        self.assertReadyFor(m, version, verify=False)  # what containerd found when the heal started it
+
     def test_staging_completed_by_the_host_after_a_failed_boot(self):
         m = self.gpu_machine("heal-staging", staging=False)
         self.stage(m, V1, broken=True)  # half-upgraded: libnvidia-ml of another version
@@ -273,29 +286,13 @@ class TestSelfRepair(SystemCase):
         def complete():  # the host's upgrade finishes: files appear in the bound directory
             d = m.staging_root.p("/run/host-nvidia/0")
             os.rename(os.path.join(d, f"libnvidia-ml.so.{V2}"), os.path.join(d, f"libnvidia-ml.so.{V1}"))
-        m.boot(HEAL_RECORD + """
-state failed
-host_turn 1
-wait_for 60 systemctl is-active -q kubelet.service
-state healed
-""", host_turns=[complete])
-        self.assertHeldBack(m, "failed")
-        self.assertHealed(m, "healed")
-        self.assertReadyFor(m, V1, verify=False)  # what containerd found when the heal started it
+        self.assertHealsAfter(m, complete, V1)
 
     def test_a_module_of_another_version_healed_by_the_timer(self):
         m = self.gpu_machine("heal-module", version=V2)
         m.fake_module(proc_version_text(V1))  # the host's new module is not loaded yet
         m.write("/etc/unbounded/nvidia.yaml", "staging_timeout: 3s\nrefresh:\n  settle_time: 1s\n  interval: 10s\n")
-        m.boot(HEAL_RECORD + """
-state failed
-host_turn 1
-wait_for 60 systemctl is-active -q kubelet.service
-state healed
-""", host_turns=[lambda: m.fake_module(proc_version_text(V2))])
-        self.assertHeldBack(m, "failed")
-        self.assertHealed(m, "healed")
-        self.assertReadyFor(m, V2, verify=False)
+        self.assertHealsAfter(m, lambda: m.fake_module(proc_version_text(V2)), V2)
 
     def test_an_operator_stopped_containerd_stays_stopped(self):
         m = self.gpu_machine("heal-operator")
