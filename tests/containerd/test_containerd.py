@@ -10,12 +10,14 @@ by debian_hosts.py as the podman tier does), bound read-only at /run/host-nvidia
 module version. The test plays kubelet over /run/containerd/containerd.sock (cri.py), and each case
 asserts what the container itself sees, through ExecSync.
 
-Two boots serve every case: the scenario in the machine is a small command loop the host test drives
+Three boots serve every case: the scenario in the machine is a small command loop the host test drives
 (`Node.sh`), so one boot holds many pods. Boot 1: ordering, the units, pods by CDIDevices and by
 annotation, by index and UUID, an unknown device, no device, a daemon-reload, a host driver upgrade
 under the old module (pending-host-reboot). Boot 2 (the new module loaded): a pod gets the new driver,
 then CDI switched off, then a leftover spec of our kind at cdiVersion 0.8.0 (Debian's CDI library
-reads it), then a library removed from the driver root."""
+reads it), then a library removed from the driver root. Boot 3 (the old module loaded again): setup fails, containerd
+and kubelet are held back; the host loads the new module and starts a refresh, which starts them, and a
+pod gets the driver (issue 43)."""
 
 import json
 import os
@@ -76,7 +78,16 @@ class ContainerdTier(GpuNodeTier, unittest.TestCase):
         t0 = time.monotonic()
         run_session(m, cls.pb, cls.second_boot)
         cls.seen["boot2_s"] = time.monotonic() - t0
-        print(f"# boot 1 took {cls.seen['boot1_s']:.0f}s, boot 2 {cls.seen['boot2_s']:.0f}s", flush=True)
+        # Issue 43: the machine restarts while the host's module is the old one again (a host mid
+        # kernel update): setup fails, containerd and kubelet are held back until the host loads the
+        # module it staged and starts a refresh.
+        m.fake_module(proc_version_text(cls.v1))
+        m.write("/etc/unbounded/nvidia.yaml", "staging_timeout: 3s\nrefresh:\n  settle_time: 2s\n")
+        t0 = time.monotonic()
+        run_session(m, cls.pb, cls.third_boot)
+        cls.seen["boot3_s"] = time.monotonic() - t0
+        print(f"# boot 1 took {cls.seen['boot1_s']:.0f}s, boot 2 {cls.seen['boot2_s']:.0f}s, boot 3 {cls.seen['boot3_s']:.0f}s",
+              flush=True)
 
     @classmethod
     def first_boot(cls, node):
@@ -132,6 +143,20 @@ class ContainerdTier(GpuNodeTier, unittest.TestCase):
         seen["removed"] = node.sh(f"rm /run/nvidia/driver/lib/{ARCH}/libnvidia-ml.so.{cls.v2}")
         seen["premise"] = node.probe("premise", cls.v2, cdi=["nvidia.com/gpu=all"])
 
+    @classmethod
+    def third_boot(cls, node):
+        seen = cls.seen
+        states = "systemctl is-active containerd.service kubelet.service unbounded-nvidia-setup.service; true"
+        seen["heal-failed"] = node.sh(states)
+        seen["heal-failed-verify"] = node.sh("unbounded-nvidia-setup verify --json 2>/dev/null")
+        cls.m.fake_module(proc_version_text(cls.v2))  # the host loads the module it staged ...
+        seen["heal-refresh"] = node.sh("systemctl start unbounded-nvidia-refresh.service", timeout=300)  # ... and starts a refresh
+        seen["heal-healed"] = node.sh("for i in $(seq 240); do systemctl is-active -q containerd.service kubelet.service && break; "
+                                      "sleep 0.25; done; " + states, timeout=90)
+        node.reconnect()  # containerd started after the channel was made
+        seen["heal-pod"] = node.probe("healed", cls.v2, cdi=["nvidia.com/gpu=all"])
+        seen["heal-verify"] = node.sh("unbounded-nvidia-setup verify --json 2>/dev/null")
+
     # -- the assertions ----------------------------------------------------------------------------
     def test_00_machine_is_trixie_with_containerd_1_7(self):
         self.assertIn("systemd 257", self.ok("systemd")[1])
@@ -144,7 +169,7 @@ class ContainerdTier(GpuNodeTier, unittest.TestCase):
         for e in entries:
             if e.get("_BOOT_ID") not in boots:
                 boots.append(e.get("_BOOT_ID"))
-        self.assertEqual(len(boots), 2)
+        self.assertEqual(len(boots), 3)
         for b in boots:
             done = [int(e["__MONOTONIC_TIMESTAMP"]) for e in entries if e.get("_BOOT_ID") == b and e.get("MESSAGE_ID") == JOB_DONE
                     and e.get("UNIT") == "unbounded-nvidia-setup.service" and e.get("JOB_RESULT") == "done"]
@@ -204,6 +229,25 @@ class ContainerdTier(GpuNodeTier, unittest.TestCase):
         self.assertEqual(c["max_cdi_version"], "0.8.0", c)
         self.assertTrue(c["max_cdi_version_from"].startswith("Built-Using of containerd in /var/lib/dpkg/status"), c)
         self.assertIn("container-device-interface 0.8.0", c["max_cdi_version_from"], c)
+
+    def test_a_failed_boot_heals_when_the_host_loads_its_module(self):
+        """Issue 43 on systemd 257 with Debian's containerd: held back with verify naming both units,
+        started by the refresh the host starts once its module is loaded, and a GPU pod then gets the
+        driver."""
+        rc, out = self.ok("heal-failed")
+        self.assertEqual(out.split(), ["inactive", "inactive", "failed"], out)
+        rc, out = self.ok("heal-failed-verify")
+        self.assertEqual(rc, 1, out)
+        problems = {p["path"]: p["message"] for p in json.loads(out)["problems"]}
+        for unit in ("containerd.service", "kubelet.service"):
+            self.assertIn("held it back", problems.get(unit, ""), out)
+        self.assertEqual(self.ok("heal-refresh")[0], 0, self.ok("heal-refresh")[1])
+        rc, out = self.ok("heal-healed")
+        self.assertEqual(out.split(), ["active", "active", "active"], out)
+        self.assertGpuPod(self.ok("heal-pod"), self.sums("root_sums_2"), self.v2)
+        rc, out = self.ok("heal-verify")
+        self.assertEqual(rc, 0, out)
+        self.assertTrue(json.loads(out)["ready"], out)
 
     def test_a_library_removed_from_the_root_fails_the_pod(self):
         self.assertEqual(self.ok("cdi-on-restart")[0], 0, self.ok("cdi-on-restart")[1])
