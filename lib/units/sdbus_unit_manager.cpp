@@ -98,7 +98,7 @@ public:
 	}
 
 private:
-	sd_bus_error e_ = SD_BUS_ERROR_NULL;
+	sd_bus_error e_ = {};  // SD_BUS_ERROR_NULL, whose compound literal is not C++
 };
 
 struct JobWait {
