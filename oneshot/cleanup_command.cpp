@@ -1,7 +1,9 @@
 // `cleanup`: what a machine that is not (any more) an NVIDIA machine runs before containerd starts
 // (the generator emits unbounded-nvidia-cleanup.service only when a spec of ours is there). It
 // removes the CDI spec we wrote: its driver root lived in /run and is gone, and containerd must not
-// offer devices whose every hostPath is missing. A spec anyone else wrote is left alone.
+// offer devices whose every hostPath is missing. A spec anyone else wrote is left alone. Run on a
+// machine configured with GPUs (enabled: true, expected_gpus) whose host bound nothing, it removes
+// the same, and says that the machine is broken (staging-gone), not a CPU node.
 #include "commands.hpp"
 
 #include "execute.hpp"
@@ -39,6 +41,15 @@ int run_cleanup(const Context &ctx, Report &report)
 	if (!any)
 		log::info("Nothing to clean up: no CDI spec written by unbounded-nvidia-setup is left (" + ctx.config.cdi_spec +
 			  " and the IMEX, NVSwitch, GDRCopy and GDS specs beside it).");
+	// A machine the configuration says has GPUs is not a CPU node whose specs are merely old: its
+	// specs name a driver root that is gone all the same, but the run says what is wrong.
+	if (!configured_gpu_machine(ctx.config).empty()) {
+		report.outcome = "staging-gone";
+		report.problems.push_back(Problem{ctx.config.staging, nothing_bound_message(ctx.config)});
+		log::error("Not ready: " + nothing_bound_message(ctx.config) + (any ? "; its stale CDI specs are removed" : ""),
+			   {{"MESSAGE_ID", message_id::STAGING_GONE}, {"UNBOUNDED_NVIDIA_PATH", ctx.config.staging}});
+		return EXIT_NOT_READY;
+	}
 	return EXIT_READY;
 }
 

@@ -243,6 +243,25 @@ class TestConfiguredGpuMachine(SelfRepairCase):
                 prom = open(m.p("/var/lib/prometheus/node-exporter/unbounded-nvidia-setup.prom")).read()
                 self.assertIn("unbounded_nvidia_ready 0\n", prom)
 
+    def test_cleanup_on_it_keeps_nothing_stale_but_says_why(self):
+        m = MachineRoot(self).standard(V1)
+        self.assertEqual(m.setup().returncode, 0)
+        # The machine restarts on a host that bound nothing: /run is new, the spec of ours names a
+        # root that is gone.
+        m.clear_staging()
+        for p in ("/run/nvidia", "/run/unbounded-nvidia", "/dev/nvidiactl"):
+            path = m.p(p)
+            subprocess.run(["rm", "-rf", path], check=True)
+        m.config("expected_gpus: 1\n")
+        r = m.run("--json", "cleanup")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        result = json.loads(r.stdout)
+        self.assertEqual(result["outcome"], "staging-gone")
+        self.assertTrue(result["cdi_spec_removed"])
+        self.assertFalse(os.path.exists(m.p("/etc/cdi/nvidia.yaml")))
+        self.assertIn("expected_gpus: 1", r.stderr)
+        self.assertIn("its stale CDI specs are removed", r.stderr)
+
     def test_a_machine_configured_nothing_stays_a_cpu_node(self):
         m = self.bare("staging_timeout: 200ms\n")
         r = m.setup()
