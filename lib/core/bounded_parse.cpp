@@ -45,6 +45,7 @@ std::size_t utf8_length(std::string_view s, std::size_t i)
 struct Abort {
 	std::string message;
 	int line;
+	bool limit = false;  // refused by a limit, not by the syntax (PARSE_LIMIT_ERRNO)
 };
 
 // YAML takes an implicit key of at most 1024 characters, and yaml-cpp holds JSON to that, but it
@@ -74,19 +75,26 @@ public:
 	void OnNull(const YAML::Mark &mark, YAML::anchor_t) override { add(mark, nullptr); }
 	void OnAlias(const YAML::Mark &mark, YAML::anchor_t) override
 	{
-		throw Abort{"YAML aliases are not allowed here" + where(), mark.line};
+		throw Abort{"YAML aliases are not allowed here" + where(), mark.line, true};
 	}
-	void OnScalar(const YAML::Mark &mark, const std::string &tag, YAML::anchor_t, const std::string &value) override
+	void OnScalar(const YAML::Mark &mark, const std::string &tag, YAML::anchor_t anchor, const std::string &value) override
 	{
+		refuse_anchor(mark, anchor);
+		if (limits_.scalars == YamlScalars::GoStrings) {
+			add(mark, go_scalar(mark, tag, value));
+			return;
+		}
 		add(mark, scalar(tag, value));
 	}
-	void OnSequenceStart(const YAML::Mark &mark, const std::string &, YAML::anchor_t, YAML::EmitterStyle::value) override
+	void OnSequenceStart(const YAML::Mark &mark, const std::string &, YAML::anchor_t anchor, YAML::EmitterStyle::value) override
 	{
+		refuse_anchor(mark, anchor);
 		open(mark, json::array());
 	}
 	void OnSequenceEnd() override { stack_.pop_back(); }
-	void OnMapStart(const YAML::Mark &mark, const std::string &, YAML::anchor_t, YAML::EmitterStyle::value) override
+	void OnMapStart(const YAML::Mark &mark, const std::string &, YAML::anchor_t anchor, YAML::EmitterStyle::value) override
 	{
+		refuse_anchor(mark, anchor);
 		open(mark, json::object());
 	}
 	void OnMapEnd() override { stack_.pop_back(); }
@@ -110,6 +118,26 @@ private:
 		return s;
 	}
 
+	// A spec a pod wrote with an anchor is one whose aliases go-yaml expands; not ours to judge.
+	void refuse_anchor(const YAML::Mark &mark, YAML::anchor_t anchor) const
+	{
+		if (anchor != YAML::NullAnchor && limits_.scalars == YamlScalars::GoStrings)
+			throw Abort{"a YAML anchor" + where(), mark.line, true};
+	}
+
+	// A scalar as the CDI library's Go decoding reads it into a string field (YamlScalars::GoStrings).
+	json go_scalar(const YAML::Mark &mark, const std::string &tag, const std::string &s) const
+	{
+		if (tag == "!")  // quoted
+			return s;
+		if (tag != "?" && !tag.empty())  // an explicit tag: go-yaml's rules for each are not ours
+			throw Abort{"a YAML tag (" + printable(tag) + ")" + where(), mark.line, true};
+		if (s == "<<")  // go-yaml merges the mapping it names into this one
+			throw Abort{"a YAML merge key (<<)" + where(), mark.line, true};
+		auto v = go_yaml_plain_string(s);
+		return v ? json(std::move(*v)) : json(nullptr);
+	}
+
 	// Where the parser is, as a key path ("licensing.legacy_files", "devices[3]"), for messages.
 	std::string where() const
 	{
@@ -126,7 +154,7 @@ private:
 	void count(const YAML::Mark &mark)
 	{
 		if (++nodes_ > limits_.max_nodes)
-			throw Abort{"more than " + std::to_string(limits_.max_nodes) + " nodes" + where(), mark.line};
+			throw Abort{"more than " + std::to_string(limits_.max_nodes) + " nodes" + where(), mark.line, true};
 	}
 
 	// Places a value where the parser is: the document, the next list item, a mapping key or value.
@@ -146,8 +174,11 @@ private:
 			if (!v.is_string() && !v.is_number() && !v.is_boolean())
 				throw Abort{"expected a plain key" + where(), mark.line};
 			if (v.is_string() && json_string_bytes(v.get_ref<const std::string &>()) > MAX_KEY_JSON_BYTES)
-				throw Abort{"a key longer than " + std::to_string(MAX_KEY_JSON_BYTES) + " bytes as JSON" + where(), mark.line};
+				throw Abort{"a key longer than " + std::to_string(MAX_KEY_JSON_BYTES) + " bytes as JSON" + where(), mark.line, true};
 			f.key = v.is_string() ? v.get<std::string>() : v.dump();
+			// go-yaml's strict decoding, which the CDI library uses, refuses a key set twice.
+			if (limits_.scalars == YamlScalars::GoStrings && f.value->contains(f.key))
+				throw Abort{"the key '" + printable(f.key) + "' twice" + where(), mark.line};
 			f.have_key = true;
 			return nullptr;
 		}
@@ -162,7 +193,7 @@ private:
 	void open(const YAML::Mark &mark, json v)
 	{
 		if (stack_.size() + 1 > limits_.max_depth)
-			throw Abort{"nested deeper than " + std::to_string(limits_.max_depth) + " levels" + where(), mark.line};
+			throw Abort{"nested deeper than " + std::to_string(limits_.max_depth) + " levels" + where(), mark.line, true};
 		json *slot = place(mark, std::move(v));
 		if (!slot)
 			throw Abort{"expected a plain key" + where(), mark.line};
@@ -318,11 +349,18 @@ Result<nlohmann::ordered_json> parse_yaml_bounded(std::string_view text, const s
 		JsonBuilder builder(limits);
 		if (!parser.HandleNextDocument(builder))
 			return json(nullptr);  // an empty file
+		if (limits.scalars == YamlScalars::GoStrings)
+			return std::move(builder.result);  // go-yaml reads the first document only
 		JsonBuilder second(limits);
 		if (parser.HandleNextDocument(second))
 			return at(0, "more than one YAML document");
 		return std::move(builder.result);
 	} catch (const Abort &a) {
+		if (a.limit) {
+			Error e = make_error("Failed to parse " + display + ":" + std::to_string(a.line + 1) + ": " + printable(a.message));
+			e.errnum = PARSE_LIMIT_ERRNO;
+			return fail(std::move(e));
+		}
 		return at(a.line, a.message);
 	} catch (const YAML::Exception &e) {
 		return at(e.mark.line, e.msg);
