@@ -8,6 +8,7 @@
 #include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,8 @@ struct Report {
 	// Not part of the JSON: our specs as setup or refresh left them (by configured path), for the
 	// consumer check after the run, which then neither reads nor parses them again.
 	KnownSpecs specs_in_place;
+	// The device plugin's spec as the run read it, for the consumer check's scan of its directory.
+	std::optional<ReadSpecFile> device_plugin_read;
 	// Not part of the JSON either: the run failed on the host's side (staging half-upgraded, another
 	// module version, nothing bound), which may be on its way; and whether setup --boot will try again
 	// after such a failure (then it is not said as the run's failure).

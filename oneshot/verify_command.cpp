@@ -168,6 +168,7 @@ int run_verify(const Context &ctx, Report &report)
 	carry_last_run(ctx, report);
 	const std::string version = report.details["driver_version"].get<std::string>();
 	report.details["device_plugin_spec"] = ctx.config.device_plugin_spec;
+	report.device_plugin_read = ReadSpecFile{ctx.config.device_plugin_spec, snap.device_plugin.text};
 	if (!version.empty())
 		if (auto p = check_device_plugin(ctx, snap.device_plugin, version)) {
 			log::error(p->message, {{"MESSAGE_ID", message_id::DEVICE_PLUGIN_SPEC_STALE}, {"UNBOUNDED_NVIDIA_PATH", p->path}});

@@ -38,11 +38,6 @@ struct SpecFile : SpecFacts {
 	bool ours = false;
 };
 
-bool spec_extension(std::string_view n)
-{
-	return (n.ends_with(".json") || n.ends_with(".yaml")) && n.size() > 5;
-}
-
 std::string list_names(const std::set<std::string> &names)
 {
 	std::string out;
@@ -81,62 +76,12 @@ const char *containerd_for(std::string_view cdi_version)
 	return "2.2.1";
 }
 
-// yaml-cpp's scanner takes memory by the nesting before any event reaches the bounded builder
-// (500,000 '[' cost 140 MB): a YAML file a pod wrote is refused first when its flow nesting is deeper
-// than the parsers allow or its block indentation (spaces, "- " and "? ") is wider than any spec.
-bool yaml_shape_bounded(std::string_view t)
+// Our own spec, root's file in /etc/cdi, as large as what we generate (6,000 IMEX channels): read
+// with our limits; nullopt when it is no document.
+std::optional<json> parse_own_spec(const std::string &text, const std::string &path)
 {
-	// Brackets are counted wherever they stand, quoted or not: telling a quote that opens a scalar
-	// from an apostrophe inside one is the parser's work, and a spec with 33 brackets in its strings
-	// is no spec the CDI library is asked for.
-	constexpr unsigned MAX_FLOW = 32;
-	constexpr std::size_t MAX_INDENT = 256;
-	unsigned flow = 0;
-	bool line_start = true;
-	std::size_t indent = 0;
-	for (const char c : t) {
-		if (c == '\n') {
-			line_start = true, indent = 0;
-			continue;
-		}
-		if (line_start) {
-			if (c == ' ' || c == '-' || c == '?') {
-				if (++indent > MAX_INDENT)
-					return false;
-				continue;
-			}
-			line_start = false;
-		}
-		if ((c == '[' || c == '{') && ++flow > MAX_FLOW)
-			return false;
-		if ((c == ']' || c == '}') && flow > 0)
-			flow--;
-	}
-	return true;
-}
-
-// A spec file as the CDI library reads it: JSON by the SAX check first (bounded before anything is
-// built), YAML after the shape check; nullopt when it cannot be read, which the library skips too.
-std::optional<json> parse_spec_text(const std::string &text, const std::string &path, bool ours)
-{
-	if (ours) {  // root's file in /etc/cdi, as large as what we generate (6,000 IMEX channels)
-		auto doc = parse_yaml_bounded(text, path, ParseLimits{32, 4000000});
-		return doc ? std::optional<json>(std::move(*doc)) : std::nullopt;
-	}
-	if (path.ends_with(".json")) {
-		if (!check_json_bounded(text, path))
-			return std::nullopt;
-		json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
-		if (doc.is_discarded())
-			return std::nullopt;
-		return doc;
-	}
-	if (!yaml_shape_bounded(text))
-		return std::nullopt;
-	auto doc = parse_yaml_document(text, path);
-	if (!doc)
-		return std::nullopt;
-	return std::move(*doc);
+	auto doc = parse_yaml_bounded(text, path, ParseLimits{32, 4000000});
+	return doc ? std::optional<json>(std::move(*doc)) : std::nullopt;
 }
 
 SpecFacts facts_of(const json &doc)
@@ -161,9 +106,9 @@ SpecFacts facts_of(const json &doc)
 
 class SpecScan {
 public:
-	SpecScan(const Context &ctx, std::vector<std::string> dirs, ConsumerReport &out, const KnownSpecs *known)
+	SpecScan(const Context &ctx, std::vector<std::string> dirs, std::string max_version, ConsumerReport &out, const KnownSpecs *known)
 		: ctx_(ctx), dirs_(std::move(dirs)), out_(out), deadline_(Clock::now() + SCAN_BUDGET),
-		  root_(::open(ctx.root.empty() ? "/" : ctx.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC))
+		  root_(::open(ctx.root.empty() ? "/" : ctx.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC)), max_version_(std::move(max_version))
 	{
 		ours_.insert(normalize_run_path(ctx.config.cdi_spec));
 		for (const auto &side : side_specs(ctx.config))
@@ -174,6 +119,7 @@ public:
 	}
 
 	std::vector<SpecFile> specs;
+	const ReadSpecFile *already_read = nullptr;                   // its bytes are taken, not read again
 	std::function<void(const SpecFile &, const json &)> foreign;  // called for each spec not ours
 
 	void run()
@@ -193,6 +139,8 @@ private:
 	void read_dir(std::size_t index)
 	{
 		const std::string &dir = dirs_[index];
+		if (symlinked_dir(dir))
+			return;
 		auto fd = open_confined(root_.get(), dir, ConfinedOpen{Confinement::InRoot, O_RDONLY | O_DIRECTORY, true});
 		if (!fd)
 			return;  // a directory that is not there holds no spec
@@ -215,6 +163,27 @@ private:
 		}
 	}
 
+	// The CDI library's walk takes the directory by lstat(): one that is itself a symlink is a file to
+	// it, and none of its specs is read. A problem when ours is there.
+	bool symlinked_dir(const std::string &dir)
+	{
+		auto parent = open_confined(root_.get(), fs::dirname(dir), ConfinedOpen{Confinement::InRoot, O_PATH | O_DIRECTORY, true});
+		struct stat st = {};
+		if (!parent || ::fstatat(parent->get(), fs::basename(dir).c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISLNK(st.st_mode))
+			return false;
+		for (const auto &o : ours_)
+			if (normalize_run_path(fs::dirname(o)) == normalize_run_path(dir))
+				problem_here("cdi-spec-dirs", dir,
+					     dir + " is a symlink: the CDI library does not read a spec directory that is one, and containerd never sees " +
+						     o + ". Make it a directory (or name its target in cdi_spec_dirs)");
+		return true;
+	}
+
+	void problem_here(const char *check, const std::string &path, std::string message)
+	{
+		out_.findings.push_back(ConsumerFinding{check, message_id::CONTAINERD_CDI_OFF, Problem{printable(path), std::move(message)}, false});
+	}
+
 	// The directory's spec names, streamed: at most MAX_SPECS_PER_DIR kept (the smallest by name, as
 	// the CDI library reads them in order) whatever a pod created there, within the time budget.
 	// `total` counts the spec names seen (SIZE_MAX when the budget ran out first).
@@ -233,7 +202,8 @@ private:
 				const auto *e = reinterpret_cast<const struct dirent64 *>(buf + off);
 				off += e->d_reclen;
 				const std::string_view name(e->d_name);
-				if (!spec_extension(name) || name.starts_with("."))
+				// Every .json and .yaml name, dot-files and a bare ".json" too (filepath.Ext).
+				if (!cdi_library_reads(name) || name == "." || name == "..")
 					continue;
 				total++;
 				if (heap.size() < MAX_SPECS_PER_DIR) {
@@ -261,8 +231,6 @@ private:
 		s.name = name;
 		s.path = fs::join(dirs_[index], name);
 		s.ours = ours_.count(normalize_run_path(s.path)) > 0;
-		if (normalize_run_path(s.path) == plugin_)
-			return;  // the device plugin's: checked on its own (check_device_plugin), of its own kind
 		if (auto k = known_.find(normalize_run_path(s.path)); s.ours && k != known_.end()) {
 			if (*k->second) {  // else a spec the CDI library skips
 				static_cast<SpecFacts &>(s) = **k->second;
@@ -275,6 +243,12 @@ private:
 		// A device node a privileged pod made (or a link to one) is never opened for reading: O_PATH
 		// first, its type from fstat, then a reopen of that very file.
 		(void)dirfd;
+		// Read without following a symlink (snapshot.cpp); a link the library follows is opened here.
+		if (already_read && normalize_run_path(already_read->path) == normalize_run_path(s.path) &&
+		    (already_read->text || already_read->text.error().errnum != ELOOP)) {
+			take_text(s, already_read->text);
+			return;
+		}
 		auto path_fd = open_confined(root_.get(), s.path, ConfinedOpen{Confinement::InRoot, O_PATH, true, &steps_});
 		struct stat st = {};
 		if (!path_fd || ::fstat(path_fd->get(), &st) < 0 || !S_ISREG(st.st_mode))
@@ -282,23 +256,47 @@ private:
 		UniqueFd fd(::open(("/proc/self/fd/" + std::to_string(path_fd->get())).c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
 		if (!fd || !fs::require_regular(fd.get(), s.path))
 			return;
-		auto text = fs::read_fd(fd.get(), s.path, s.ours ? OWN_SPEC_CAP : MAX_SPEC_BYTES);
-		if (!text)
-			return;
-		auto doc = parse_spec_text(*text, s.path, s.ours);
-		text->clear();
-		text->shrink_to_fit();
-		take_spec(s, std::move(doc));
+		take_text(s, fs::read_fd(fd.get(), s.path, s.ours ? OWN_SPEC_CAP : MAX_SPEC_BYTES));
 	}
 
-	void take_spec(SpecFile &s, std::optional<json> doc)
+	void take_text(SpecFile &s, Result<std::string> text)
 	{
-		if (!doc || !doc->is_object())
-			return;  // the CDI library skips it too; only a spec it reads can shadow ours
-		static_cast<SpecFacts &>(s) = facts_of(*doc);
-		if (!s.ours && foreign)
-			foreign(s, *doc);  // the document is not kept: one spec's memory at a time
+		if (!text) {
+			if (text.error().errnum == EFBIG && !s.ours)
+				unjudged(s.path, "it is larger than the " + std::to_string(MAX_SPEC_BYTES >> 20) + " MiB verify reads of a spec");
+			return;  // else unreadable to the CDI library too
+		}
+		if (s.ours) {
+			auto doc = parse_own_spec(*text, s.path);
+			if (doc && doc->is_object()) {
+				static_cast<SpecFacts &>(s) = facts_of(*doc);
+				specs.push_back(std::move(s));
+			}
+			return;
+		}
+		LibraryVerdict v = judge_spec(*text, s.path, max_version_);
+		text->clear();
+		text->shrink_to_fit();
+		if (v.status == LibraryVerdict::Status::Unjudged) {
+			unjudged(s.path, v.reason);
+			return;
+		}
+		if (v.status == LibraryVerdict::Status::Refused)
+			return;  // the CDI library skips it: only a spec it reads can shadow ours
+		static_cast<SpecFacts &>(s) = v.facts;
+		if (foreign)
+			foreign(s, v.document);  // the document is not kept: one spec's memory at a time
 		specs.push_back(std::move(s));
+	}
+
+	// A spec the library may read but verify cannot judge: not ready, naming it (never a silent pass).
+	void unjudged(const std::string &path, const std::string &why)
+	{
+		out_.findings.push_back(ConsumerFinding{
+			"unjudged", message_id::CDI_SPEC_SHADOWED,
+			Problem{printable(path), "Cannot tell whether " + printable(path) + " shadows our CDI devices: " + printable(why) +
+							 ". The CDI library reads it; remove it or make it a plain spec"},
+			false});
 	}
 
 	const Context &ctx_;
@@ -308,8 +306,8 @@ private:
 	const UniqueFd root_;
 	std::set<std::string> ours_;
 	std::map<std::string, const std::optional<SpecFacts> *> known_;  // normalised path: what the caller knows
-	const std::string plugin_ = normalize_run_path(ctx_.config.device_plugin_spec);
-	std::uint64_t steps_ = 200000;  // path components for all the opens of one scan (ConfinedOpen::steps)
+	std::string max_version_;                                        // of the containerd's CDI library, "" when unknown
+	std::uint64_t steps_ = 200000;                                   // path components for all the opens of one scan (ConfinedOpen::steps)
 };
 
 void problem(ConsumerReport &out, const char *check, const char *id, std::string path, std::string message)
@@ -378,45 +376,87 @@ void check_versions(const ContainerdView &v, const std::vector<SpecFile> &specs,
 					" or later");
 }
 
+// The CDI library's cache (cache.go, refresh): specs in directory order and by name within one; a
+// device of a later directory replaces an earlier one's, two of one directory conflict and the name
+// is dropped for good, whatever comes after. Returns, per qualified name, the index of the spec that
+// serves it; `conflicts` the names dropped.
+std::map<std::string, std::size_t> resolve_devices(const std::vector<SpecFile> &specs, const std::string &max_version,
+						   std::set<std::string> &conflicts)
+{
+	std::map<std::string, std::size_t> devices;
+	for (std::size_t i = 0; i < specs.size(); i++) {
+		const SpecFile &s = specs[i];
+		// Ours as read; a spec of ours the library refuses for its version serves nothing.
+		if (s.ours && !max_version.empty() && !s.cdi_version.empty() && compare_cdi_versions(s.cdi_version, max_version) > 0)
+			continue;
+		for (const auto &d : s.devices) {
+			const std::string q = s.kind + "=" + d;
+			auto it = devices.find(q);
+			if (it != devices.end()) {
+				const std::size_t other_dir = specs[it->second].dir;
+				if (s.dir == other_dir)
+					conflicts.insert(q);
+				if (s.dir <= other_dir)
+					continue;
+			}
+			devices[q] = i;
+		}
+	}
+	for (const auto &c : conflicts)
+		devices.erase(c);
+	return devices;
+}
+
 void check_shadowing(const std::vector<SpecFile> &specs, const std::string &max_version, ConsumerReport &out)
 {
+	std::set<std::string> conflicts;
+	const auto served = resolve_devices(specs, max_version, conflicts);
 	for (const auto &o : specs) {
 		if (!o.ours || o.kind.empty())
 			continue;
-		for (const auto &f : specs) {
+		for (const auto &d : o.devices) {
+			const std::string q = o.kind + "=" + d;
+			auto it = served.find(q);
+			out.resolution[printable(q)] = it == served.end() ? json(nullptr) : json(printable(specs[it->second].path));
+		}
+		for (std::size_t fi = 0; fi < specs.size(); fi++) {
+			const SpecFile &f = specs[fi];
 			if (f.ours || f.kind != o.kind)
 				continue;
-			// A spec this containerd's CDI library refuses is skipped by it: it shadows nothing.
-			if (!max_version.empty() && !f.cdi_version.empty() && compare_cdi_versions(f.cdi_version, max_version) > 0)
-				continue;
-			std::set<std::string> both;
+			std::set<std::string> both, theirs, neither;
 			std::set_intersection(o.devices.begin(), o.devices.end(), f.devices.begin(), f.devices.end(),
 					      std::inserter(both, both.begin()));
-			const char *wins = f.dir > o.dir    ? "theirs"
-					   : f.dir == o.dir ? "neither"
-							    : "ours";
+			for (const auto &d : both) {
+				auto it = served.find(o.kind + "=" + d);
+				if (it != served.end() && it->second == fi)
+					theirs.insert(d);
+				else if (it == served.end())
+					neither.insert(d);
+			}
+			const char *wins = both.empty() ? "none" : !theirs.empty() ? "theirs"
+							   : !neither.empty()      ? "neither"
+										   : "ours";
 			out.shadowing.push_back(json{{"file", printable(f.path)},
 						     {"ours", o.path},
 						     {"kind", printable(o.kind)},
 						     {"devices", json(std::vector<std::string>(both.begin(), both.end()))},
-						     {"wins", both.empty() ? "none" : wins}});
+						     {"wins", wins}});
 			std::string msg;
 			if (both.empty())
 				msg = printable(f.path) + " is a second CDI spec of kind " + printable(o.kind) + " beside " + o.path +
 				      ": a device it adds under our kind is not ours, and it shadows ours once the device names meet. Remove it";
-			else if (f.dir > o.dir)
-				msg = printable(f.path) + " defines " + printable(o.kind) + "=" + list_names(both) + " as " + o.path +
+			else if (!theirs.empty())
+				msg = printable(f.path) + " defines " + printable(o.kind) + "=" + list_names(theirs) + " as " + o.path +
 				      " does, and wins (a later CDI directory overrides an earlier one): pods get its devices and mounts, "
 				      "not ours. Remove it (nvidia-cdi-refresh writes /var/run/cdi/nvidia.yaml; mask it)";
-			else if (f.dir == o.dir)
-				msg = printable(f.path) + " defines " + printable(o.kind) + "=" + list_names(both) + " as " + o.path +
-				      " does, in the same directory: the CDI library refuses both and pods asking for them fail. Remove it";
+			else if (!neither.empty())
+				msg = printable(f.path) + " defines " + printable(o.kind) + "=" + list_names(neither) + " as " + o.path +
+				      " does, and the CDI library drops both (two specs of one directory conflict): pods asking for them fail. Remove it";
 			else
 				msg = printable(f.path) + " defines " + printable(o.kind) + "=" + list_names(both) + " as " + o.path +
 				      " does; ours wins (a later CDI directory), but a change of cdi_spec_dirs would hand pods its devices. Remove it";
-			// Pods get our devices while no name meets, or while ours is in the later directory: said,
-			// but not "not ready".
-			if (both.empty() || f.dir < o.dir)
+			// Pods get our devices while the library serves every one from ours: said, not "not ready".
+			if (theirs.empty() && neither.empty())
 				out.findings.push_back(ConsumerFinding{"second-spec", message_id::CDI_SPEC_SHADOWED, Problem{printable(f.path), std::move(msg)}, true});
 			else
 				problem(out, "shadowed", message_id::CDI_SPEC_SHADOWED, printable(f.path), std::move(msg));
@@ -507,19 +547,20 @@ SpecFacts spec_facts(const CdiSpec &spec)
 
 std::optional<SpecFacts> spec_facts(const std::string &text, const std::string &path)
 {
-	auto doc = parse_spec_text(text, path, /*ours=*/true);
+	auto doc = parse_own_spec(text, path);
 	if (!doc || !doc->is_object())
 		return std::nullopt;
 	return facts_of(*doc);
 }
 
-ConsumerReport check_consumer(const Context &ctx, const KnownSpecs *known)
+ConsumerReport check_consumer(const Context &ctx, const KnownSpecs *known, const ReadSpecFile *read)
 {
 	ConsumerReport out;
 	const ContainerdView view = read_containerd(ctx);
 	check_containerd(view, ctx, out);
 	// Without containerd the CDI library's defaults, which CRI-O and podman share.
-	SpecScan scan(ctx, view.found ? view.cdi_spec_dirs : std::vector<std::string>{"/etc/cdi", "/var/run/cdi"}, out, known);
+	SpecScan scan(ctx, view.found ? view.cdi_spec_dirs : std::vector<std::string>{"/etc/cdi", "/var/run/cdi"}, view.max_cdi_version, out, known);
+	scan.already_read = read;
 	DraCheck dra(ctx, scan);
 	scan.foreign = [&](const SpecFile &s, const json &doc) { dra(s, doc); };
 	scan.run();

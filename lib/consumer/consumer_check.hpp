@@ -6,6 +6,7 @@
 // From files only, within the budgets of the device plugin's check (cdi_check.hpp).
 #pragma once
 
+#include "cdi_library.hpp"
 #include "cdi_spec.hpp"
 #include "context.hpp"
 #include "driver_root.hpp"
@@ -28,25 +29,25 @@ struct ConsumerFinding {
 
 // Every check name, for metrics that show a zero as well as a count.
 // Problems: cdi-disabled, cdi-spec-dirs, cdi-version, shadowed (another spec's device wins over ours,
-// or conflicts with it). Warnings: second-spec (another spec of our kind that does not take our
-// devices), dra-stale, containerd-config (unreadable, or the version unknown), cdi-scan (a directory
-// too full or slow to read whole).
-inline constexpr const char *CONSUMER_CHECKS[] = {"cdi-disabled", "cdi-spec-dirs", "cdi-version", "shadowed", "second-spec",
-						  "dra-stale", "containerd-config", "cdi-scan"};
+// or conflicts with it), unjudged (a spec the CDI library may read that verify cannot: past its
+// limits), config-refused (containerd refuses its configuration and does not start), cdi-schema (a
+// file that replaces the CDI schema of every runtime). Warnings: second-spec (another spec of our
+// kind that does not take our devices), dra-stale, containerd-config (unreadable, or the version
+// unknown), cdi-scan (a directory too full or slow to read whole).
+inline constexpr const char *CONSUMER_CHECKS[] = {"cdi-disabled", "cdi-spec-dirs", "cdi-version", "shadowed", "unjudged",
+						  "config-refused", "cdi-schema", "second-spec", "dra-stale", "containerd-config",
+						  "cdi-scan"};
 
 struct ConsumerReport {
 	std::vector<ConsumerFinding> findings;
 	nlohmann::ordered_json containerd = nlohmann::ordered_json::object();  // verify --json "containerd"
 	nlohmann::ordered_json shadowing = nlohmann::ordered_json::array();    // "cdi_shadowing"
 	nlohmann::ordered_json dra = nlohmann::ordered_json::object();         // "dra_claims"
+	// "cdi_resolution": each of our qualified device names, the spec file the CDI library takes it
+	// from (null: from none, a conflict of two specs in one directory).
+	nlohmann::ordered_json resolution = nlohmann::ordered_json::object();
 
 	std::size_t count(std::string_view check) const;
-};
-
-// What the check takes from a spec, as the CDI library reads it: its kind, cdiVersion and device names.
-struct SpecFacts {
-	std::string kind, cdi_version;
-	std::set<std::string> devices;
 };
 
 // Of a spec this run generated: from what it was made of, never from its bytes.
@@ -60,6 +61,13 @@ std::optional<SpecFacts> spec_facts(const std::string &text, const std::string &
 // does not parse the spec it has just generated). nullopt: a spec the CDI library skips.
 using KnownSpecs = std::map<std::string, std::optional<SpecFacts>>;
 
-ConsumerReport check_consumer(const Context &ctx, const KnownSpecs *known = nullptr);
+// A file of a spec directory the caller has read this run (the device plugin's spec): the scan takes
+// its bytes, or the error of that read (EFBIG: over the cap), instead of opening it again.
+struct ReadSpecFile {
+	std::string path;
+	Result<std::string> text;
+};
+
+ConsumerReport check_consumer(const Context &ctx, const KnownSpecs *known = nullptr, const ReadSpecFile *read = nullptr);
 
 }  // namespace unbounded

@@ -7,6 +7,7 @@ binary; the containerd version comes from dpkg's database, as on a Debian node."
 
 import json
 import os
+import shutil
 import time
 import unittest
 
@@ -259,7 +260,7 @@ class TestShadowing(ConsumerCase):
     def test_same_directory_makes_both_unusable(self):
         m = self.cdi_machine()
         write(m.p("/etc/cdi/zz-other.json"), gpu_spec(["0"]))
-        r = self.assertNotReady(m, "/etc/cdi/zz-other.json", "in the same directory", "refuses both")
+        r = self.assertNotReady(m, "/etc/cdi/zz-other.json", "two specs of one directory conflict", "drops both")
         self.assertEqual(r.result["cdi_shadowing"][0]["wins"], "neither")
 
     def test_a_second_spec_of_our_kind(self):
@@ -309,7 +310,8 @@ class TestShadowing(ConsumerCase):
 
     def test_a_symlink_in_var_run_cdi_resolves_inside_the_machine_root(self):
         m = self.cdi_machine()
-        write(m.p("/opt/leftover/nvidia.yaml"), "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- name: 0\n  containerEdits: {}\n")
+        write(m.p("/opt/leftover/nvidia.yaml"), "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- name: 0\n"
+              "  containerEdits: {deviceNodes: [{path: /dev/nvidia0}]}\n")
         os.makedirs(m.p("/var/run/cdi"), exist_ok=True)
         os.symlink("/opt/leftover/nvidia.yaml", m.p("/var/run/cdi/nvidia.yaml"))
         # a plain YAML 0 is the name "0" to the CDI library, as ours is
@@ -319,10 +321,16 @@ class TestShadowing(ConsumerCase):
         m = self.cdi_machine()
         base = self.verify(m).result["peak_rss_kib"]
         write(m.p("/var/run/cdi/nest.yaml"), "note: don't\nb: " + "[" * 2_000_000 + "\n")
-        write(m.p("/var/run/cdi/deep.json"), "[" * 2_000_000)
-        write(m.p("/var/run/cdi/wide.json"), "[" + ",".join(["{}"] * 300000) + "]")
+        write(m.p("/var/run/cdi/deep.json"), '{"kind": ' + "[" * 2_000_000)
+        write(m.p("/var/run/cdi/deep-list.json"), "[" * 2_000_000)  # a list: no spec to the library
+        write(m.p("/var/run/cdi/wide.json"), "[" + ",".join(["{}"] * 300000) + "]")  # a list: no spec to the library
+        write(m.p("/var/run/cdi/wide-object.json"), '{"devices": [' + ",".join(["{}"] * 300000) + "]}")
         r = self.verify(m)
-        self.assertEqual(r.returncode, 0, r.stderr)
+        # Issue 44, item 4: what verify cannot parse within its bounds may shadow ours as far as it
+        # knows: not ready, each named, never a silent pass.
+        self.assertEqual(r.returncode, 1, r.stderr)
+        unjudged = sorted(p["path"] for p in r.result["problems"] if p["message"].startswith("Cannot tell whether"))
+        self.assertEqual(unjudged, ["/var/run/cdi/deep.json", "/var/run/cdi/nest.yaml", "/var/run/cdi/wide-object.json"], r.stderr)
         self.assertMemoryBounded(r.result, base)
 
     def test_many_names_in_var_run_cdi_are_listed_within_bounds(self):
@@ -364,8 +372,118 @@ class TestShadowing(ConsumerCase):
         start = time.monotonic()
         r = self.verify(m)
         self.assertLess(time.monotonic() - start, 20)
-        self.assertEqual(r.returncode, 0, r.stderr)
+        # The alias bomb and the file over the size cap may be specs to the library: named, not
+        # ready (issue 44, item 4); the FIFO, the device and the link out of the root are not read.
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertEqual(sorted(p["path"] for p in r.result["problems"]), ["/var/run/cdi/big.json", "/var/run/cdi/bomb.yaml"], r.stderr)
         self.assertTrue(any("holds 305 CDI specs: only the first 256 by name" in w for w in r.result["warnings"]), r.result["warnings"])
+
+
+class TestCdiLibraryRules(ConsumerCase):
+    """Issue 44: the CDI library's own rules for spec names, keys and scalars, each a way verify
+    called a shadowing spec harmless (found against Debian's CDI library 0.8.0 and 1.0.1; the
+    differential test in tests/oracle/ holds verify to the real library on generated cases)."""
+
+    EDITS = {"deviceNodes": [{"path": "/dev/nvidia0"}]}
+
+    def cdi_machine(self):
+        return self.machine("1.7.24", f'version = 2\n{CRI_17}\n  enable_cdi = true\n')
+
+    def assertServedFrom(self, m, path, device="nvidia.com/gpu=0"):
+        r = self.assertNotReady(m, path, "and wins")
+        self.assertEqual(r.result["cdi_resolution"][device], path, r.result["cdi_resolution"])
+        return r
+
+    def test_dot_files_are_read_by_the_library(self):
+        m = self.cdi_machine()
+        write(m.p("/var/run/cdi/.x.json"), gpu_spec(["0"]))
+        self.assertServedFrom(m, "/var/run/cdi/.x.json")
+
+    def test_a_file_named_only_dot_json_is_read_too(self):
+        m = self.cdi_machine()
+        write(m.p("/var/run/cdi/.json"), gpu_spec(["0"]))
+        self.assertServedFrom(m, "/var/run/cdi/.json")
+
+    def test_field_names_in_another_case(self):
+        m = self.cdi_machine()
+        write(m.p("/var/run/cdi/upper.json"), json.dumps({
+            "CDIVERSION": "0.5.0", "Kind": "nvidia.com/gpu",
+            "Devices": [{"Name": "0", "ContainerEdits": {"DeviceNodes": [{"Path": "/dev/nvidia0"}]}}]}))
+        self.assertServedFrom(m, "/var/run/cdi/upper.json")
+
+    def test_a_kelvin_sign_folds_to_k(self):
+        m = self.cdi_machine()
+        write(m.p("/var/run/cdi/kelvin.json"), json.dumps({
+            "cdiVersion": "0.5.0", "\u212aind": "nvidia.com/gpu",
+            "devices": [{"name": "0", "containerEdits": self.EDITS}]}, ensure_ascii=False))
+        self.assertServedFrom(m, "/var/run/cdi/kelvin.json")
+
+    def test_numeric_device_names_are_text_to_the_library(self):
+        for i, name in enumerate(["0x0", "00", "+0", "0.0", "0o0", "0_0", "-0"]):
+            m = self.cdi_machine()
+            write(m.p(f"/var/run/cdi/n{i}.yaml"),
+                  f"cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- name: {name}\n  containerEdits:\n"
+                  f"    deviceNodes:\n    - path: /dev/nvidia0\n")
+            self.assertServedFrom(m, f"/var/run/cdi/n{i}.yaml")
+
+    def test_yes_names_device_true_and_shadows_nothing_of_ours(self):
+        m = self.cdi_machine()
+        write(m.p("/var/run/cdi/yes.yaml"), "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- name: yes\n"
+              "  containerEdits: {deviceNodes: [{path: /dev/nvidia0}]}\n")
+        r = self.verify(m)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual([s["wins"] for s in r.result["cdi_shadowing"]], ["none"])
+
+    def test_a_spec_the_library_refuses_shadows_nothing(self):
+        # Each refused by the library as a whole: an unknown field, a device that edits nothing, a
+        # key set twice, a cdiVersion below what its digit-first name needs, a device twice.
+        specs = {
+            "unknown.json": {"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu", "extra": 1,
+                             "devices": [{"name": "0", "containerEdits": self.EDITS}]},
+            "empty.json": {"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu", "devices": [{"name": "0", "containerEdits": {}}]},
+            "old.json": {"cdiVersion": "0.4.0", "kind": "nvidia.com/gpu", "devices": [{"name": "0", "containerEdits": self.EDITS}]},
+            "twice.json": {"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu",
+                           "devices": [{"name": "0", "containerEdits": self.EDITS}, {"name": "0", "containerEdits": self.EDITS}]},
+        }
+        m = self.cdi_machine()
+        for name, spec in specs.items():
+            write(m.p(f"/var/run/cdi/{name}"), json.dumps(spec))
+        write(m.p("/var/run/cdi/dup.json"), '{"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu", "kind": "nvidia.com/gpu", '
+              '"devices": [{"name": "0", "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia0"}]}}]}')
+        r = self.verify(m)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.result["cdi_shadowing"], [])
+        self.assertEqual(r.result["cdi_resolution"]["nvidia.com/gpu=0"], "/etc/cdi/nvidia.yaml")
+
+    def test_the_device_plugins_path_is_no_exemption(self):
+        m = self.cdi_machine()
+        write(m.p(PLUGIN_SPEC), gpu_spec(["0"]))
+        r = self.verify(m)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertEqual(r.result["cdi_resolution"]["nvidia.com/gpu=0"], PLUGIN_SPEC)
+        self.assertTrue(any(p["path"] == PLUGIN_SPEC and "and wins" in p["message"] for p in r.result["problems"]), r.stderr)
+
+    def test_a_yaml_anchor_is_named_not_passed(self):
+        m = self.cdi_machine()
+        write(m.p("/var/run/cdi/anchor.yaml"), "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- name: &n 0\n"
+              "  containerEdits: {deviceNodes: [{path: /dev/nvidia0}]}\n")
+        self.assertNotReady(m, "/var/run/cdi/anchor.yaml", "Cannot tell whether /var/run/cdi/anchor.yaml shadows our CDI devices")
+
+    def test_brackets_in_a_comment_count_and_are_named(self):
+        m = self.cdi_machine()
+        write(m.p("/var/run/cdi/comment.yaml"), "# " + "[" * 40 + "\n" + "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- name: 0\n"
+              "  containerEdits: {deviceNodes: [{path: /dev/nvidia0}]}\n")
+        self.assertNotReady(m, "/var/run/cdi/comment.yaml", "Cannot tell whether")
+
+    def test_a_symlinked_spec_directory_is_not_walked(self):
+        m = self.cdi_machine()
+        write(m.p("/opt/specs/nvidia.json"), gpu_spec(["0"]))
+        os.makedirs(m.p("/var/run"), exist_ok=True)
+        shutil.rmtree(m.p("/var/run/cdi"), ignore_errors=True)
+        os.symlink("/opt/specs", m.p("/var/run/cdi"))
+        r = self.verify(m)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.result["cdi_resolution"]["nvidia.com/gpu=0"], "/etc/cdi/nvidia.yaml")
 
 
 class TestDraClaims(ConsumerCase):

@@ -1,0 +1,413 @@
+#include "cdi_library.hpp"
+
+#include "bounded_parse.hpp"
+#include "containerd.hpp"
+
+#include <algorithm>
+#include <map>
+#include <vector>
+
+namespace unbounded {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+// Every cdiVersion a library release may know (specs-go/version.go's validSpecVersions); a release
+// accepts those up to its own.
+constexpr std::string_view KNOWN_VERSIONS[] = {"0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "1.0.0", "1.1.0"};
+constexpr std::string_view NEWEST_KNOWN = "1.1.0";
+
+struct Refusal {
+	std::string reason;
+};
+
+// yaml-cpp's scanner takes memory by the nesting before any event reaches the bounded builder
+// (500,000 '[' cost 140 MB): a file a pod wrote is not parsed when its flow nesting is deeper than
+// the parsers allow or its block indentation (spaces, "- " and "? ") is wider than any spec.
+// Brackets are counted wherever they stand, quoted, in comments or not: telling a quote that opens a
+// scalar from an apostrophe inside one is the parser's work.
+bool yaml_shape_bounded(std::string_view t)
+{
+	constexpr unsigned MAX_FLOW = 32;
+	constexpr std::size_t MAX_INDENT = 256;
+	unsigned flow = 0;
+	bool line_start = true;
+	std::size_t indent = 0;
+	for (const char c : t) {
+		if (c == '\n') {
+			line_start = true, indent = 0;
+			continue;
+		}
+		if (line_start) {
+			if (c == ' ' || c == '-' || c == '?') {
+				if (++indent > MAX_INDENT)
+					return false;
+				continue;
+			}
+			line_start = false;
+		}
+		if ((c == '[' || c == '{') && ++flow > MAX_FLOW)
+			return false;
+		if ((c == ']' || c == '}') && flow > 0)
+			flow--;
+	}
+	return true;
+}
+
+// A JSON text as go-yaml (the library decodes every spec as YAML, and JSON is YAML) then Go read it,
+// built in one SAX pass within the node and depth limits, never a yaml-cpp token stream (which costs
+// fifty times the text): numbers become the text Go stores in a string field, a key set twice
+// refuses the document. `error` empty and `limit` false: a syntax error (the library refuses it too).
+class GoJson : public nlohmann::json_sax<json> {
+public:
+	explicit GoJson(const ParseLimits &limits) : limits_(limits) {}
+	json result;
+	std::string error;
+	bool limit = false;
+
+	bool null() override { return add(nullptr); }
+	bool boolean(bool b) override { return add(b ? "true" : "false"); }
+	bool number_integer(number_integer_t v) override { return add(std::to_string(v)); }
+	bool number_unsigned(number_unsigned_t v) override { return add(std::to_string(v)); }
+	bool number_float(number_float_t, const string_t &text) override
+	{
+		auto v = go_yaml_plain_string(text);
+		return add(v ? json(std::move(*v)) : json(nullptr));
+	}
+	bool string(string_t &v) override { return add(std::move(v)); }
+	bool binary(binary_t &) override { return false; }
+	bool start_object(std::size_t) override { return open(json::object()); }
+	// A document that is not a mapping is no spec to Go's decoding, however long it is.
+	bool not_a_spec() const { return stack_.empty() && nodes_ == 0; }
+	bool key(string_t &k) override
+	{
+		if (stack_.back()->contains(k)) {
+			error = "the key '" + printable(k) + "' twice";
+			return false;
+		}
+		key_ = std::move(k);
+		return true;
+	}
+	bool end_object() override { return close(); }
+	bool start_array(std::size_t) override
+	{
+		if (not_a_spec()) {
+			error = "a list, not a spec";
+			return false;
+		}
+		return open(json::array());
+	}
+	bool end_array() override { return close(); }
+	bool parse_error(std::size_t, const std::string &, const nlohmann::detail::exception &) override { return false; }
+
+private:
+	json *place(json v)
+	{
+		if (++nodes_ > limits_.max_nodes) {
+			error = "more than " + std::to_string(limits_.max_nodes) + " values", limit = true;
+			return nullptr;
+		}
+		if (stack_.empty()) {
+			result = std::move(v);
+			return &result;
+		}
+		json &top = *stack_.back();
+		if (top.is_array()) {
+			top.push_back(std::move(v));
+			return &top.back();
+		}
+		json &slot = top[key_];
+		slot = std::move(v);
+		return &slot;
+	}
+	bool add(json v) { return place(std::move(v)) != nullptr; }
+	bool open(json v)
+	{
+		if (stack_.size() + 1 > limits_.max_depth) {
+			error = "nested deeper than " + std::to_string(limits_.max_depth) + " levels", limit = true;
+			return false;
+		}
+		json *slot = place(std::move(v));
+		if (!slot)
+			return false;
+		stack_.push_back(slot);
+		return true;
+	}
+	bool close()
+	{
+		stack_.pop_back();
+		return true;
+	}
+
+	const ParseLimits &limits_;
+	std::vector<json *> stack_;
+	std::string key_;
+	std::size_t nodes_ = 0;
+};
+
+// The text as a document, JSON first (what every spec writer we know writes), else YAML.
+Result<json> parse_spec_document(std::string_view text, const std::string &path)
+{
+	const ParseLimits limits{32, 50000, YamlScalars::GoStrings};
+	const std::size_t first = text.find_first_not_of(" \t\r\n");
+	if (first != std::string_view::npos && (text[first] == '{' || text[first] == '[')) {
+		GoJson sax(limits);
+		bool ok = false;
+		try {
+			ok = json::sax_parse(text, &sax);
+		} catch (const std::exception &) {
+			ok = false;
+		}
+		if (ok)
+			return std::move(sax.result);
+		if (sax.limit) {
+			Error e = make_error("Failed to parse " + path + ": " + sax.error);
+			e.errnum = PARSE_LIMIT_ERRNO;
+			return fail(std::move(e));
+		}
+		if (!sax.error.empty())
+			return fail(make_error("Failed to parse " + path + ": " + sax.error));
+		// Not JSON: YAML's flow style is wider (unquoted scalars, comments); yaml-cpp decides.
+	}
+	if (!yaml_shape_bounded(text)) {
+		Error e = make_error("Failed to parse " + path + ": nested or indented deeper than verify parses a spec");
+		e.errnum = PARSE_LIMIT_ERRNO;
+		return fail(std::move(e));
+	}
+	return parse_yaml_bounded(text, path, limits);
+}
+
+// Go's encoding/json matches a key to a field by its case-folded form: ASCII letters, and the two
+// runes whose fold set holds one (KELVIN SIGN with K, LATIN SMALL LETTER LONG S with S).
+std::string fold(std::string_view s)
+{
+	std::string out;
+	for (std::size_t i = 0; i < s.size(); i++) {
+		const auto c = static_cast<unsigned char>(s[i]);
+		if (c >= 'a' && c <= 'z') {
+			out += static_cast<char>(c - 'a' + 'A');
+		} else if (s.substr(i, 3) == "\xe2\x84\xaa") {  // U+212A
+			out += 'K', i += 2;
+		} else if (s.substr(i, 2) == "\xc5\xbf") {  // U+017F
+			out += 'S', i += 1;
+		} else {
+			out += static_cast<char>(c);
+		}
+	}
+	return out;
+}
+
+// A JSON object decoded into a Go struct with `fields`, strictly: every key must fold to one of them,
+// and of several keys for one field the last in Go's order wins (sigs.k8s.io/yaml writes the
+// document's keys sorted before Go decodes them). Returns the value per field; absent: not there.
+std::map<std::string, const json *> decode_object(const json &obj, std::initializer_list<std::string_view> fields, std::string_view what)
+{
+	if (!obj.is_object())
+		throw Refusal{std::string(what) + " is not a mapping"};
+	std::vector<const std::string *> keys;
+	for (const auto &[k, v] : obj.items())
+		keys.push_back(&k);
+	std::sort(keys.begin(), keys.end(), [](const std::string *a, const std::string *b) { return *a < *b; });
+	std::map<std::string, const json *> out;
+	for (const std::string *k : keys) {
+		const std::string folded = fold(*k);
+		auto f = std::find_if(fields.begin(), fields.end(), [&](std::string_view name) { return fold(name) == folded; });
+		if (f == fields.end())
+			throw Refusal{"unknown field '" + printable(*k) + "' in " + std::string(what)};
+		out[std::string(*f)] = &obj.at(*k);
+	}
+	return out;
+}
+
+const json *field(const std::map<std::string, const json *> &m, const std::string &name)
+{
+	auto it = m.find(name);
+	return it == m.end() || it->second->is_null() ? nullptr : it->second;
+}
+
+std::string string_field(const std::map<std::string, const json *> &m, const std::string &name, std::string_view what)
+{
+	const json *v = field(m, name);
+	if (!v)
+		return "";
+	if (!v->is_string())
+		throw Refusal{name + " of " + std::string(what) + " is not a string"};
+	return v->get<std::string>();
+}
+
+std::size_t list_size(const std::map<std::string, const json *> &m, const std::string &name, std::string_view what)
+{
+	const json *v = field(m, name);
+	if (!v)
+		return 0;
+	if (!v->is_array())
+		throw Refusal{name + " of " + std::string(what) + " is not a list"};
+	return v->size();
+}
+
+bool alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
+bool letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
+// pkg/parser: a vendor or class starts with a letter, ends with a letter or digit, and holds letters,
+// digits, '_', '-' and '.'; a device name may start with a digit and also hold ':'.
+bool valid_name(std::string_view n, bool device)
+{
+	if (n.empty() || !(device ? alnum(n[0]) : letter(n[0])))
+		return false;
+	if (n.size() == 1)
+		return device;  // the library's check of a one-letter vendor or class panics: never "valid" to us
+	for (const char c : n.substr(1, n.size() - 2))
+		if (!alnum(c) && c != '_' && c != '-' && c != '.' && !(device && c == ':'))
+			return false;
+	return alnum(n.back());
+}
+
+void check_env(const json *env, std::string_view what)
+{
+	if (!env)
+		return;
+	if (!env->is_array())
+		throw Refusal{"env of " + std::string(what) + " is not a list"};
+	for (const auto &e : *env)
+		if (!e.is_string() || e.get<std::string>().find('=') == 0 || e.get<std::string>().find('=') == std::string::npos)
+			throw Refusal{"an environment variable of " + std::string(what) + " without a name and '='"};
+}
+
+struct EditFeatures {
+	bool mount_type = false, node_host_path = false, rdt_or_gids = false;
+};
+
+// ContainerEdits.Validate, and what its fields need of the cdiVersion; returns whether it is empty.
+bool check_edits(const json &e, std::string_view what, EditFeatures &features)
+{
+	const auto m = decode_object(e, {"env", "deviceNodes", "hooks", "mounts", "intelRdt", "additionalGids"}, what);
+	check_env(field(m, "env"), what);
+	std::size_t items = list_size(m, "env", what);
+	if (const json *nodes = field(m, "deviceNodes")) {
+		items += list_size(m, "deviceNodes", what);
+		for (const auto &n : *nodes) {
+			const auto d = decode_object(n, {"path", "hostPath", "type", "major", "minor", "fileMode", "permissions", "uid", "gid"}, "a device node");
+			if (string_field(d, "path", "a device node").empty())
+				throw Refusal{"a device node without a path"};
+			const std::string type = string_field(d, "type", "a device node");
+			if (type != "" && type != "b" && type != "c" && type != "u" && type != "p")
+				throw Refusal{"a device node of type '" + printable(type) + "'"};
+			const std::string perms = string_field(d, "permissions", "a device node");
+			if (perms.find_first_not_of("rwm") != std::string::npos)
+				throw Refusal{"a device node with permissions '" + printable(perms) + "'"};
+			features.node_host_path |= !string_field(d, "hostPath", "a device node").empty();
+		}
+	}
+	if (const json *mounts = field(m, "mounts")) {
+		items += list_size(m, "mounts", what);
+		for (const auto &mt : *mounts) {
+			const auto d = decode_object(mt, {"hostPath", "containerPath", "options", "type"}, "a mount");
+			if (string_field(d, "hostPath", "a mount").empty() || string_field(d, "containerPath", "a mount").empty())
+				throw Refusal{"a mount without a hostPath or containerPath"};
+			features.mount_type |= !string_field(d, "type", "a mount").empty();
+		}
+	}
+	if (const json *hooks = field(m, "hooks")) {
+		items += list_size(m, "hooks", what);
+		static constexpr std::string_view NAMES[] = {"prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop"};
+		for (const auto &h : *hooks) {
+			const auto d = decode_object(h, {"hookName", "path", "args", "env", "timeout"}, "a hook");
+			const std::string name = string_field(d, "hookName", "a hook");
+			if (std::find(std::begin(NAMES), std::end(NAMES), name) == std::end(NAMES) || string_field(d, "path", "a hook").empty())
+				throw Refusal{"a hook named '" + printable(name) + "' or without a path"};
+			check_env(field(d, "env"), "a hook");
+		}
+	}
+	const bool gids = list_size(m, "additionalGids", what) > 0;
+	const bool rdt = field(m, "intelRdt") != nullptr;
+	features.rdt_or_gids |= gids || rdt;
+	return items == 0 && !gids && !rdt;
+}
+
+// The version string as the library compares it ("v0.5.0" is 0.5.0); "" when it knows no such one.
+std::string known_version(std::string version, std::string_view max_version)
+{
+	if (version.starts_with("v"))
+		version.erase(0, 1);
+	const bool known = std::find(std::begin(KNOWN_VERSIONS), std::end(KNOWN_VERSIONS), version) != std::end(KNOWN_VERSIONS);
+	return known && compare_cdi_versions(version, max_version) <= 0 ? version : "";
+}
+
+SpecFacts decode_spec(const json &doc, std::string_view max_version)
+{
+	SpecFacts f;
+	const auto top = decode_object(doc, {"cdiVersion", "kind", "annotations", "devices", "containerEdits"}, "the spec");
+	f.cdi_version = string_field(top, "cdiVersion", "the spec");
+	f.kind = string_field(top, "kind", "the spec");
+	EditFeatures features;
+	if (const json *e = field(top, "containerEdits"))
+		(void)check_edits(*e, "the spec's containerEdits", features);
+	bool annotations = field(top, "annotations") && !field(top, "annotations")->empty();
+	bool digit_name = false;
+	list_size(top, "devices", "the spec");
+	if (const json *devices = field(top, "devices"))
+		for (const auto &d : *devices) {
+			const auto dev = decode_object(d, {"name", "annotations", "containerEdits"}, "a device");
+			const std::string name = string_field(dev, "name", "a device");
+			if (!valid_name(name, true))
+				throw Refusal{"device name '" + printable(name) + "' is not valid"};
+			if (!f.devices.insert(name).second)
+				throw Refusal{"device '" + printable(name) + "' twice"};
+			annotations |= field(dev, "annotations") && !field(dev, "annotations")->empty();
+			digit_name |= name[0] >= '0' && name[0] <= '9';
+			const json *e = field(dev, "containerEdits");
+			if (!e || check_edits(*e, "device " + printable(name), features))
+				throw Refusal{"device '" + printable(name) + "' edits nothing"};
+		}
+	const std::string version = known_version(f.cdi_version, max_version.empty() ? NEWEST_KNOWN : max_version);
+	if (version.empty())
+		throw Refusal{"cdiVersion '" + printable(f.cdi_version) + "' is not one this library release knows"};
+	const std::size_t slash = f.kind.find('/');
+	const std::string vendor = slash == std::string::npos ? "" : f.kind.substr(0, slash);
+	const std::string cls = slash == std::string::npos ? f.kind : f.kind.substr(slash + 1);
+	if (vendor.empty() || cls.empty() || !valid_name(vendor, false) || !valid_name(cls, false))
+		throw Refusal{"kind '" + printable(f.kind) + "' is not valid"};
+	// specs-go/version.go: the lowest cdiVersion the spec's fields need.
+	const char *needs = features.rdt_or_gids                                ? "0.7.0"
+			    : annotations || cls.find('.') != std::string::npos ? "0.6.0"
+			    : digit_name || features.node_host_path             ? "0.5.0"
+			    : features.mount_type                               ? "0.4.0"
+										: "0.3.0";
+	if (compare_cdi_versions(needs, version) > 0)
+		throw Refusal{"cdiVersion " + version + " is below the " + needs + " its fields need"};
+	if (f.devices.empty())
+		throw Refusal{"no devices"};
+	return f;
+}
+
+}  // namespace
+
+bool cdi_library_reads(std::string_view name)
+{
+	return name.ends_with(".json") || name.ends_with(".yaml");
+}
+
+LibraryVerdict judge_spec(std::string_view text, const std::string &path, std::string_view max_version)
+{
+	LibraryVerdict v;
+	auto doc = parse_spec_document(text, path);
+	if (!doc) {
+		v.status = doc.error().errnum == PARSE_LIMIT_ERRNO ? LibraryVerdict::Status::Unjudged : LibraryVerdict::Status::Refused;
+		v.reason = doc.error().message;
+		return v;
+	}
+	if (doc->is_null()) {
+		v.reason = "no spec in it";
+		return v;
+	}
+	try {
+		v.facts = decode_spec(*doc, max_version);
+		v.status = LibraryVerdict::Status::Read;
+		v.document = std::move(*doc);
+	} catch (const Refusal &r) {
+		v.reason = r.reason;
+	}
+	return v;
+}
+
+}  // namespace unbounded
