@@ -1,13 +1,14 @@
 # Two entry points for people and CI; both install what a fresh Debian bookworm machine lacks.
 #   make demo    build, assemble a demo machine root, run setup on it, show the result
 #   make check   build and run every meson test suite: unit, format, integration, system, consumer,
-#                containerd, package, tools
+#                oracle, containerd, package, tools
 #   make check-arm64   cross-build for arm64 (--buildtype=release) and run the unit and integration
 #                      tiers under qemu-user
 #   make check-builds  a packager's builds: --buildtype=release, and plain with dpkg-buildflags; unit tier
 #                      (not in CI: the arm64 tier is its release build, the package tier its plain one)
 #   make check-sanitizers  ASan+UBSan build, unit and integration tiers, every report fatal
 #   make check-fuzz    every libFuzzer target briefly, and a parser broken on purpose caught (fuzz/)
+#   make soak          the randomized tiers for SOAK_MINUTES (60) with fresh seeds (not in CI)
 #   make gpu-check     on a machine with an NVIDIA GPU and driver only (never CI): the real thing
 BUILD ?= build
 # Warnings are errors in CI's builds (CI=true), never in a user's: a newer compiler's new warning must
@@ -35,7 +36,7 @@ CONTAINERD_DEPS := protobuf-compiler python3-grpcio python3-protobuf binutils
 # The fuzz tier builds its libFuzzer targets with Debian's clang 14 and its sanitizer runtimes.
 FUZZ_DEPS := clang-14 libclang-rt-14-dev
 
-.PHONY: all deps all-deps demo check check-arm64 check-builds check-sanitizers gpu-check build clean fuzz-build fuzz check-fuzz
+.PHONY: all deps all-deps demo check check-arm64 check-builds check-sanitizers gpu-check build clean fuzz-build fuzz check-fuzz soak
 
 all: build
 
@@ -109,6 +110,12 @@ fuzz: fuzz-build
 check-fuzz: fuzz-build
 	fuzz/run-fuzzers.py $(BUILD_FUZZ) $(CHECK_FUZZ_SECONDS)
 	fuzz/run-fuzzers.py --expect-failure $(BUILD_FUZZ) $(CHECK_FUZZ_SECONDS) mountinfo-broken
+
+# Long runs of the randomized tiers, fresh seeds until SOAK_MINUTES are up: the differential test of
+# verify against the real CDI library (tests/oracle/). Root, like make check's booted tiers.
+SOAK_MINUTES ?= 60
+soak: build
+	env ORACLE_MINUTES=$(SOAK_MINUTES) meson test -C $(BUILD) --suite oracle --print-errorlogs --timeout-multiplier 0
 
 # A real GPU: lay out a machine root from this host's own driver, build the driver root from it and
 # prove it works (tests/gpu/gpu_check.py). Exit 2 without a GPU.

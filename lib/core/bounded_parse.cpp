@@ -67,7 +67,7 @@ std::size_t json_string_bytes(std::string_view s)
 // Builds the JSON value from yaml-cpp's events, counting nodes and depth as it goes.
 class JsonBuilder : public YAML::EventHandler {
 public:
-	explicit JsonBuilder(const ParseLimits &limits) : limits_(limits) {}
+	explicit JsonBuilder(const ParseLimits &limits, std::string_view text = {}) : limits_(limits), text_(text) {}
 	json result;
 
 	void OnDocumentStart(const YAML::Mark &) override {}
@@ -81,6 +81,7 @@ public:
 	{
 		refuse_anchor(mark, anchor);
 		if (limits_.scalars == YamlScalars::GoStrings) {
+			require_colon(mark, tag, value);
 			add(mark, go_scalar(mark, tag, value));
 			return;
 		}
@@ -92,10 +93,11 @@ public:
 		open(mark, json::array());
 	}
 	void OnSequenceEnd() override { stack_.pop_back(); }
-	void OnMapStart(const YAML::Mark &mark, const std::string &, YAML::anchor_t anchor, YAML::EmitterStyle::value) override
+	void OnMapStart(const YAML::Mark &mark, const std::string &, YAML::anchor_t anchor, YAML::EmitterStyle::value style) override
 	{
 		refuse_anchor(mark, anchor);
 		open(mark, json::object());
+		stack_.back().flow = style == YAML::EmitterStyle::Flow;
 	}
 	void OnMapEnd() override { stack_.pop_back(); }
 
@@ -104,6 +106,7 @@ private:
 		json *value;
 		bool have_key = false;
 		std::string key;
+		bool flow = false;  // a {...} mapping
 	};
 
 	static json scalar(const std::string &tag, const std::string &s)
@@ -116,6 +119,20 @@ private:
 		if (s == "true" || s == "false")
 			return s == "true";
 		return s;
+	}
+
+	// yaml-cpp takes a plain scalar alone on the last line of a block mapping as a key with no value
+	// ("a: 1\nb" reads as b: null); go-yaml refuses the document ("could not find expected ':'").
+	void require_colon(const YAML::Mark &mark, const std::string &tag, const std::string &value) const
+	{
+		if (tag != "?" || stack_.empty() || !stack_.back().value->is_object() || stack_.back().have_key || stack_.back().flow ||
+		    text_.empty() || mark.pos < 0)
+			return;
+		std::size_t at = static_cast<std::size_t>(mark.pos) + value.size() + (text_.starts_with("\xef\xbb\xbf") ? 3 : 0);
+		while (at < text_.size() && (text_[at] == ' ' || text_[at] == '\t'))
+			at++;
+		if (at >= text_.size() || text_[at] != ':')
+			throw Abort{"a key without ':'" + where(), mark.line};
 	}
 
 	// A spec a pod wrote with an anchor is one whose aliases go-yaml expands; not ours to judge.
@@ -201,6 +218,7 @@ private:
 	}
 
 	const ParseLimits &limits_;
+	std::string_view text_;  // the document, for what the events do not say (YamlScalars::GoStrings)
 	std::vector<Frame> stack_;
 	std::size_t nodes_ = 0;
 };
@@ -346,7 +364,7 @@ Result<nlohmann::ordered_json> parse_yaml_bounded(std::string_view text, const s
 	try {
 		std::istringstream in{std::string(text)};
 		YAML::Parser parser(in);
-		JsonBuilder builder(limits);
+		JsonBuilder builder(limits, text);
 		if (!parser.HandleNextDocument(builder))
 			return json(nullptr);  // an empty file
 		if (limits.scalars == YamlScalars::GoStrings)

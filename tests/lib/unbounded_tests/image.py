@@ -14,6 +14,7 @@ SOURCE = os.environ.get("SOURCE_ROOT", os.path.dirname(TESTS_DIR))
 CACHE = os.environ.get("UNBOUNDED_TEST_CACHE", "/var/tmp/unbounded-nvidia-test")
 CONTAINERD_CACHE = os.environ.get("UNBOUNDED_CONTAINERD_CACHE", "/var/tmp/unbounded-nvidia-containerd")
 CONTAINERD2_CACHE = os.environ.get("UNBOUNDED_CONTAINERD2_CACHE", "/var/tmp/unbounded-nvidia-containerd2")
+ORACLE_CACHE = os.environ.get("UNBOUNDED_ORACLE_CACHE", "/var/tmp/unbounded-nvidia-oracle")
 # Held by tests/build-images.py while it builds images ahead of the tiers: mkosi runs apt in a
 # systemd-nspawn container, and a test machine is never booted beside another nspawn (machine.py).
 BUILDER_LOCK = os.path.join(os.environ.get("UNBOUNDED_IMAGES_LOCK_DIR", "/var/tmp"), "unbounded-nvidia-build-images.lock")
@@ -22,6 +23,9 @@ IMAGES = {
     "bookworm": (SOURCE, CACHE),  # the system and package tiers
     "trixie": (os.path.join(SOURCE, "tests", "containerd"), CONTAINERD_CACHE),  # containerd 1.7
     "sid": (os.path.join(SOURCE, "tests", "containerd", "sid"), CONTAINERD2_CACHE),  # containerd 2.x
+    # The differential oracle (tests/oracle/): containerd and the CDI library with Debian's Go
+    "oracle-trixie": (os.path.join(SOURCE, "tests", "oracle", "trixie"), ORACLE_CACHE + "-trixie"),
+    "oracle-sid": (os.path.join(SOURCE, "tests", "oracle", "sid"), ORACLE_CACHE + "-sid"),
 }
 
 

@@ -1,0 +1,64 @@
+"""The real consumers the differential test holds verify to, from Debian's packages only: the image
+of each release (tests/oracle/<release>/mkosi.conf.d, cached like the booted tiers' images) holds
+Debian's Go, the CDI library's packaged sources and containerd. The CDI oracle (cdi_oracle.go) is
+built from them with that Go, offline, in GOPATH mode as Debian builds its Go packages; it is a
+static binary, as is the Go toolchain, so both run here without a chroot."""
+
+import glob
+import os
+import re
+import subprocess
+
+from unbounded_tests.image import IMAGES, base_image
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def image(release):
+    return base_image(*IMAGES[f"oracle-{release}"])
+
+
+def package_paragraph(img, package):
+    """The installed package's paragraph of the image's dpkg database, as text."""
+    text = open(os.path.join(img, "var/lib/dpkg/status"), encoding="utf-8").read()
+    for para in text.split("\n\n"):
+        if re.search(rf"^Package: {re.escape(package)}$", para, re.M):
+            return para.strip() + "\n"
+    raise RuntimeError(f"{package} is not installed in {img}")
+
+
+def version_of(img, package):
+    return re.search(r"^Version: (.*)$", package_paragraph(img, package), re.M).group(1)
+
+
+def build_cdi_oracle(img, out_dir):
+    """Builds cdi_oracle.go with the image's Go against the image's CDI library; returns its path."""
+    goroots = sorted(glob.glob(os.path.join(img, "usr/lib/go-1.*")))
+    if not goroots:
+        raise RuntimeError(f"no Go toolchain in {img}")
+    goroot = goroots[-1]
+    src = os.path.join(out_dir, "gopath", "src", "cdioracle")
+    os.makedirs(src, exist_ok=True)
+    with open(os.path.join(HERE, "cdi_oracle.go")) as f, open(os.path.join(src, "main.go"), "w") as g:
+        g.write(f.read())
+    binary = os.path.join(out_dir, "cdi-oracle")
+    env = {"PATH": f"{goroot}/bin:/usr/bin:/bin", "HOME": out_dir, "GOROOT": goroot,
+           "GOPATH": f"{out_dir}/gopath:{img}/usr/share/gocode", "GO111MODULE": "off", "GOPROXY": "off",
+           "GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOCACHE": os.path.join(out_dir, "gocache"), "GOFLAGS": ""}
+    r = subprocess.run([f"{goroot}/bin/go", "build", "-o", binary, "cdioracle"], env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"building the CDI oracle with {goroot} failed:\n{r.stderr[-3000:]}")
+    return binary
+
+
+def run_cdi_oracle(binary, case_dirs):
+    """{case dir: {qualified device: spec path relative to the case, "/..."}} from the real library."""
+    r = subprocess.run([binary], input="\n".join(case_dirs) + "\n", capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        raise RuntimeError(f"the CDI oracle failed ({r.returncode}): {r.stderr[-2000:]}")
+    out = {}
+    for line in r.stdout.splitlines():
+        res = __import__("json").loads(line)
+        base = res["case"].rstrip("/")
+        out[base] = {d: p[len(base):] for d, p in res["devices"].items()}
+    return out
