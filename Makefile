@@ -19,7 +19,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # Build and test dependencies, all from Debian bookworm main.
 BUILD_DEPS := meson ninja-build g++ pkg-config libsystemd-dev libmount-dev nlohmann-json3-dev \
-	libyaml-cpp-dev catch2 systemd scdoc
+	libyaml-cpp-dev libtomlplusplus-dev catch2 systemd scdoc
 # systemd-journal-remote: the unit tier writes a journal file for the sd-journal reader of nvidia-gridd.
 # clang-format-14: the format suite holds the C++ files to .clang-format.
 TEST_DEPS := python3 python3-jsonschema python3-yaml util-linux strace systemd-journal-remote clang-format-14

@@ -1,5 +1,6 @@
 // containerd's configuration (TOML), read by verify. Contract: a value or one printable error line
-// naming the file, and nesting within the limits; nested past the cap, refused so whatever follows.
+// naming the file, and nesting within the limits; nested past the cap, refused whatever follows (as
+// too deep, or for what follows when that is not TOML: toml++ reads the whole text first).
 #define FUZZ_NAME "toml"
 #include "fuzz_target.hpp"
 
@@ -26,7 +27,7 @@ FUZZ_TARGET
 	// The nesting cap first in the file: refused there in one line, whatever follows.
 	const std::string over = "x = " + std::string(limits.max_depth + 2, '[') + "\n" + std::string(text);
 	auto o = parse_toml_bounded(over, "/etc/containerd/config.toml", limits);
-	FUZZ_REQUIRE(!o && o.error().message.find("nested deeper") != std::string::npos, o ? o->dump() : o.error().message);
+	FUZZ_REQUIRE(!o, o->dump());
 	FUZZ_REQUIRE_LINE(o.error().message);
 	auto r = parse_toml_bounded(text, "/etc/containerd/config.toml", limits);
 	if (!r) {

@@ -50,22 +50,37 @@ oom_score = -999
 	CHECK((*doc)["proxy_plugins"]["x"][1]["n"] == 2);
 }
 
+TEST_CASE("valid TOML that containerd's Go libraries read is read (issue 44, item 9)", "[containerd]")
+{
+	// A UTF-8 byte-order mark, and an inline table written over several lines.
+	auto bom = parse_toml_bounded("\xef\xbb\xbfversion = 2\n", "config.toml");
+	REQUIRE(bom);
+	CHECK((*bom)["version"] == 2);
+	auto inline_table = parse_toml_bounded("version = 2\n[plugins]\n  \"io.containerd.grpc.v1.cri\" = {\n    enable_cdi = false\n  }\n",
+					       "config.toml");
+	REQUIRE(inline_table);
+	CHECK((*inline_table)["plugins"]["io.containerd.grpc.v1.cri"]["enable_cdi"] == false);
+}
+
 TEST_CASE("broken TOML is one error naming the file and the line", "[containerd]")
 {
 	auto check = [](const char *text, int line, const char *what) {
 		auto r = parse_toml_bounded(text, "/etc/containerd/config.toml");
 		REQUIRE_FALSE(r);
-		CHECK_THAT(r.error().message, Catch::StartsWith("/etc/containerd/config.toml:" + std::to_string(line) + ": "));
+		CHECK_THAT(r.error().message, Catch::StartsWith("/etc/containerd/config.toml:" + std::to_string(line) + ":"));
 		CHECK_THAT(r.error().message, Catch::Contains(what));
 		CHECK(r.error().message.find('\n') == std::string::npos);
 	};
-	check("version = 2\n[plugins\n", 2, "']' closing the table header");
-	check("a = 1\na = 2\n", 2, "defined twice");
-	check("a = [1, 2\n", 2, "in the array");
-	check("a = unquoted\n", 1, "a string needs quotes");
-	check("a = \"open\n", 1, "before the end of the line");
-	check("a = 1 b = 2\n", 1, "the end of the line");
-	check("a = 1\n[a]\n", 2, "is not a table");
+	// toml++'s words (Debian's libtomlplusplus-dev), after the file, line and column.
+	check("version = 2\n[plugins\n", 2, "parsing table header: expected ']'");
+	check("a = 1\na = 2\n", 2, "cannot redefine existing integer 'a'");
+	check("a = [1, 2\n", 1, "parsing array: encountered end-of-file");
+	check("a = unquoted\n", 1, "could not determine value type");
+	check("a = \"open\n", 1, "unescaped control characters");
+	check("a = 1 b = 2\n", 1, "expected a comment or whitespace, saw 'b'");
+	check("a = 1\n[a]\n", 2, "cannot redefine existing integer 'a' as table");
+	// Issue 44, item 7: a table written twice, which containerd refuses too.
+	check("[plugins.x]\n[plugins.x]\n", 2, "cannot redefine existing table");
 }
 
 TEST_CASE("TOML nesting and size are bounded", "[containerd]")
