@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <vector>
 
 namespace unbounded {
@@ -255,73 +256,129 @@ bool valid_name(std::string_view n, bool device)
 	if (n.empty() || !(device ? alnum(n[0]) : letter(n[0])))
 		return false;
 	if (n.size() == 1)
-		return device;  // the library's check of a one-letter vendor or class panics: never "valid" to us
+		return device;  // a one-letter vendor or class: see decode_spec
 	for (const char c : n.substr(1, n.size() - 2))
 		if (!alnum(c) && c != '_' && c != '-' && c != '.' && !(device && c == ':'))
 			return false;
 	return alnum(n.back());
 }
 
-void check_env(const json *env, std::string_view what)
-{
-	if (!env)
-		return;
-	if (!env->is_array())
-		throw Refusal{"env of " + std::string(what) + " is not a list"};
-	for (const auto &e : *env)
-		if (!e.is_string() || e.get<std::string>().find('=') == 0 || e.get<std::string>().find('=') == std::string::npos)
-			throw Refusal{"an environment variable of " + std::string(what) + " without a name and '='"};
-}
+// A spec as Go decodes it, before the library validates it: a null item of a list of pointers
+// (deviceNodes, mounts, hooks) decodes to a nil pointer, which the library's checks then dereference.
+struct Node {
+	std::string path, host_path, type, permissions;
+};
+struct Mount {
+	std::string host_path, container_path, type;
+};
+struct Hook {
+	std::string name, path;
+	std::vector<std::string> env;
+};
+struct Edits {
+	std::vector<std::string> env;
+	std::vector<std::optional<Node>> nodes;
+	std::vector<std::optional<Mount>> mounts;
+	std::vector<std::optional<Hook>> hooks;
+	bool rdt = false, gids = false;
 
-struct EditFeatures {
-	bool mount_type = false, node_host_path = false, rdt_or_gids = false;
+	bool empty() const { return env.empty() && nodes.empty() && mounts.empty() && hooks.empty() && !rdt && !gids; }
+};
+struct Device {
+	std::string name;
+	bool annotations = false;
+	Edits edits;
 };
 
-// ContainerEdits.Validate, and what its fields need of the cdiVersion; returns whether it is empty.
-bool check_edits(const json &e, std::string_view what, EditFeatures &features)
+struct Crash {
+	std::string reason;
+};
+
+std::vector<std::string> string_list(const json *v, std::string_view what)
 {
+	std::vector<std::string> out;
+	if (!v)
+		return out;
+	if (!v->is_array())
+		throw Refusal{std::string(what) + " is not a list"};
+	for (const auto &e : *v) {
+		if (!e.is_string() && !e.is_null())
+			throw Refusal{"an item of " + std::string(what) + " is not a string"};
+		out.push_back(e.is_null() ? "" : e.get<std::string>());
+	}
+	return out;
+}
+
+// Each item of the list at `name`, decoded by `one`, nullopt for a null item.
+template <typename T, typename F>
+std::vector<std::optional<T>> pointer_list(const std::map<std::string, const json *> &m, const std::string &name, std::string_view what, F one)
+{
+	std::vector<std::optional<T>> out;
+	list_size(m, name, what);
+	if (const json *list = field(m, name))
+		for (const auto &item : *list)
+			out.push_back(item.is_null() ? std::nullopt : std::optional<T>(one(item)));
+	return out;
+}
+
+Edits decode_edits(const json &e, std::string_view what)
+{
+	Edits out;
 	const auto m = decode_object(e, {"env", "deviceNodes", "hooks", "mounts", "intelRdt", "additionalGids"}, what);
-	check_env(field(m, "env"), what);
-	std::size_t items = list_size(m, "env", what);
-	if (const json *nodes = field(m, "deviceNodes")) {
-		items += list_size(m, "deviceNodes", what);
-		for (const auto &n : *nodes) {
-			const auto d = decode_object(n, {"path", "hostPath", "type", "major", "minor", "fileMode", "permissions", "uid", "gid"}, "a device node");
-			if (string_field(d, "path", "a device node").empty())
-				throw Refusal{"a device node without a path"};
-			const std::string type = string_field(d, "type", "a device node");
-			if (type != "" && type != "b" && type != "c" && type != "u" && type != "p")
-				throw Refusal{"a device node of type '" + printable(type) + "'"};
-			const std::string perms = string_field(d, "permissions", "a device node");
-			if (perms.find_first_not_of("rwm") != std::string::npos)
-				throw Refusal{"a device node with permissions '" + printable(perms) + "'"};
-			features.node_host_path |= !string_field(d, "hostPath", "a device node").empty();
-		}
+	out.env = string_list(field(m, "env"), "env");
+	out.nodes = pointer_list<Node>(m, "deviceNodes", what, [](const json &n) {
+		const auto d = decode_object(n, {"path", "hostPath", "type", "major", "minor", "fileMode", "permissions", "uid", "gid"}, "a device node");
+		return Node{string_field(d, "path", "a device node"), string_field(d, "hostPath", "a device node"),
+			    string_field(d, "type", "a device node"), string_field(d, "permissions", "a device node")};
+	});
+	out.mounts = pointer_list<Mount>(m, "mounts", what, [](const json &mt) {
+		const auto d = decode_object(mt, {"hostPath", "containerPath", "options", "type"}, "a mount");
+		return Mount{string_field(d, "hostPath", "a mount"), string_field(d, "containerPath", "a mount"), string_field(d, "type", "a mount")};
+	});
+	out.hooks = pointer_list<Hook>(m, "hooks", what, [](const json &h) {
+		const auto d = decode_object(h, {"hookName", "path", "args", "env", "timeout"}, "a hook");
+		return Hook{string_field(d, "hookName", "a hook"), string_field(d, "path", "a hook"), string_list(field(d, "env"), "env")};
+	});
+	out.gids = list_size(m, "additionalGids", what) > 0;
+	out.rdt = field(m, "intelRdt") != nullptr;
+	return out;
+}
+
+void check_env(const std::vector<std::string> &env)
+{
+	for (const auto &e : env)
+		if (e.find('=') == 0 || e.find('=') == std::string::npos)
+			throw Refusal{"an environment variable without a name and '='"};
+}
+
+// ContainerEdits.Validate, in its order: env, device nodes, hooks, mounts.
+void validate_edits(const Edits &e)
+{
+	check_env(e.env);
+	for (const auto &n : e.nodes) {
+		if (!n)
+			throw Crash{"a null device node"};
+		if (n->path.empty())
+			throw Refusal{"a device node without a path"};
+		if (n->type != "" && n->type != "b" && n->type != "c" && n->type != "u" && n->type != "p")
+			throw Refusal{"a device node of type '" + printable(n->type) + "'"};
+		if (n->permissions.find_first_not_of("rwm") != std::string::npos)
+			throw Refusal{"a device node with permissions '" + printable(n->permissions) + "'"};
 	}
-	if (const json *mounts = field(m, "mounts")) {
-		items += list_size(m, "mounts", what);
-		for (const auto &mt : *mounts) {
-			const auto d = decode_object(mt, {"hostPath", "containerPath", "options", "type"}, "a mount");
-			if (string_field(d, "hostPath", "a mount").empty() || string_field(d, "containerPath", "a mount").empty())
-				throw Refusal{"a mount without a hostPath or containerPath"};
-			features.mount_type |= !string_field(d, "type", "a mount").empty();
-		}
+	static constexpr std::string_view NAMES[] = {"prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop"};
+	for (const auto &h : e.hooks) {
+		if (!h)
+			throw Crash{"a null hook"};
+		if (std::find(std::begin(NAMES), std::end(NAMES), h->name) == std::end(NAMES) || h->path.empty())
+			throw Refusal{"a hook named '" + printable(h->name) + "' or without a path"};
+		check_env(h->env);
 	}
-	if (const json *hooks = field(m, "hooks")) {
-		items += list_size(m, "hooks", what);
-		static constexpr std::string_view NAMES[] = {"prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop"};
-		for (const auto &h : *hooks) {
-			const auto d = decode_object(h, {"hookName", "path", "args", "env", "timeout"}, "a hook");
-			const std::string name = string_field(d, "hookName", "a hook");
-			if (std::find(std::begin(NAMES), std::end(NAMES), name) == std::end(NAMES) || string_field(d, "path", "a hook").empty())
-				throw Refusal{"a hook named '" + printable(name) + "' or without a path"};
-			check_env(field(d, "env"), "a hook");
-		}
+	for (const auto &m : e.mounts) {
+		if (!m)
+			throw Crash{"a null mount"};
+		if (m->host_path.empty() || m->container_path.empty())
+			throw Refusal{"a mount without a hostPath or containerPath"};
 	}
-	const bool gids = list_size(m, "additionalGids", what) > 0;
-	const bool rdt = field(m, "intelRdt") != nullptr;
-	features.rdt_or_gids |= gids || rdt;
-	return items == 0 && !gids && !rdt;
 }
 
 // The version string as the library compares it ("v0.5.0" is 0.5.0); "" when it knows no such one.
@@ -333,48 +390,97 @@ std::string known_version(std::string version, std::string_view max_version)
 	return known && compare_cdi_versions(version, max_version) <= 0 ? version : "";
 }
 
+// specs-go/version.go: the lowest cdiVersion the spec's fields need. Every check runs, and each
+// walks the devices' edits and then the spec's in order until it finds what it looks for: the 0.5.0
+// check reads device nodes' hostPath (unless a device name starting with a digit settled it first),
+// the 0.4.0 check mounts' type; a null one reached on the way crashes the library.
+const char *version_needed(const Edits &spec_edits, const std::vector<Device> &devices, bool annotations, std::string_view cls)
+{
+	std::vector<const Edits *> edits;
+	for (const auto &d : devices)
+		edits.push_back(&d.edits);
+	edits.push_back(&spec_edits);
+	bool rdt_or_gids = false, digit_name = false;
+	for (const Edits *e : edits)
+		rdt_or_gids |= e->rdt || e->gids;
+	for (const auto &d : devices) {
+		annotations |= d.annotations;
+		digit_name |= !d.name.empty() && d.name[0] >= '0' && d.name[0] <= '9';
+	}
+	auto first_set = [&](auto member, auto set, const char *what) {
+		for (const Edits *e : edits)
+			for (const auto &item : (*e).*member) {
+				if (!item)
+					throw Crash{std::string("a null ") + what};
+				if (set(*item))
+					return true;
+			}
+		return false;
+	};
+	const bool host_path = !digit_name && first_set(
+						      &Edits::nodes, [](const Node &n) { return !n.host_path.empty(); }, "device node");
+	const bool mount_type = first_set(
+		&Edits::mounts, [](const Mount &m) { return !m.type.empty(); }, "mount");
+	return rdt_or_gids                                              ? "0.7.0"
+	       : annotations || cls.find('.') != std::string_view::npos ? "0.6.0"
+	       : digit_name || host_path                                ? "0.5.0"
+	       : mount_type                                             ? "0.4.0"
+									: "0.3.0";
+}
+
+// pkg/cdi's newSpec and Spec.validate, in their order.
 SpecFacts decode_spec(const json &doc, std::string_view max_version)
 {
 	SpecFacts f;
 	const auto top = decode_object(doc, {"cdiVersion", "kind", "annotations", "devices", "containerEdits"}, "the spec");
 	f.cdi_version = string_field(top, "cdiVersion", "the spec");
 	f.kind = string_field(top, "kind", "the spec");
-	EditFeatures features;
-	if (const json *e = field(top, "containerEdits"))
-		(void)check_edits(*e, "the spec's containerEdits", features);
-	bool annotations = field(top, "annotations") && !field(top, "annotations")->empty();
-	bool digit_name = false;
+	const Edits spec_edits = field(top, "containerEdits") ? decode_edits(*field(top, "containerEdits"), "the spec's containerEdits") : Edits{};
+	const bool annotations = field(top, "annotations") && !field(top, "annotations")->empty();
+	std::vector<Device> devices;
 	list_size(top, "devices", "the spec");
-	if (const json *devices = field(top, "devices"))
-		for (const auto &d : *devices) {
+	if (const json *list = field(top, "devices"))
+		for (const auto &d : *list) {
+			Device out;  // a null device is Go's zero value: no name (refused when validated)
+			if (d.is_null()) {
+				devices.push_back(std::move(out));
+				continue;
+			}
 			const auto dev = decode_object(d, {"name", "annotations", "containerEdits"}, "a device");
-			const std::string name = string_field(dev, "name", "a device");
-			if (!valid_name(name, true))
-				throw Refusal{"device name '" + printable(name) + "' is not valid"};
-			if (!f.devices.insert(name).second)
-				throw Refusal{"device '" + printable(name) + "' twice"};
-			annotations |= field(dev, "annotations") && !field(dev, "annotations")->empty();
-			digit_name |= name[0] >= '0' && name[0] <= '9';
-			const json *e = field(dev, "containerEdits");
-			if (!e || check_edits(*e, "device " + printable(name), features))
-				throw Refusal{"device '" + printable(name) + "' edits nothing"};
+			out.name = string_field(dev, "name", "a device");
+			out.annotations = field(dev, "annotations") && !field(dev, "annotations")->empty();
+			if (const json *e = field(dev, "containerEdits"))
+				out.edits = decode_edits(*e, "device " + printable(out.name));
+			devices.push_back(std::move(out));
 		}
 	const std::string version = known_version(f.cdi_version, max_version.empty() ? NEWEST_KNOWN : max_version);
 	if (version.empty())
 		throw Refusal{"cdiVersion '" + printable(f.cdi_version) + "' is not one this library release knows"};
 	const std::size_t slash = f.kind.find('/');
-	const std::string vendor = slash == std::string::npos ? "" : f.kind.substr(0, slash);
-	const std::string cls = slash == std::string::npos ? f.kind : f.kind.substr(slash + 1);
-	if (vendor.empty() || cls.empty() || !valid_name(vendor, false) || !valid_name(cls, false))
-		throw Refusal{"kind '" + printable(f.kind) + "' is not valid"};
-	// specs-go/version.go: the lowest cdiVersion the spec's fields need.
-	const char *needs = features.rdt_or_gids                                ? "0.7.0"
-			    : annotations || cls.find('.') != std::string::npos ? "0.6.0"
-			    : digit_name || features.node_host_path             ? "0.5.0"
-			    : features.mount_type                               ? "0.4.0"
-										: "0.3.0";
+	const bool qualified = slash != std::string::npos && slash > 0 && slash + 1 < f.kind.size();
+	const std::string vendor = qualified ? f.kind.substr(0, slash) : "";
+	const std::string cls = qualified ? f.kind.substr(slash + 1) : f.kind;
+	const char *needs = version_needed(spec_edits, devices, annotations, qualified ? std::string_view(cls) : std::string_view());
 	if (compare_cdi_versions(needs, version) > 0)
 		throw Refusal{"cdiVersion " + version + " is below the " + needs + " its fields need"};
+	// validateVendorOrClassName slices name[1:len-1] once the first letter passed: a one-letter
+	// vendor or class panics.
+	for (const std::string *part : {&vendor, &cls}) {
+		if (part->size() == 1 && letter((*part)[0]))
+			throw Crash{"a one-letter vendor or class in kind '" + printable(f.kind) + "'"};
+		if (!valid_name(*part, false))
+			throw Refusal{"kind '" + printable(f.kind) + "' is not valid"};
+	}
+	validate_edits(spec_edits);
+	for (const auto &d : devices) {
+		if (!valid_name(d.name, true))
+			throw Refusal{"device name '" + printable(d.name) + "' is not valid"};
+		if (d.edits.empty())
+			throw Refusal{"device '" + printable(d.name) + "' edits nothing"};
+		validate_edits(d.edits);
+		if (!f.devices.insert(d.name).second)
+			throw Refusal{"device '" + printable(d.name) + "' twice"};
+	}
 	if (f.devices.empty())
 		throw Refusal{"no devices"};
 	return f;
@@ -406,6 +512,9 @@ LibraryVerdict judge_spec(std::string_view text, const std::string &path, std::s
 		v.document = std::move(*doc);
 	} catch (const Refusal &r) {
 		v.reason = r.reason;
+	} catch (const Crash &c) {
+		v.status = LibraryVerdict::Status::Crashes;
+		v.reason = c.reason;
 	}
 	return v;
 }

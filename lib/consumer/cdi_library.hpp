@@ -28,6 +28,8 @@ struct LibraryVerdict {
 		Read,      // the library takes the spec and its devices
 		Refused,   // the library skips the whole file (and so must we)
 		Unjudged,  // past what verify parses (a limit, an alias, a tag): the library may read it
+		Crashes,   // the library panics on it (a null device node, mount or hook; a one-letter
+			   // vendor or class): the runtime that refreshes its CDI cache goes down with it
 	} status = Status::Refused;
 	std::string reason;               // why refused or unjudged, one line
 	SpecFacts facts;                  // when Read

@@ -281,6 +281,14 @@ private:
 			unjudged(s.path, v.reason);
 			return;
 		}
+		if (v.status == LibraryVerdict::Status::Crashes) {
+			out_.findings.push_back(ConsumerFinding{
+				"cdi-crash", message_id::CDI_SPEC_SHADOWED,
+				Problem{printable(s.path), printable(s.path) + " crashes the CDI library (" + printable(v.reason) +
+								   "): containerd goes down when it reads its CDI specs, and no pod gets a GPU. Remove it"},
+				false});
+			return;
+		}
 		if (v.status == LibraryVerdict::Status::Refused)
 			return;  // the CDI library skips it: only a spec it reads can shadow ours
 		static_cast<SpecFacts &>(s) = v.facts;

@@ -7,6 +7,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 
@@ -17,31 +18,40 @@ type result struct {
 	Case    string            `json:"case"`
 	Devices map[string]string `json:"devices"`
 	Error   string            `json:"error,omitempty"`
+	Panic   string            `json:"panic,omitempty"` // the library crashed on the case (as containerd would)
+}
+
+func resolve(dir string) (r result) {
+	r = result{Case: dir, Devices: map[string]string{}}
+	defer func() {
+		if p := recover(); p != nil {
+			r.Panic = fmt.Sprint(p)
+		}
+	}()
+	cache, err := cdi.NewCache(
+		cdi.WithSpecDirs(filepath.Join(dir, "etc/cdi"), filepath.Join(dir, "var/run/cdi")),
+		cdi.WithAutoRefresh(false))
+	if err == nil {
+		err = cache.Refresh()
+	}
+	if err != nil {
+		r.Error = err.Error()
+	}
+	if cache != nil {
+		for _, name := range cache.ListDevices() {
+			if d := cache.GetDevice(name); d != nil {
+				r.Devices[name] = d.GetSpec().GetPath()
+			}
+		}
+	}
+	return r
 }
 
 func main() {
 	in := bufio.NewScanner(os.Stdin)
 	out := json.NewEncoder(os.Stdout)
 	for in.Scan() {
-		dir := in.Text()
-		r := result{Case: dir, Devices: map[string]string{}}
-		cache, err := cdi.NewCache(
-			cdi.WithSpecDirs(filepath.Join(dir, "etc/cdi"), filepath.Join(dir, "var/run/cdi")),
-			cdi.WithAutoRefresh(false))
-		if err == nil {
-			err = cache.Refresh()
-		}
-		if err != nil {
-			r.Error = err.Error()
-		}
-		if cache != nil {
-			for _, name := range cache.ListDevices() {
-				if d := cache.GetDevice(name); d != nil {
-					r.Devices[name] = d.GetSpec().GetPath()
-				}
-			}
-		}
-		if err := out.Encode(r); err != nil {
+		if err := out.Encode(resolve(in.Text())); err != nil {
 			os.Exit(2)
 		}
 	}

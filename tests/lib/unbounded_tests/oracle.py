@@ -9,9 +9,11 @@ import os
 import re
 import subprocess
 
-from unbounded_tests.image import IMAGES, base_image
+from .image import IMAGES, base_image
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from . import TESTS_DIR
+
+HERE = os.path.join(TESTS_DIR, "oracle")
 
 
 def image(release):
@@ -61,4 +63,6 @@ def run_cdi_oracle(binary, case_dirs):
         res = __import__("json").loads(line)
         base = res["case"].rstrip("/")
         out[base] = {d: p[len(base):] for d, p in res["devices"].items()}
+        if res.get("panic"):
+            out[base]["panic"] = res["panic"]
     return out

@@ -3,7 +3,8 @@ files beside our own specs in /etc/cdi and /var/run/cdi, drawn to meet the CDI l
 a reading of it is easiest to get wrong: dot-files and names the walk skips, field names in another
 case (and the two Unicode runes that fold to ASCII), numeric and boolean device names in YAML,
 duplicate keys and devices, unknown fields, empty and invalid edits, cdiVersions below what the fields
-need, kinds the library refuses, JSON, block and flow YAML, a second document, and, rarely, what verify
+need, kinds the library refuses, null items of its lists of pointers and one-letter vendors (on which
+it panics), JSON, block and flow YAML, a second document, and, rarely, what verify
 does not parse (anchors, tags, brackets in a comment, a file over its size cap). Deterministic for a
 seed."""
 
@@ -26,15 +27,16 @@ NAMES = ["0", "1", "all", "00", "0x0", "+0", "-0", "0.0", "0o0", "0b0", "0_0", "
          "null", "a.b", "x:y", "0:0", "-1", "1_000", "0x1", "2001-01-01", "True", "0.", "1.0e0", "+.inf", "GPU-0", "A"]
 VERSIONS = ["0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "1.0.0", "1.1.0", "v0.5.0", "0.5", ""]
 KINDS = ["nvidia.com/gpu"] * 8 + ["nvidia.com/GPU", "example.com/fpga", "nvidia.com/gpu.x", "nvidia.com", "nvidia.com/gpu/x",
-                                  "Nvidia.com/gpu", "nvidia.com/gpu-"]
+                                  "Nvidia.com/gpu", "nvidia.com/gpu-", "n/gpu", "nvidia.com/g", "1/gpu", "/gpu"]
 FILE_NAMES = ["x.json", "y.yaml", ".x.json", ".json", ".yaml", "a.yml", "b.JSON", "k8s.device-plugin.nvidia.com-gpu.json",
               "zz.yaml", "00.json", "nvidia.json", "nvidia.yaml", "k8s.gpu.nvidia.com-claim_1.json", "c.yaml.bak", "d.json"]
 
 
 def edits(rng):
     choice = rng.choices(
-        ["node", "host_path", "mount_type", "env", "bad_env", "empty", "gids", "bad_type", "hook", "bad_hook", "mount", "no_path"],
-        weights=[30, 6, 5, 6, 2, 4, 3, 2, 3, 2, 4, 2])[0]
+        ["node", "host_path", "mount_type", "env", "bad_env", "empty", "gids", "bad_type", "hook", "bad_hook", "mount", "no_path",
+         "null_node", "null_mount", "null_hook"],
+        weights=[30, 6, 5, 6, 2, 4, 3, 2, 3, 2, 4, 2, 1, 1, 1])[0]
     node = M([("path", "/dev/nvidia0")])
     return {
         "node": M([("deviceNodes", [node])]),
@@ -49,6 +51,10 @@ def edits(rng):
         "hook": M([("hooks", [M([("hookName", "prestart"), ("path", "/bin/true")])])]),
         "bad_hook": M([("hooks", [M([("hookName", "preStart"), ("path", "/bin/true")])])]),
         "no_path": M([("deviceNodes", [M([("permissions", "rw")])])]),
+        # a null item of a list of pointers: the library dereferences it
+        "null_node": M([("deviceNodes", [None])]),
+        "null_mount": M([("mounts", [None]), ("env", ["A=1"])]),
+        "null_hook": M([("hooks", [None])]),
     }[choice]
 
 
