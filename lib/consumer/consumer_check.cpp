@@ -346,6 +346,24 @@ void check_containerd(const ContainerdView &v, const Context &ctx, ConsumerRepor
 				"): pods get no GPU from " + ctx.config.cdi_spec + "; CDI needs containerd 1.7 or later");
 		return;
 	}
+	j["config_refused"] = v.refused.empty() ? json(nullptr) : json(printable(v.refused));
+	if (!v.refused.empty()) {
+		problem(out, "config-refused", message_id::CONTAINERD_CDI_OFF, printable(v.refused_file),
+			"containerd " + (v.version ? v.version->text : std::string("(version unknown)")) + " refuses its configuration (" +
+				printable(v.refused) + "): it does not start, and no pod runs. Fix " + printable(v.refused_file) +
+				" (containerd --config " + v.config + " config dump says what it reads)");
+		return;
+	}
+	// containerd 2.3 deprecates enable_cdi: off, a pod's CDI request is an error; the key goes away.
+	const bool deprecated = v.version && (v.version->major > 2 || (v.version->major == 2 && v.version->minor >= 3));
+	if (deprecated && v.cdi_enabled_from.starts_with("/") && v.cdi_enabled && *v.cdi_enabled)
+		out.findings.push_back(ConsumerFinding{"containerd-config", message_id::CONTAINERD_CONFIG_UNKNOWN, Problem{v.cdi_enabled_from, "enable_cdi in " + v.cdi_enabled_from + " is deprecated in containerd " + v.version->text + " (CDI is always on there): remove it"}, true});
+	if (v.cdi_enabled && !*v.cdi_enabled && deprecated) {
+		problem(out, "cdi-disabled", message_id::CONTAINERD_CDI_OFF, v.cdi_enabled_from,
+			"enable_cdi = false in " + printable(v.cdi_enabled_from) + ": containerd " + v.version->text +
+				" deprecates the key and fails every pod that asks for a CDI device, GPU pods included. Remove the line and restart containerd");
+		return;
+	}
 	if (v.cdi_enabled && !*v.cdi_enabled) {
 		const std::string file = v.cdi_enabled_from.starts_with("/") ? v.cdi_enabled_from
 					 : !v.cdi_table_from.empty()         ? v.cdi_table_from

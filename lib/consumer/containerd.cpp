@@ -3,7 +3,7 @@
 #include "bounded_parse.hpp"
 #include "confined_open.hpp"
 #include "fs.hpp"
-#include "toml_reader.hpp"
+#include "containerd_config.hpp"
 
 #include <algorithm>
 #include <array>
@@ -21,24 +21,10 @@ namespace {
 using json = nlohmann::json;
 
 constexpr const char *DPKG_STATUS = "/var/lib/dpkg/status";
-constexpr std::size_t MAX_CONFIG_BYTES = 1u << 20;  // containerd's own default config is 10 KiB
-constexpr std::size_t MAX_CONFIG_FILES = 32;        // the main file and what it imports, transitively
 
 UniqueFd open_root(const Context &ctx)
 {
 	return UniqueFd(::open(ctx.root.empty() ? "/" : ctx.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-}
-
-// A root-owned file of the machine, resolved inside its root (a configuration may well be a symlink),
-// opened without blocking and read only when it is a regular file of bounded size.
-Result<std::string> read_machine_file(int root_fd, const std::string &path, std::size_t cap)
-{
-	auto fd = open_confined(root_fd, path, ConfinedOpen{Confinement::InRoot, O_RDONLY | O_NONBLOCK | O_NOCTTY, true});
-	if (!fd)
-		return fail(errno_error(fd.error().errnum, "Failed to open " + path));
-	if (auto r = fs::require_regular(fd->get(), path); !r)
-		return fail(r.error());
-	return fs::read_fd(fd->get(), path, cap);
 }
 
 // The installed containerd package's version from dpkg's database, read in blocks (the file may be
@@ -99,71 +85,6 @@ std::optional<PackageVersion> dpkg_version(int root_fd)
 		line("");
 	}
 	return found;
-}
-
-// The CRI plugin table that holds enable_cdi and cdi_spec_dirs, by the file's `version`, as the
-// containerd that reads it names it: 2.x migrates version-2 files' "io.containerd.grpc.v1.cri" keys to
-// "io.containerd.cri.v1.runtime".
-const json *cri_table(const json &doc, long file_version)
-{
-	if (!doc.contains("plugins") || !doc["plugins"].is_object())
-		return nullptr;
-	const json &plugins = doc["plugins"];
-	const char *name = file_version >= 3   ? "io.containerd.cri.v1.runtime"
-			   : file_version == 2 ? "io.containerd.grpc.v1.cri"
-					       : "cri";
-	auto it = plugins.find(name);
-	return it != plugins.end() && it->is_object() ? &*it : nullptr;
-}
-
-std::string cri_section_name(long file_version)
-{
-	return file_version >= 3   ? "[plugins.'io.containerd.cri.v1.runtime']"
-	       : file_version == 2 ? "[plugins.\"io.containerd.grpc.v1.cri\"]"
-				   : "[plugins.cri]";
-}
-
-// containerd's imports: paths relative to the importing file's directory, a '*' pattern in the last
-// component globbed (filepath.Glob), sorted.
-std::vector<std::string> resolve_imports(int root_fd, const std::string &file, const json &doc, std::vector<std::string> &warnings)
-{
-	std::vector<std::string> out;
-	if (!doc.contains("imports"))
-		return out;
-	if (!doc["imports"].is_array()) {
-		warnings.push_back(file + ": imports is not an array of paths, not following it");
-		return out;
-	}
-	for (const auto &v : doc["imports"]) {
-		if (!v.is_string())
-			continue;
-		std::string p = v.get<std::string>();
-		if (p.empty())
-			continue;
-		if (p[0] != '/')
-			p = fs::join(fs::dirname(file), p);
-		const std::string base = fs::basename(p);
-		if (base.find_first_of("*?[") == std::string::npos) {
-			out.push_back(p);
-			continue;
-		}
-		const std::string dir = fs::dirname(p);
-		auto dfd = open_confined(root_fd, dir, ConfinedOpen{Confinement::InRoot, O_RDONLY | O_DIRECTORY, true});
-		if (!dfd)
-			continue;  // a pattern that matches nothing is no error to containerd
-		auto names = fs::list_dir(dfd->get(), dir);
-		if (!names)
-			continue;
-		for (const auto &n : *names)
-			if (::fnmatch(base.c_str(), n.c_str(), FNM_PERIOD) == 0)
-				out.push_back(fs::join(dir, n));
-	}
-	return out;
-}
-
-long file_version_of(const json &doc)
-{
-	return doc.contains("version") && doc["version"].is_number_integer() ? doc["version"].get<long>() : 1;
 }
 
 }  // namespace
@@ -292,6 +213,12 @@ std::string normalize_run_path(std::string_view path)
 
 namespace {
 
+std::string section_name(const std::string &table)
+{
+	return table == "cri" ? "[plugins.cri]" : table == "io.containerd.cri.v1.runtime" ? "[plugins.'io.containerd.cri.v1.runtime']"
+											  : "[plugins.\"" + table + "\"]";
+}
+
 // Whether containerd is installed, and its version when dpkg knows it.
 // With the CDI library Debian built it against, when the package names it: that library, not the
 // one upstream's go.mod names for the version, decides which cdiVersion containerd accepts (trixie's
@@ -317,89 +244,6 @@ void find_containerd(int root, ContainerdView &view)
 			}
 		}
 	}
-}
-
-// containerd's configuration files in its merge order, parsed; those that cannot be read or parsed
-// are warnings and set `unreadable` (what they say about CDI is not known).
-std::vector<std::pair<std::string, json>> read_config_files(int root, ContainerdView &view, bool &unreadable)
-{
-	std::vector<std::pair<std::string, json>> docs;
-	std::vector<std::string> pending{view.config};
-	std::set<std::string> seen;
-	while (!pending.empty()) {
-		const std::string file = pending.front();
-		pending.erase(pending.begin());
-		if (!seen.insert(file).second)
-			continue;
-		if (seen.size() > MAX_CONFIG_FILES) {
-			view.warnings.push_back("containerd's configuration imports more than " + std::to_string(MAX_CONFIG_FILES) +
-						" files: " + file + " and the rest not read, whether it uses CDI is not known");
-			unreadable = true;
-			break;
-		}
-		auto text = read_machine_file(root, file, MAX_CONFIG_BYTES);
-		if (!text) {
-			if (text.error().errnum == ENOENT && file == view.config)
-				break;  // no configuration: containerd runs on its defaults
-			view.warnings.push_back("containerd's configuration " + text.error().message + ": whether it uses CDI is not known");
-			unreadable = true;
-			continue;
-		}
-		auto doc = parse_toml_bounded(*text, file, ParseLimits{32, 100000});
-		if (!doc) {
-			view.warnings.push_back("containerd's configuration " + doc.error().message + ": whether it uses CDI is not known");
-			unreadable = true;
-			continue;
-		}
-		for (auto &imp : resolve_imports(root, file, *doc, view.warnings))
-			pending.push_back(std::move(imp));
-		view.config_files.push_back(file);
-		docs.emplace_back(file, std::move(*doc));
-	}
-	return docs;
-}
-
-// What containerd does without a CRI table that says otherwise.
-void cdi_defaults(ContainerdView &view, bool v2)
-{
-	view.cdi_enabled = v2;
-	view.cdi_enabled_from = view.version ? "default of containerd " + view.version->text : "";
-	if (!view.version)
-		view.cdi_enabled.reset();
-	view.cdi_spec_dirs = {"/etc/cdi", "/var/run/cdi"};
-	view.cdi_spec_dirs_from = "default";
-}
-
-// enable_cdi and cdi_spec_dirs from the files' CRI tables, merged as the version does (see the
-// caller); returns, for 1.x, the last file whose CRI table stands.
-std::string apply_cri_tables(const std::vector<std::pair<std::string, json>> &docs, bool v2, long effective, ContainerdView &view)
-{
-	std::string table_from;
-	for (const auto &[file, doc] : docs) {
-		const long fv = v2 ? file_version_of(doc) : effective;
-		const json *cri = cri_table(doc, v2 ? std::max(fv, 2L) : fv);
-		if (!cri)
-			continue;
-		if (!v2) {
-			cdi_defaults(view, v2);
-			table_from = file;
-			if (view.version)
-				view.cdi_enabled_from = "default of containerd " + view.version->text + ", as " + file + " sets " + cri_section_name(fv) +
-							" without enable_cdi";
-		}
-		if (cri->contains("enable_cdi") && (*cri)["enable_cdi"].is_boolean()) {
-			view.cdi_enabled = (*cri)["enable_cdi"].get<bool>();
-			view.cdi_enabled_from = file;
-		}
-		if (cri->contains("cdi_spec_dirs") && (*cri)["cdi_spec_dirs"].is_array()) {
-			view.cdi_spec_dirs.clear();
-			for (const auto &d : (*cri)["cdi_spec_dirs"])
-				if (d.is_string() && !d.get<std::string>().empty() && view.cdi_spec_dirs.size() < 64)
-					view.cdi_spec_dirs.push_back(d.get<std::string>());
-			view.cdi_spec_dirs_from = file;
-		}
-	}
-	return table_from;
 }
 
 }  // namespace
@@ -433,27 +277,34 @@ ContainerdView read_containerd(const Context &ctx)
 		view.cdi_enabled_from = "containerd " + view.version->text + " has no CDI support";
 		return view;
 	}
-	// The files in containerd's merge order: the main one, then its imports, breadth first.
-	bool unreadable = false;
-	const auto docs = read_config_files(root.get(), view, unreadable);
-	// 1.x merges the files' `version` (the last one set wins) and reads every file's plugins by that
-	// one version; a file's plugin table replaces the whole table of an earlier one (mergeConfig), so
-	// a drop-in that sets another CRI key drops enable_cdi = true set in config.toml. 2.x migrates
-	// each file from its own version and merges plugin tables key by key.
-	long effective = 1;
-	for (const auto &[file, doc] : docs)
-		if (doc.contains("version") && doc["version"].is_number_integer() && doc["version"].get<long>() != 0)
-			effective = doc["version"].get<long>();
-	cdi_defaults(view, v2);
-	const std::string table_from = apply_cri_tables(docs, v2, effective, view);  // 1.x: the last file whose CRI table stands
-	view.cdi_table_from = table_from;
+	// The files as containerd loads and merges them (containerd_config.hpp).
+	const LoadedConfig cfg = load_containerd_config(root.get(), view.config, v2 ? 2 : 1);
+	view.config_files = cfg.files;
+	view.warnings.insert(view.warnings.end(), cfg.warnings.begin(), cfg.warnings.end());
+	view.refused = cfg.refused;
+	view.refused_file = cfg.refused_file.empty() ? view.config : cfg.refused_file;
+	view.cdi_table_from = cfg.cri_table_from;
+	view.cdi_enabled = v2;
+	view.cdi_enabled_from = view.version ? "default of containerd " + view.version->text : "";
+	if (!cfg.cri_table_from.empty() && !v2 && view.version)
+		view.cdi_enabled_from += ", as " + cfg.cri_table_from + " sets " + section_name(cfg.cri_table) + " without enable_cdi";
+	if (cfg.enable_cdi) {
+		view.cdi_enabled = *cfg.enable_cdi;
+		view.cdi_enabled_from = cfg.enable_cdi_from;
+	}
+	if (!view.version && !cfg.enable_cdi)
+		view.cdi_enabled.reset();
+	view.cdi_spec_dirs = cfg.cdi_spec_dirs ? *cfg.cdi_spec_dirs : std::vector<std::string>{"/etc/cdi", "/var/run/cdi"};
+	view.cdi_spec_dirs_from = cfg.cdi_spec_dirs ? cfg.cdi_spec_dirs_from : "default";
 	if (v2)
 		view.cdi_section = "[plugins.'io.containerd.cri.v1.runtime'] (version = 3)";
-	else if (effective == 1 && table_from.empty())
+	else if (cfg.version < 2 && cfg.cri_table_from.empty())
 		view.cdi_section = "[plugins.\"io.containerd.grpc.v1.cri\"] (with version = 2 at the top of the file)";
 	else
-		view.cdi_section = cri_section_name(effective);
-	if (unreadable && !view.cdi_enabled_from.starts_with("/"))
+		view.cdi_section = section_name(cfg.cri_table);
+	if (cfg.unknown && !view.cdi_enabled_from.starts_with("/"))
+		view.cdi_enabled.reset();
+	if (!view.refused.empty())
 		view.cdi_enabled.reset();
 	return view;
 }

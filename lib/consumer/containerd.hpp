@@ -58,7 +58,9 @@ struct ContainerdView {
 	std::string max_cdi_version;        // "" when unknown (or no CDI)
 	std::string max_cdi_version_from;   // the Built-Using entry that decides it, or upstream's go.mod
 	std::string cdi_library;            // that entry's version ("0.8.0-5"), "" when go.mod's table decides
-	std::vector<std::string> warnings;  // an unreadable or broken configuration, an unknown version
+	std::string refused;                // why containerd refuses its configuration (it does not start)
+	std::string refused_file;           // the file to fix
+	std::vector<std::string> warnings;  // an unreadable configuration, an unknown version
 };
 
 ContainerdView read_containerd(const Context &ctx);

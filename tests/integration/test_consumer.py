@@ -170,12 +170,64 @@ class TestContainerdConfig(ConsumerCase):
         m = self.machine("1.7.24", f'version = 2\n{CRI_17}\n  enable_cdi = true\n  cdi_spec_dirs = ["/var/run/cdi"]\n')
         self.assertNotReady(m, CONFIG, "containerd reads CDI specs from /var/run/cdi", "not from /etc/cdi", "cdi_spec_dirs")
 
-    def test_broken_config_is_a_warning_naming_the_line(self):
+    def test_broken_config_is_refused_as_containerd_refuses_it(self):
+        # Issue 44, item 7: containerd does not start on a file it cannot parse; verify says so,
+        # naming the file and line, instead of a warning and "ready".
         m = self.machine("1.7.24", f'version = 2\n{CRI_17}\n  enable_cdi = true\n  cdi_spec_dirs = ["/etc/cdi"\n')
-        r = self.assertReady(m)
+        r = self.assertNotReady(m, CONFIG, "containerd 1.7.24 refuses its configuration", f"{CONFIG}:4:")
         self.assertIsNone(r.result["containerd"]["cdi_enabled"])
-        self.assertTrue(any(f"{CONFIG}:5:" in w and "whether it uses CDI is not known" in w for w in r.result["warnings"]),
-                        r.result["warnings"])
+        self.assertEqual(r.result["consumer_findings"]["config-refused"], 1)
+
+    def test_a_table_written_twice_is_refused(self):
+        m = self.machine("1.7.24", f'version = 2\n{CRI_17}\n  enable_cdi = true\n{CRI_17}\n  enable_cdi = true\n')
+        self.assertNotReady(m, CONFIG, "refuses its configuration", "cannot redefine existing table")
+
+    def test_version_3_on_1_7_is_refused(self):
+        m = self.machine("1.7.24", "version = 3\n[plugins.'io.containerd.cri.v1.runtime']\n  enable_cdi = true\n")
+        self.assertNotReady(m, CONFIG, "refuses its configuration", "unsupported config version `3`")
+
+    def test_version_2_with_a_plugin_that_is_no_uri_is_refused_by_1_7(self):
+        m = self.machine("1.7.24", 'version = 2\n[plugins.cri]\n  enable_cdi = true\n')
+        self.assertNotReady(m, CONFIG, "refuses its configuration", 'invalid plugin key URI "cri"')
+
+    def test_a_missing_import_is_refused(self):
+        m = self.machine("1.7.24", f'version = 2\nimports = ["/etc/containerd/gone.toml"]\n{CRI_17}\n  enable_cdi = true\n')
+        self.assertNotReady(m, "/etc/containerd/gone.toml", "refuses its configuration", "which does not exist")
+
+    def test_imports_are_globbed_as_containerd_globs_them(self):
+        # Issue 44, item 6: '*' in a directory component, and a leading dot matched by '*'.
+        m = self.machine("1.7.24", f'version = 2\nimports = ["conf.d/*/*.toml"]\n{CRI_17}\n  enable_cdi = true\n')
+        write(m.p("/etc/containerd/conf.d/a/.off.toml"), f"version = 2\n{CRI_17}\n  enable_cdi = false\n")
+        r = self.assertNotReady(m, "/etc/containerd/conf.d/a/.off.toml", "CDI is off")
+        self.assertEqual(r.result["containerd"]["config_files"], [CONFIG, "/etc/containerd/conf.d/a/.off.toml"])
+
+    def test_2x_merges_versions_and_migrates_only_below_3(self):
+        # Issue 44, item 8: the last version wins across files; version-2 CRI keys reach the
+        # runtime table only when the merged version is below 3, and never over a key there.
+        v2 = "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  enable_cdi = false\n"
+        m = self.machine("2.1.9", 'imports = ["conf.d/*.toml"]\n' + v2)
+        write(m.p("/etc/containerd/conf.d/10.toml"), "version = 3\n")
+        r = self.assertReady(m)  # merged version 3: the version-2 key is not migrated, CDI stays on
+        self.assertTrue(r.result["containerd"]["cdi_enabled"])
+        m2 = self.machine("2.1.9", v2)
+        self.assertNotReady(m2, CONFIG, "CDI is off")  # version 2 alone: migrated, CDI off
+        m3 = self.machine("2.1.9", v2 + "[plugins.'io.containerd.cri.v1.runtime']\n  enable_cdi = true\n")
+        self.assertReady(m3)  # the runtime table's own key stands
+
+    def test_2x_deep_merges_plugin_tables(self):
+        # A later file's other CRI key does not drop enable_cdi = false set before (1.x would).
+        m = self.machine("2.1.9", "version = 3\nimports = ['b.toml']\n[plugins.'io.containerd.cri.v1.runtime']\n  enable_cdi = false\n")
+        write(m.p("/etc/containerd/b.toml"), "version = 3\n[plugins.'io.containerd.cri.v1.runtime']\n  cdi_spec_dirs = ['/etc/cdi']\n")
+        self.assertNotReady(m, CONFIG, "CDI is off")
+
+    def test_a_byte_order_mark_and_a_multiline_inline_table_are_read(self):
+        # Issue 44, item 9.
+        m = self.machine("1.7.24", '\ufeffversion = 2\n[plugins]\n  "io.containerd.grpc.v1.cri" = {\n    enable_cdi = false\n  }\n')
+        self.assertNotReady(m, CONFIG, "CDI is off")
+
+    def test_containerd_2_3_deprecates_enable_cdi(self):
+        m = self.machine("2.3.0", "version = 3\n[plugins.'io.containerd.cri.v1.runtime']\n  enable_cdi = false\n")
+        self.assertNotReady(m, CONFIG, "enable_cdi = false", "deprecates the key and fails every pod")
 
     def test_config_that_is_a_fifo_does_not_hang(self):
         m = self.machine("1.7.24")
