@@ -15,7 +15,7 @@ using json = nlohmann::ordered_json;
 
 // Every cdiVersion a library release may know (specs-go/version.go's validSpecVersions); a release
 // accepts those up to its own.
-constexpr std::string_view KNOWN_VERSIONS[] = {"0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "1.0.0", "1.1.0"};
+constexpr std::string_view KNOWN_VERSIONS[] = {"0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "1.0.0", "1.1.0"};
 constexpr std::string_view NEWEST_KNOWN = "1.1.0";
 
 struct Refusal {
@@ -394,7 +394,10 @@ std::string known_version(std::string version, std::string_view max_version)
 // walks the devices' edits and then the spec's in order until it finds what it looks for: the 0.5.0
 // check reads device nodes' hostPath (unless a device name starting with a digit settled it first),
 // the 0.4.0 check mounts' type; a null one reached on the way crashes the library.
-const char *version_needed(const Edits &spec_edits, const std::vector<Device> &devices, bool annotations, std::string_view cls)
+// `letter_first`: releases before 1.0 take any name that does not start with a letter as needing
+// 0.5.0 (pkg/cdi/version.go of 0.8), 1.0 only one that starts with a digit.
+const char *version_needed(const Edits &spec_edits, const std::vector<Device> &devices, bool annotations, std::string_view cls,
+			   bool letter_first)
 {
 	std::vector<const Edits *> edits;
 	for (const auto &d : devices)
@@ -405,7 +408,7 @@ const char *version_needed(const Edits &spec_edits, const std::vector<Device> &d
 		rdt_or_gids |= e->rdt || e->gids;
 	for (const auto &d : devices) {
 		annotations |= d.annotations;
-		digit_name |= !d.name.empty() && d.name[0] >= '0' && d.name[0] <= '9';
+		digit_name |= !d.name.empty() && (letter_first ? !letter(d.name[0]) : d.name[0] >= '0' && d.name[0] <= '9');
 	}
 	auto first_set = [&](auto member, auto set, const char *what) {
 		for (const Edits *e : edits)
@@ -460,7 +463,8 @@ SpecFacts decode_spec(const json &doc, std::string_view max_version)
 	const bool qualified = slash != std::string::npos && slash > 0 && slash + 1 < f.kind.size();
 	const std::string vendor = qualified ? f.kind.substr(0, slash) : "";
 	const std::string cls = qualified ? f.kind.substr(slash + 1) : f.kind;
-	const char *needs = version_needed(spec_edits, devices, annotations, qualified ? std::string_view(cls) : std::string_view());
+	const bool before_1_0 = !max_version.empty() && compare_cdi_versions(max_version, "1.0.0") < 0;
+	const char *needs = version_needed(spec_edits, devices, annotations, qualified ? std::string_view(cls) : std::string_view(), before_1_0);
 	if (compare_cdi_versions(needs, version) > 0)
 		throw Refusal{"cdiVersion " + version + " is below the " + needs + " its fields need"};
 	// validateVendorOrClassName slices name[1:len-1] once the first letter passed: a one-letter

@@ -354,6 +354,14 @@ void check_containerd(const ContainerdView &v, const Context &ctx, ConsumerRepor
 				" (containerd --config " + v.config + " config dump says what it reads)");
 		return;
 	}
+	j["cri_disabled"] = v.cri_disabled.empty() ? json(nullptr) : json(printable(v.cri_disabled));
+	j["cdi_table_disabled"] = v.cdi_table_disabled;
+	if (!v.cri_disabled.empty()) {
+		problem(out, "cdi-disabled", message_id::CONTAINERD_CDI_OFF, v.config,
+			"containerd's configuration disables its CRI plugin " + printable(v.cri_disabled) +
+				" (disabled_plugins): kubelet gets no container runtime from it and no pod runs. Remove it from disabled_plugins");
+		return;
+	}
 	// containerd 2.3 deprecates enable_cdi: off, a pod's CDI request is an error; the key goes away.
 	const bool deprecated = v.version && (v.version->major > 2 || (v.version->major == 2 && v.version->minor >= 3));
 	if (deprecated && v.cdi_enabled_from.starts_with("/") && v.cdi_enabled && *v.cdi_enabled)

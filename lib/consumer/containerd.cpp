@@ -283,6 +283,8 @@ ContainerdView read_containerd(const Context &ctx)
 	view.warnings.insert(view.warnings.end(), cfg.warnings.begin(), cfg.warnings.end());
 	view.refused = cfg.refused;
 	view.refused_file = cfg.refused_file.empty() ? view.config : cfg.refused_file;
+	view.cri_disabled = cfg.cri_disabled;
+	view.cdi_table_disabled = cfg.cdi_table_disabled;
 	view.cdi_table_from = cfg.cri_table_from;
 	view.cdi_enabled = v2;
 	view.cdi_enabled_from = view.version ? "default of containerd " + view.version->text : "";

@@ -60,6 +60,8 @@ struct ContainerdView {
 	std::string cdi_library;            // that entry's version ("0.8.0-5"), "" when go.mod's table decides
 	std::string refused;                // why containerd refuses its configuration (it does not start)
 	std::string refused_file;           // the file to fix
+	std::string cri_disabled;           // the CRI plugin disabled_plugins turns off, "" when none
+	bool cdi_table_disabled = false;    // it is the plugin that reads enable_cdi
 	std::vector<std::string> warnings;  // an unreadable configuration, an unknown version
 };
 

@@ -6,8 +6,10 @@
 #include "toml_reader.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <map>
 #include <set>
 #include <sys/stat.h>
 
@@ -32,6 +34,126 @@ Result<std::string> read_machine_file(int root_fd, const std::string &path)
 	if (auto r = fs::require_regular(fd->get(), path); !r)
 		return fail(r.error());
 	return fs::read_fd(fd->get(), path, MAX_CONFIG_BYTES);
+}
+
+// ',' then '}' outside strings and comments: an inline table with a trailing comma, which go-toml v1
+// (containerd 1.x) refuses and toml++ (built for go-toml v2's wider reading) takes.
+bool trailing_inline_comma(std::string_view t)
+{
+	char quote = 0;
+	bool triple = false, comment = false, comma = false;
+	for (std::size_t i = 0; i < t.size(); i++) {
+		const char c = t[i];
+		if (comment) {
+			comment = c != '\n';
+			continue;
+		}
+		if (quote) {
+			if (c == '\\' && quote == '"')
+				i++;
+			else if (c == quote && (!triple || t.substr(i, 3) == std::string(3, quote))) {
+				i += triple ? 2 : 0;
+				quote = 0;
+			}
+			continue;
+		}
+		if (c == '"' || c == '\'') {
+			quote = c;
+			triple = t.substr(i, 3) == std::string(3, c);
+			i += triple ? 2 : 0;
+			comma = false;
+		} else if (c == '#') {
+			comment = true;
+		} else if (c == ',') {
+			comma = true;
+		} else if (c == '}' && comma) {
+			return true;
+		} else if (c != ' ' && c != '\t' && c != '\n' && c != '\r') {
+			comma = false;
+		}
+	}
+	return false;
+}
+
+// go-toml v1 (containerd 1.x) lets a [table] header reopen a table that dotted keys made earlier
+// (`plugins."x".k = 1` then `[plugins]`), which TOML 1.0, toml++ and go-toml v2 refuse: read as
+// go-toml v1 does, the text before that header and the text from it are two documents merged.
+// `path`: the reopened header's keys. Along it tables merge; anywhere else a key met twice is "defined
+// twice" to go-toml v1 (an inline table over a table included).
+bool merge_reopened(json &to, const json &from, const std::vector<std::string> &path, std::size_t depth = 0)
+{
+	for (const auto &[k, v] : from.items()) {
+		if (!to.contains(k))
+			to[k] = v;
+		else if (depth < path.size() && k == path[depth] && to[k].is_object() && v.is_object())
+			return merge_reopened(to[k], v, path, depth + 1);
+		else
+			return false;
+	}
+	return true;
+}
+
+// "[plugins.\"io.containerd.grpc.v1.cri\"]" -> {"plugins", "io.containerd.grpc.v1.cri"}.
+std::vector<std::string> header_keys(std::string_view h)
+{
+	std::vector<std::string> keys(1);
+	char quote = 0;
+	for (const char c : h.substr(1, h.size() >= 2 ? h.size() - 2 : 0)) {
+		if (quote) {
+			if (c == quote)
+				quote = 0;
+			else
+				keys.back() += c;
+		} else if (c == '"' || c == '\'') {
+			quote = c;
+		} else if (c == '.') {
+			keys.emplace_back();
+		} else {
+			keys.back() += c;
+		}
+	}
+	return keys;
+}
+
+Result<json> parse_go_toml_v1(std::string_view text, const std::string &path, unsigned splits = 0)
+{
+	auto doc = parse_toml_bounded(text, path, ParseLimits{32, 100000});
+	if (doc || splits > 64 || doc.error().message.find("cannot redefine existing table") == std::string::npos)
+		return doc;
+	// "<path>:<line>:<column>: ...": the header's line starts the second document.
+	const std::string &m = doc.error().message;
+	const std::size_t colon = m.find(':', path.size() + 1);
+	if (!m.starts_with(path + ":") || colon == std::string::npos)
+		return doc;
+	const long line = std::strtol(m.c_str() + path.size() + 1, nullptr, 10);
+	std::size_t at = 0;
+	for (long l = 1; l < line && at != std::string_view::npos; l++)
+		at = text.find('\n', at) == std::string_view::npos ? std::string_view::npos : text.find('\n', at) + 1;
+	if (line < 2 || at == std::string_view::npos || at == 0)
+		return doc;
+	// A header written twice is "duplicated tables" to go-toml v1 as well: only a table that dotted
+	// keys made is reopened.
+	auto trimmed = [](std::string_view l) {
+		std::string out;
+		for (const char c : l.substr(0, l.find('#')))
+			if (c != ' ' && c != '\t' && c != '\r')
+				out += c;
+		return out;
+	};
+	const std::string header = trimmed(text.substr(at, text.find('\n', at) - at));
+	for (std::size_t p = 0; p < at;) {
+		const std::size_t nl = text.find('\n', p);
+		if (trimmed(text.substr(p, nl - p)) == header)
+			return doc;
+		p = nl == std::string_view::npos ? at : nl + 1;
+	}
+	auto first = parse_go_toml_v1(text.substr(0, at), path, splits + 1);
+	auto second = parse_go_toml_v1(text.substr(at), path, splits + 1);
+	if (!first || !second)
+		return doc;
+	if (!merge_reopened(*first, *second, header_keys(header)))
+		return doc;
+	return first;
 }
 
 bool has_meta(std::string_view p) { return p.find_first_of("*?[\\") != std::string_view::npos; }
@@ -196,12 +318,21 @@ private:
 					return;  // no configuration: containerd runs on its defaults
 				if (text.error().errnum == ENOENT)
 					throw Refused{path, "it imports " + path + ", which does not exist"};
+				// A directory, a device, a link loop: containerd fails to read it too. Only what is
+				// past verify's own cap leaves the answer unknown.
+				if (text.error().errnum != EFBIG)
+					throw Refused{path, text.error().message};
 				out_.warnings.push_back("containerd's configuration " + text.error().message + ": whether it uses CDI is not known");
 				out_.unknown = true;
 				loaded.insert(path);
 				continue;
 			}
-			auto doc = parse_toml_bounded(*text, path, ParseLimits{32, 100000});
+			// Where the Go TOML library of this containerd reads differently from toml++.
+			if (major_ >= 2 && text->starts_with("\xef\xbb\xbf"))
+				throw Refused{path, path + ":1:1: a byte-order mark, which containerd 2.x's TOML reader refuses"};
+			if (major_ < 2 && trailing_inline_comma(*text))
+				throw Refused{path, path + ": an inline table with a trailing comma, which containerd 1.x's TOML reader refuses"};
+			auto doc = major_ < 2 ? parse_go_toml_v1(*text, path) : parse_toml_bounded(*text, path, ParseLimits{32, 100000});
 			if (!doc) {
 				if (doc.error().errnum == PARSE_LIMIT_ERRNO) {
 					out_.warnings.push_back("containerd's configuration " + doc.error().message + ": whether it uses CDI is not known");
@@ -278,8 +409,11 @@ private:
 				}
 			for (const char *list : {"disabled_plugins", "required_plugins"})
 				if (f.doc.contains(list))
-					for (const auto &p : f.doc[list])
+					for (const auto &p : f.doc[list]) {
 						lists.emplace_back(f.path, p.is_string() ? p.get<std::string>() : p.dump());
+						if (list == std::string_view("disabled_plugins"))
+							disabled_.push_back(lists.back().second);
+					}
 		}
 		out_.version = version;
 		if (version > 2)
@@ -293,7 +427,13 @@ private:
 				if (!plugin_uri(p))
 					throw Refused{file, "invalid plugin URI \"" + printable(p) + "\" in " + file + ", expect io.containerd.x.vx"};
 		}
-		out_.cri_table = version == 2 ? "io.containerd.grpc.v1.cri" : "cri";
+		// GetVersion(): 1 only for 1 (and 0); a negative version names plugins by URI as 2 does,
+		// without version 2's checks.
+		out_.cri_table = version == 1 ? "cri" : "io.containerd.grpc.v1.cri";
+		// V1DisabledFilter matches a plugin's ID, V2DisabledFilter its URI.
+		for (const auto &[file, p] : lists)
+			if (p == out_.cri_table && std::find(disabled_.begin(), disabled_.end(), p) != disabled_.end())
+				out_.cri_disabled = p, out_.cdi_table_disabled = true;
 		if (plugins.contains(out_.cri_table)) {
 			out_.cri_table_from = plugin_from[out_.cri_table];
 			take_cdi(plugins[out_.cri_table], out_.cri_table_from, out_.cri_table_from);
@@ -309,13 +449,22 @@ private:
 		for (const auto &f : files_) {
 			long fv = f.doc.contains("version") ? f.doc["version"].get<long>() : 0;
 			json fp = f.doc.contains("plugins") ? f.doc["plugins"] : json::object();
-			if (fv == 0 || fv == 1) {
+			// MigrateConfigTo(merged version so far): from 0 or 1 up to it, renaming a version-1
+			// file's plugins on the way past 1, never down.
+			const bool v1_file = (fv == 0 || fv == 1) && version >= 2;
+			if (v1_file) {
 				json renamed = json::object();
 				for (const auto &[k, v] : fp.items())
 					renamed[v1_plugin_uri(k)] = v;
 				fp = std::move(renamed);
-				fv = version;
 			}
+			if ((fv == 0 || fv == 1) && version > fv)
+				fv = version;
+			renamed_[f.path] = v1_file;
+			if (f.doc.contains("disabled_plugins"))
+				for (const auto &p : f.doc["disabled_plugins"])
+					if (p.is_string())
+						disabled_.push_back(v1_file ? v1_plugin_uri(p.get<std::string>()) : p.get<std::string>());
 			auto sets = [&](const char *table, const char *key) {
 				return fp.contains(table) && fp[table].is_object() && fp[table].contains(key);
 			};
@@ -332,12 +481,18 @@ private:
 				version = fv;
 		}
 		out_.version = version;
-		for (const auto &f : files_)
+		// ValidateVersion, on the merged lists: a version-1 file's names were renamed to URIs first.
+		for (const auto &f : files_) {
+			const bool renamed = renamed_[f.path];
 			for (const char *list : {"disabled_plugins", "required_plugins"})
 				if (f.doc.contains(list))
-					for (const auto &p : f.doc[list])
-						if (!p.is_string() || p.get<std::string>().find('.') == std::string::npos)
-							throw Refused{f.path, "invalid plugin URI " + printable(p.dump()) + " in " + f.path + ", expect io.containerd.x.vx"};
+					for (const auto &p : f.doc[list]) {
+						const std::string name = !p.is_string() ? p.dump() : renamed ? v1_plugin_uri(p.get<std::string>())
+													     : p.get<std::string>();
+						if (name.find('.') == std::string::npos)
+							throw Refused{f.path, "invalid plugin URI \"" + printable(name) + "\" in " + f.path + ", expect io.containerd.x.vx"};
+					}
+		}
 		if (version > 3)
 			throw Refused{last_setting("version"), "expected containerd config version equal to or less than `3`, got `" +
 								       std::to_string(version) + "`"};
@@ -354,6 +509,9 @@ private:
 						dirs_from = legacy_dirs_from;
 				}
 		out_.cri_table = "io.containerd.cri.v1.runtime";
+		for (const char *plugin : {"io.containerd.cri.v1.runtime", "io.containerd.grpc.v1.cri"})
+			if (std::find(disabled_.begin(), disabled_.end(), plugin) != disabled_.end() && out_.cri_disabled.empty())
+				out_.cri_disabled = plugin, out_.cdi_table_disabled = plugin == std::string_view("io.containerd.cri.v1.runtime");
 		take_cdi(runtime, enable_from, dirs_from);
 	}
 
@@ -392,6 +550,8 @@ private:
 	int root_, major_;
 	Globber globber_;
 	std::vector<File> files_;
+	std::vector<std::string> disabled_;    // disabled_plugins of every file, as the version names them
+	std::map<std::string, bool> renamed_;  // 2.x: whether a file's plugin names were migrated
 	LoadedConfig out_;
 };
 

@@ -27,8 +27,10 @@ struct LoadedConfig {
 	std::string enable_cdi_from;     // the file that set it
 	std::optional<std::vector<std::string>> cdi_spec_dirs;
 	std::string cdi_spec_dirs_from;
-	std::string cri_table;       // the CRI table that holds them ("io.containerd.grpc.v1.cri")
-	std::string cri_table_from;  // 1.x: the file whose CRI table stands
+	std::string cri_table;            // the CRI table that holds them ("io.containerd.grpc.v1.cri")
+	std::string cri_table_from;       // 1.x: the file whose CRI table stands
+	std::string cri_disabled;         // a CRI plugin disabled_plugins names (kubelet gets no runtime), "" if none
+	bool cdi_table_disabled = false;  // that plugin is the one that reads enable_cdi
 };
 
 // `major`: containerd's major version (1 or 2; 2 for anything newer).

@@ -66,3 +66,17 @@ def run_cdi_oracle(binary, case_dirs):
         if res.get("panic"):
             out[base]["panic"] = res["panic"]
     return out
+
+
+def containerd_dump(img, config):
+    """What the release's containerd makes of `config` (its `config dump`): {"refused": bool,
+    "enable_cdi", "cdi_spec_dirs"} from the CRI table that version reads."""
+    import tomllib
+    r = subprocess.run([os.path.join(img, "usr/bin/containerd"), "--config", config, "config", "dump"],
+                       capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        return {"refused": True, "why": (r.stderr.strip().splitlines() or [""])[-1]}
+    d = tomllib.loads(r.stdout)
+    table = "io.containerd.cri.v1.runtime" if d.get("version", 0) >= 3 else "io.containerd.grpc.v1.cri"
+    cri = d.get("plugins", {}).get(table, {})
+    return {"refused": False, "enable_cdi": cri.get("enable_cdi"), "cdi_spec_dirs": cri.get("cdi_spec_dirs")}
