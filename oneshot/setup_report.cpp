@@ -45,7 +45,7 @@ void warn(Report &report, const std::vector<std::string> &warnings)
 void warn_about_device_plugin(const Context &ctx, Report &report, const SpecRead &spec, const std::string &version)
 {
 	report.details["device_plugin_spec"] = ctx.config.device_plugin_spec;
-	report.device_plugin_read = ReadSpecFile{ctx.config.device_plugin_spec, spec.text};
+	report.device_plugin_read = ReadSpecFile{ctx.config.device_plugin_spec, std::make_shared<const Result<std::string>>(spec.text)};
 	auto p = check_device_plugin(ctx, spec, version);
 	report.details["device_plugin_spec_current"] = !p.has_value();
 	if (!p)

@@ -168,7 +168,9 @@ int run_verify(const Context &ctx, Report &report)
 	carry_last_run(ctx, report);
 	const std::string version = report.details["driver_version"].get<std::string>();
 	report.details["device_plugin_spec"] = ctx.config.device_plugin_spec;
-	report.device_plugin_read = ReadSpecFile{ctx.config.device_plugin_spec, snap.device_plugin.text};
+	// The snapshot outlives the consumer check below: its bytes are lent, not copied (2 MiB at most).
+	report.device_plugin_read = ReadSpecFile{ctx.config.device_plugin_spec,
+						 std::shared_ptr<const Result<std::string>>(&snap.device_plugin.text, [](const Result<std::string> *) {})};
 	if (!version.empty())
 		if (auto p = check_device_plugin(ctx, snap.device_plugin, version)) {
 			log::error(p->message, {{"MESSAGE_ID", message_id::DEVICE_PLUGIN_SPEC_STALE}, {"UNBOUNDED_NVIDIA_PATH", p->path}});

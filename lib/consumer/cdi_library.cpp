@@ -265,15 +265,15 @@ bool valid_name(std::string_view n, bool device)
 
 // A spec as Go decodes it, before the library validates it: a null item of a list of pointers
 // (deviceNodes, mounts, hooks) decodes to a nil pointer, which the library's checks then dereference.
+// What the checks read of each item, not its text: a pod's spec may hold 10,000 mounts.
 struct Node {
-	std::string path, host_path, type, permissions;
+	bool path = false, host_path = false, valid_type = true, valid_permissions = true;
 };
 struct Mount {
-	std::string host_path, container_path, type;
+	bool host_path = false, container_path = false, type = false;
 };
 struct Hook {
-	std::string name, path;
-	std::vector<std::string> env;
+	bool valid_name = false, path = false, valid_env = true;
 };
 struct Edits {
 	std::vector<std::string> env;
@@ -309,6 +309,11 @@ std::vector<std::string> string_list(const json *v, std::string_view what)
 	return out;
 }
 
+bool env_valid(const std::vector<std::string> &env)
+{
+	return std::none_of(env.begin(), env.end(), [](const std::string &e) { return e.find('=') == 0 || e.find('=') == std::string::npos; });
+}
+
 // Each item of the list at `name`, decoded by `one`, nullopt for a null item.
 template <typename T, typename F>
 std::vector<std::optional<T>> pointer_list(const std::map<std::string, const json *> &m, const std::string &name, std::string_view what, F one)
@@ -328,55 +333,49 @@ Edits decode_edits(const json &e, std::string_view what)
 	out.env = string_list(field(m, "env"), "env");
 	out.nodes = pointer_list<Node>(m, "deviceNodes", what, [](const json &n) {
 		const auto d = decode_object(n, {"path", "hostPath", "type", "major", "minor", "fileMode", "permissions", "uid", "gid"}, "a device node");
-		return Node{string_field(d, "path", "a device node"), string_field(d, "hostPath", "a device node"),
-			    string_field(d, "type", "a device node"), string_field(d, "permissions", "a device node")};
+		const std::string type = string_field(d, "type", "a device node");
+		return Node{!string_field(d, "path", "a device node").empty(), !string_field(d, "hostPath", "a device node").empty(),
+			    type == "" || type == "b" || type == "c" || type == "u" || type == "p",
+			    string_field(d, "permissions", "a device node").find_first_not_of("rwm") == std::string::npos};
 	});
 	out.mounts = pointer_list<Mount>(m, "mounts", what, [](const json &mt) {
 		const auto d = decode_object(mt, {"hostPath", "containerPath", "options", "type"}, "a mount");
-		return Mount{string_field(d, "hostPath", "a mount"), string_field(d, "containerPath", "a mount"), string_field(d, "type", "a mount")};
+		return Mount{!string_field(d, "hostPath", "a mount").empty(), !string_field(d, "containerPath", "a mount").empty(),
+			     !string_field(d, "type", "a mount").empty()};
 	});
 	out.hooks = pointer_list<Hook>(m, "hooks", what, [](const json &h) {
 		const auto d = decode_object(h, {"hookName", "path", "args", "env", "timeout"}, "a hook");
-		return Hook{string_field(d, "hookName", "a hook"), string_field(d, "path", "a hook"), string_list(field(d, "env"), "env")};
+		static constexpr std::string_view NAMES[] = {"prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop"};
+		const std::string name = string_field(d, "hookName", "a hook");
+		return Hook{std::find(std::begin(NAMES), std::end(NAMES), name) != std::end(NAMES), !string_field(d, "path", "a hook").empty(),
+			    env_valid(string_list(field(d, "env"), "env"))};
 	});
 	out.gids = list_size(m, "additionalGids", what) > 0;
 	out.rdt = field(m, "intelRdt") != nullptr;
 	return out;
 }
 
-void check_env(const std::vector<std::string> &env)
-{
-	for (const auto &e : env)
-		if (e.find('=') == 0 || e.find('=') == std::string::npos)
-			throw Refusal{"an environment variable without a name and '='"};
-}
-
 // ContainerEdits.Validate, in its order: env, device nodes, hooks, mounts.
 void validate_edits(const Edits &e)
 {
-	check_env(e.env);
+	if (!env_valid(e.env))
+		throw Refusal{"an environment variable without a name and '='"};
 	for (const auto &n : e.nodes) {
 		if (!n)
 			throw Crash{"a null device node"};
-		if (n->path.empty())
-			throw Refusal{"a device node without a path"};
-		if (n->type != "" && n->type != "b" && n->type != "c" && n->type != "u" && n->type != "p")
-			throw Refusal{"a device node of type '" + printable(n->type) + "'"};
-		if (n->permissions.find_first_not_of("rwm") != std::string::npos)
-			throw Refusal{"a device node with permissions '" + printable(n->permissions) + "'"};
+		if (!n->path || !n->valid_type || !n->valid_permissions)
+			throw Refusal{"a device node without a path, or of a type or with permissions the library does not know"};
 	}
-	static constexpr std::string_view NAMES[] = {"prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop"};
 	for (const auto &h : e.hooks) {
 		if (!h)
 			throw Crash{"a null hook"};
-		if (std::find(std::begin(NAMES), std::end(NAMES), h->name) == std::end(NAMES) || h->path.empty())
-			throw Refusal{"a hook named '" + printable(h->name) + "' or without a path"};
-		check_env(h->env);
+		if (!h->valid_name || !h->path || !h->valid_env)
+			throw Refusal{"a hook of a name the library does not know, without a path, or with a bad environment variable"};
 	}
 	for (const auto &m : e.mounts) {
 		if (!m)
 			throw Crash{"a null mount"};
-		if (m->host_path.empty() || m->container_path.empty())
+		if (!m->host_path || !m->container_path)
 			throw Refusal{"a mount without a hostPath or containerPath"};
 	}
 }
@@ -421,9 +420,9 @@ const char *version_needed(const Edits &spec_edits, const std::vector<Device> &d
 		return false;
 	};
 	const bool host_path = !digit_name && first_set(
-						      &Edits::nodes, [](const Node &n) { return !n.host_path.empty(); }, "device node");
+						      &Edits::nodes, [](const Node &n) { return n.host_path; }, "device node");
 	const bool mount_type = first_set(
-		&Edits::mounts, [](const Mount &m) { return !m.type.empty(); }, "mount");
+		&Edits::mounts, [](const Mount &m) { return m.type; }, "mount");
 	return rdt_or_gids                                              ? "0.7.0"
 	       : annotations || cls.find('.') != std::string_view::npos ? "0.6.0"
 	       : digit_name || host_path                                ? "0.5.0"

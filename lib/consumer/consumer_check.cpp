@@ -245,8 +245,8 @@ private:
 		(void)dirfd;
 		// Read without following a symlink (snapshot.cpp); a link the library follows is opened here.
 		if (already_read && normalize_run_path(already_read->path) == normalize_run_path(s.path) &&
-		    (already_read->text || already_read->text.error().errnum != ELOOP)) {
-			take_text(s, already_read->text);
+		    (*already_read->text || already_read->text->error().errnum != ELOOP)) {
+			take_text(s, *already_read->text);
 			return;
 		}
 		auto path_fd = open_confined(root_.get(), s.path, ConfinedOpen{Confinement::InRoot, O_PATH, true, &steps_});
@@ -259,7 +259,7 @@ private:
 		take_text(s, fs::read_fd(fd.get(), s.path, s.ours ? OWN_SPEC_CAP : MAX_SPEC_BYTES));
 	}
 
-	void take_text(SpecFile &s, Result<std::string> text)
+	void take_text(SpecFile &s, const Result<std::string> &text)
 	{
 		if (!text) {
 			if (text.error().errnum == EFBIG && !s.ours)
@@ -275,8 +275,6 @@ private:
 			return;
 		}
 		LibraryVerdict v = judge_spec(*text, s.path, max_version_);
-		text->clear();
-		text->shrink_to_fit();
 		if (v.status == LibraryVerdict::Status::Unjudged) {
 			unjudged(s.path, v.reason);
 			return;

@@ -12,6 +12,7 @@
 #include "driver_root.hpp"
 
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -65,7 +66,7 @@ using KnownSpecs = std::map<std::string, std::optional<SpecFacts>>;
 // its bytes, or the error of that read (EFBIG: over the cap), instead of opening it again.
 struct ReadSpecFile {
 	std::string path;
-	Result<std::string> text;
+	std::shared_ptr<const Result<std::string>> text;  // the caller's, when it outlives the check
 };
 
 ConsumerReport check_consumer(const Context &ctx, const KnownSpecs *known = nullptr, const ReadSpecFile *read = nullptr);
