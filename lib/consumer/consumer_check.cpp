@@ -316,6 +316,8 @@ private:
 	std::uint64_t steps_ = 200000;                                   // path components for all the opens of one scan (ConfinedOpen::steps)
 };
 
+std::string runtime_name(const ContainerdView &v) { return v.runtime == "cri-o" ? "CRI-O" : "containerd"; }
+
 void problem(ConsumerReport &out, const char *check, const char *id, std::string path, std::string message)
 {
 	out.findings.push_back(ConsumerFinding{check, id, Problem{std::move(path), std::move(message)}, false});
@@ -327,6 +329,7 @@ void check_containerd(const ContainerdView &v, const Context &ctx, ConsumerRepor
 	j["found"] = v.found;
 	if (!v.found)
 		return;
+	j["runtime"] = v.runtime;
 	j["version"] = v.version ? json(v.version->text) : json(nullptr);
 	j["version_source"] = v.version_source;
 	j["config"] = v.config;
@@ -347,9 +350,9 @@ void check_containerd(const ContainerdView &v, const Context &ctx, ConsumerRepor
 	j["config_refused"] = v.refused.empty() ? json(nullptr) : json(printable(v.refused));
 	if (!v.refused.empty()) {
 		problem(out, "config-refused", message_id::CONTAINERD_CDI_OFF, printable(v.refused_file),
-			"containerd " + (v.version ? v.version->text : std::string("(version unknown)")) + " refuses its configuration (" +
+			runtime_name(v) + " " + (v.version ? v.version->text : std::string("(version unknown)")) + " refuses its configuration (" +
 				printable(v.refused) + "): it does not start, and no pod runs. Fix " + printable(v.refused_file) +
-				" (containerd --config " + v.config + " config dump says what it reads)");
+				(v.runtime == "cri-o" ? std::string() : " (containerd --config " + v.config + " config dump says what it reads)"));
 		return;
 	}
 	j["cri_disabled"] = v.cri_disabled.empty() ? json(nullptr) : json(printable(v.cri_disabled));
@@ -398,7 +401,7 @@ void check_versions(const ContainerdView &v, const std::vector<SpecFile> &specs,
 	for (const auto &s : specs)
 		if (s.ours && !s.cdi_version.empty() && compare_cdi_versions(s.cdi_version, v.max_cdi_version) > 0)
 			problem(out, "cdi-version", message_id::CDI_VERSION_REFUSED, s.path,
-				s.path + " has cdiVersion " + printable(s.cdi_version) + " but containerd " + v.version->text + " (" +
+				s.path + " has cdiVersion " + printable(s.cdi_version) + " but " + runtime_name(v) + " " + v.version->text + " (" +
 					v.version_source + ") accepts at most " + v.max_cdi_version +
 					(v.cdi_library.empty() ? std::string() : " (built with CDI library " + printable(v.cdi_library) + ")") +
 					": it refuses the spec and pods get none of its devices; that spec needs " +
@@ -562,6 +565,23 @@ private:
 	json stale_ = json::array();
 };
 
+// The CDI library takes a file at this path, when there is one, as the schema every spec must pass,
+// in every runtime that links it: a spec it refuses serves no device, whatever verify makes of it.
+constexpr const char *SCHEMA_OVERRIDE = "/etc/cdi/schema/schema.json";
+
+void check_schema_override(const Context &ctx, ConsumerReport &out)
+{
+	const UniqueFd root(::open(ctx.root.empty() ? "/" : ctx.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+	auto dir = root ? open_confined(root.get(), fs::dirname(SCHEMA_OVERRIDE), ConfinedOpen{Confinement::InRoot, O_PATH | O_DIRECTORY, true})
+			: fail(Error{});
+	struct stat st = {};
+	if (!dir || ::fstatat(dir->get(), "schema.json", &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return;
+	problem(out, "cdi-schema", message_id::CDI_SPEC_SHADOWED, SCHEMA_OVERRIDE,
+		std::string(SCHEMA_OVERRIDE) + " exists: the CDI library of containerd, CRI-O and podman validates every spec against it instead of "
+					       "its own schema, and refuses what it refuses; verify cannot tell which specs pass. Remove it");
+}
+
 }  // namespace
 
 std::size_t ConsumerReport::count(std::string_view check) const
@@ -596,6 +616,7 @@ ConsumerReport check_consumer(const Context &ctx, const KnownSpecs *known, const
 	DraCheck dra(ctx, scan);
 	scan.foreign = [&](const SpecFile &s, const json &doc) { dra(s, doc); };
 	scan.run();
+	check_schema_override(ctx, out);
 	check_versions(view, scan.specs, out);
 	check_shadowing(scan.specs, view.max_cdi_version, out);
 	out.dra = dra.result();

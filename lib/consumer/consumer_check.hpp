@@ -41,7 +41,7 @@ inline constexpr const char *CONSUMER_CHECKS[] = {"cdi-disabled", "cdi-spec-dirs
 
 struct ConsumerReport {
 	std::vector<ConsumerFinding> findings;
-	nlohmann::ordered_json containerd = nlohmann::ordered_json::object();  // verify --json "containerd"
+	nlohmann::ordered_json containerd = nlohmann::ordered_json::object();  // verify --json "containerd" (or CRI-O: "runtime")
 	nlohmann::ordered_json shadowing = nlohmann::ordered_json::array();    // "cdi_shadowing"
 	nlohmann::ordered_json dra = nlohmann::ordered_json::object();         // "dra_claims"
 	// "cdi_resolution": each of our qualified device names, the spec file the CDI library takes it

@@ -4,6 +4,7 @@
 #include "confined_open.hpp"
 #include "fs.hpp"
 #include "containerd_config.hpp"
+#include "crio_config.hpp"
 
 #include <algorithm>
 #include <array>
@@ -34,7 +35,7 @@ struct PackageVersion {
 	std::optional<CdiLibrary> cdi_library;  // when Debian's field names it
 	std::string cdi_library_field;          // "Built-Using" or "Static-Built-Using"
 };
-std::optional<PackageVersion> dpkg_version(int root_fd)
+std::optional<PackageVersion> dpkg_version(int root_fd, std::initializer_list<std::string_view> packages = {"containerd", "containerd.io"})
 {
 	auto fd = open_confined(root_fd, DPKG_STATUS, ConfinedOpen{Confinement::InRoot, O_RDONLY | O_NONBLOCK | O_NOCTTY, true});
 	if (!fd || !fs::require_regular(fd->get(), DPKG_STATUS))
@@ -45,7 +46,7 @@ std::optional<PackageVersion> dpkg_version(int root_fd)
 	std::optional<PackageVersion> found;
 	auto line = [&](std::string_view l) {
 		if (l.empty()) {
-			if ((package == "containerd" || package == "containerd.io") && installed && !version.empty())
+			if (std::find(packages.begin(), packages.end(), package) != packages.end() && installed && !version.empty())
 				found = PackageVersion{package, version, library, library_field};
 			package.clear(), version.clear(), library.reset(), library_field.clear(), installed = false;
 		} else if (l.starts_with("Package: ")) {
@@ -246,6 +247,38 @@ void find_containerd(int root, ContainerdView &view)
 	}
 }
 
+// CRI-O as the runtime (no containerd): CDI always on, its spec directories from its own files.
+void read_crio(int root, ContainerdView &view)
+{
+	auto pkg = dpkg_version(root, {"cri-o"});
+	if (!pkg)
+		return;
+	view.found = true;
+	view.runtime = "cri-o";
+	view.config = "/etc/crio/crio.conf";
+	view.version = parse_containerd_version(pkg->version);
+	view.version_source = std::string(DPKG_STATUS) + " (cri-o " + printable(pkg->version) + ")";
+	if (pkg->cdi_library && !max_cdi_version_for_library(pkg->cdi_library->version).empty()) {
+		view.cdi_library = pkg->cdi_library->version;
+		view.max_cdi_version = max_cdi_version_for_library(view.cdi_library);
+		view.max_cdi_version_from = pkg->cdi_library_field + " of cri-o in " + std::string(DPKG_STATUS) + ": " + pkg->cdi_library->package + " " +
+					    view.cdi_library;
+	} else if (view.version) {
+		view.max_cdi_version = max_cdi_version_for_crio(view.version->major, view.version->minor);
+		view.max_cdi_version_from = view.max_cdi_version.empty() ? "" : "CRI-O " + view.version->text + "'s CDI library";
+	}
+	view.cdi_enabled = true;
+	view.cdi_enabled_from = "CRI-O (CDI is always on)";
+	const CrioConfig cfg = load_crio_config(root);
+	view.config_files = cfg.files;
+	view.warnings.insert(view.warnings.end(), cfg.warnings.begin(), cfg.warnings.end());
+	view.refused = cfg.refused;
+	view.refused_file = cfg.refused_file;
+	view.cdi_spec_dirs = cfg.cdi_spec_dirs ? *cfg.cdi_spec_dirs : std::vector<std::string>{"/etc/cdi", "/var/run/cdi"};
+	view.cdi_spec_dirs_from = cfg.cdi_spec_dirs ? cfg.cdi_spec_dirs_from : "default";
+	view.cdi_section = "[crio.runtime] in a drop-in of /etc/crio/crio.conf.d/";
+}
+
 }  // namespace
 
 ContainerdView read_containerd(const Context &ctx)
@@ -256,8 +289,10 @@ ContainerdView read_containerd(const Context &ctx)
 	if (!root)
 		return view;
 	find_containerd(root.get(), view);
-	if (!view.found)
+	if (!view.found) {
+		read_crio(root.get(), view);
 		return view;
+	}
 	const bool v2 = view.version && view.version->major >= 2;
 	if (view.version) {
 		view.max_cdi_version = max_cdi_version_for(*view.version);

@@ -45,6 +45,7 @@ int compare_cdi_versions(std::string_view a, std::string_view b);
 
 struct ContainerdView {
 	bool found = false;                        // a containerd package (or binary) is installed
+	std::string runtime = "containerd";        // or "cri-o", when CRI-O is installed and containerd is not
 	std::optional<ContainerdVersion> version;  // from the package; nullopt when unknown
 	std::string version_source;                // "/var/lib/dpkg/status (containerd 1.7.24~ds1-6)"
 	std::string config;                        // the main configuration file, as the machine sees it

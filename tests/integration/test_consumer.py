@@ -538,6 +538,47 @@ class TestCdiLibraryRules(ConsumerCase):
         self.assertEqual(r.result["cdi_resolution"]["nvidia.com/gpu=0"], "/etc/cdi/nvidia.yaml")
 
 
+class TestNewerConsumers(ConsumerCase):
+    """Issue 44, item 3: CRI-O as the runtime (CDI always on, its spec directories from crio.conf and
+    its drop-ins, its CDI library's newest cdiVersion), and the CDI schema override file."""
+
+    def crio_machine(self, version="1.34.2-1", conf=None, drop_ins=None):
+        m = MachineRoot(self).standard()
+        write(m.p("/var/lib/dpkg/status"), dpkg_status(version, package="cri-o"))
+        if conf is not None:
+            write(m.p("/etc/crio/crio.conf"), conf)
+        for name, text in (drop_ins or {}).items():
+            write(m.p(f"/etc/crio/crio.conf.d/{name}"), text)
+        r = m.setup()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return m
+
+    def test_crio_has_cdi_always_on(self):
+        m = self.crio_machine()
+        r = self.assertReady(m)
+        c = r.result["containerd"]
+        self.assertEqual((c["runtime"], c["cdi_enabled"], c["max_cdi_version"]), ("cri-o", True, "1.0.0"), c)
+
+    def test_a_crio_drop_in_without_our_directory(self):
+        m = self.crio_machine(conf='[crio.runtime]\ncdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]\n',
+                              drop_ins={"10-cdi.conf": '[crio.runtime]\ncdi_spec_dirs = ["/var/run/cdi"]\n'})
+        self.assertNotReady(m, "/etc/crio/crio.conf.d/10-cdi.conf", "reads CDI specs from /var/run/cdi", "[crio.runtime]")
+
+    def test_a_crio_config_it_cannot_parse(self):
+        m = self.crio_machine(drop_ins={"10-cdi.conf": "[crio.runtime\n"})
+        self.assertNotReady(m, "/etc/crio/crio.conf.d/10-cdi.conf", "CRI-O 1.34.2 refuses its configuration")
+
+    def test_crio_1_35_reads_cdi_1_1(self):
+        m = self.crio_machine("1.35.0-1")
+        r = self.assertReady(m)
+        self.assertEqual(r.result["containerd"]["max_cdi_version"], "1.1.0")
+
+    def test_the_schema_override_file_is_a_problem(self):
+        m = self.machine("1.7.24", f'version = 2\n{CRI_17}\n  enable_cdi = true\n')
+        write(m.p("/etc/cdi/schema/schema.json"), "{}")
+        self.assertNotReady(m, "/etc/cdi/schema/schema.json", "validates every spec against it")
+
+
 class TestDraClaims(ConsumerCase):
     def cdi_machine(self):
         return self.machine("1.7.24", f'version = 2\n{CRI_17}\n  enable_cdi = true\n')
