@@ -107,7 +107,7 @@ SpecFacts facts_of(const json &doc)
 class SpecScan {
 public:
 	SpecScan(const Context &ctx, std::vector<std::string> dirs, std::string max_version, ConsumerReport &out, const KnownSpecs *known)
-		: ctx_(ctx), dirs_(std::move(dirs)), out_(out), deadline_(Clock::now() + SCAN_BUDGET),
+		: dirs_(std::move(dirs)), out_(out), deadline_(Clock::now() + SCAN_BUDGET),
 		  root_(::open(ctx.root.empty() ? "/" : ctx.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC)), max_version_(std::move(max_version))
 	{
 		ours_.insert(normalize_run_path(ctx.config.cdi_spec));
@@ -305,7 +305,6 @@ private:
 			false});
 	}
 
-	const Context &ctx_;
 	std::vector<std::string> dirs_;
 	ConsumerReport &out_;
 	const Clock::time_point deadline_;

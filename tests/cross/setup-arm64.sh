@@ -14,7 +14,7 @@ if ! dpkg --print-foreign-architectures | grep -qx arm64; then
 	$SUDO dpkg --add-architecture arm64
 fi
 missing=""
-for p in g++-aarch64-linux-gnu qemu-user-static libsystemd-dev:arm64 libmount-dev:arm64 libc6:arm64 libstdc++6:arm64; do
+for p in g++-aarch64-linux-gnu qemu-user-static libsystemd-dev:arm64 libmount-dev:arm64 libtomlplusplus-dev:arm64 libc6:arm64 libstdc++6:arm64; do
 	dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"
 done
 if [ -n "$missing" ]; then
