@@ -143,18 +143,26 @@ Handler duration_handler(const Ctx &c, Millis &out, Millis minimum = Millis(0))
 	};
 }
 
+// Every boolean of the file takes the same words (issue 46: `enabled: on` once blocked containerd).
+std::optional<bool> boolean_word(std::string_view s)
+{
+	if (s == "true" || s == "yes" || s == "on")
+		return true;
+	if (s == "false" || s == "no" || s == "off")
+		return false;
+	return std::nullopt;
+}
+
 Handler bool_handler(const Ctx &c, bool &out)
 {
 	return [&c, &out](const YAML::Node &v, const std::string &key) -> Result<void> {
 		auto s = scalar(c, v, key);
 		if (!s)
 			return fail(s.error());
-		if (*s == "true" || *s == "yes" || *s == "on")
-			out = true;
-		else if (*s == "false" || *s == "no" || *s == "off")
-			out = false;
-		else
+		const auto b = boolean_word(*s);
+		if (!b)
 			return fail(c.at(v, key, "expected true or false for key"));
+		out = *b;
 		return {};
 	};
 }
@@ -306,10 +314,8 @@ std::map<std::string, Handler> top_handlers(const Ctx &c, Config &cfg, const std
 				 return fail(s.error());
 			 if (*s == "auto")
 				 cfg.enabled = Enabled::Auto;
-			 else if (*s == "true" || *s == "yes")
-				 cfg.enabled = Enabled::Yes;
-			 else if (*s == "false" || *s == "no")
-				 cfg.enabled = Enabled::No;
+			 else if (const auto b = boolean_word(*s))
+				 cfg.enabled = *b ? Enabled::Yes : Enabled::No;
 			 else
 				 return fail(c.at(v, key, "expected auto, true or false for key"));
 			 return {};

@@ -3,6 +3,7 @@
 #include "temp_dir.hpp"
 
 #include <catch2/catch.hpp>
+#include <functional>
 
 using namespace unbounded;
 using namespace std::chrono_literals;
@@ -148,4 +149,29 @@ TEST_CASE("bad configs name the file, the line and the key", "[config]")
 		CHECK_THAT(r.error().message, Catch::Contains(c.expect));
 		CHECK(r.error().message.find('\n') == std::string::npos);
 	}
+}
+
+TEST_CASE("every boolean of the config takes the same words (issue 46)", "[config]")
+{
+	// `enabled: on` was refused while every other boolean took it (exit 2, containerd held back).
+	struct Key {
+		const char *yaml;  // with %s for the word
+		std::function<bool(const Config &)> value;
+	};
+	const Key keys[] = {
+		{"enabled: %s\n", [](const Config &c) { return c.enabled == Enabled::Yes; }},
+		{"ipc_sockets: %s\n", [](const Config &c) { return c.ipc_sockets; }},
+		{"nvoptix: %s\n", [](const Config &c) { return c.nvoptix; }},
+		{"licensing:\n  auto_reload: %s\n", [](const Config &c) { return c.licensing.auto_reload; }},
+	};
+	for (const auto &k : keys)
+		for (const auto &[word, expected] : std::vector<std::pair<std::string, bool>>{
+			     {"true", true}, {"yes", true}, {"on", true}, {"false", false}, {"no", false}, {"off", false}}) {
+			std::string text = k.yaml;
+			text.replace(text.find("%s"), 2, word);
+			auto c = parse_config(text, "/etc/unbounded/nvidia.yaml");
+			INFO(text);
+			REQUIRE(c);
+			CHECK(k.value(*c) == expected);
+		}
 }
