@@ -289,6 +289,10 @@ std::string refresh_service_text(const Decision &d, const Config &cfg)
 	// stops or restarts no unit; it starts containerd and kubelet only when a failed boot setup held
 	// them back (oneshot/self_repair.hpp).
 	u += "After=" + std::string(SETUP_UNIT) + "\n";
+	// The path unit starts it on every staging change, and a host midway through an upgrade fails
+	// it each time: systemd's default start limit (5 in 10 s) would then refuse the refresh that
+	// finally finds the host ready, and the path unit with it (issue 46).
+	u += "StartLimitIntervalSec=0\n";
 	u += "\n[Service]\n";
 	u += "Type=oneshot\n";
 	u += exec_setup("refresh");
