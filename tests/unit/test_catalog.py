@@ -181,6 +181,15 @@ def main():
     tap.check("each entry has Subject, Defined-By, Documentation (our man pages) and a body", headers_and_bodies)
     tap.check("each @FIELD@ substitution is a field the code logs", substitutions_are_fields_the_code_sets)
     tap.check("journalctl --update-catalog on a temporary root takes and lists every entry", journalctl_reads_it)
+
+    def header_names_files_that_exist():
+        # Issue 46: the header once named a checker that did not exist.
+        named = re.findall(r"\b((?:lib|tests|units|oneshot|generator|man|doc)/[\w./-]+\.\w+)", open(CATALOG).read().split("\n-- ")[0])
+        assert named, "the header names no file"
+        missing = [p for p in named if not os.path.exists(os.path.join(SOURCE, p))]
+        assert not missing, f"the catalog's header names files that do not exist: {missing}"
+
+    tap.check("the files the catalog's header names exist", header_names_files_that_exist)
     return tap.done()
 
 
