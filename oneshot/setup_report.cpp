@@ -104,6 +104,19 @@ void record_install(const Context &ctx, Report &report, const InstallStats &stat
 		log::notice("Removed " + std::to_string(stats.stale_trees_removed) + " temporary tree(s) left by an interrupted run.");
 }
 
+// Whether the run left every file as it found it: the root unchanged, no spec and no /dev/char link
+// written or removed (what execute*.cpp records in the report).
+static bool nothing_written(const Report &report, const InstallStats &stats)
+{
+	if (!stats.unchanged)
+		return false;
+	for (const auto &[key, value] : report.details.items())
+		if ((key.ends_with("_written") && value.is_boolean() && value.get<bool>()) ||
+		    ((key == "dev_char_links_created" || key == "dev_char_links_removed") && value.is_number() && value.get<long>() != 0))
+			return false;
+	return true;
+}
+
 // The last word of a run that built (or kept unchanged) the root: one line for the journal,
 // `systemctl status` and the host.
 int finish_ready(const Context &ctx, Report &report, const DriverSet &driver, const InstallStats &stats, const SpecForState &cdi,
@@ -129,6 +142,14 @@ int finish_ready(const Context &ctx, Report &report, const DriverSet &driver, co
 			      (migs ? " with " + std::to_string(migs) + " MIG device(s)" : std::string()) +
 			      (cdi.devices.imex_channels.empty() ? std::string() : " and " + std::to_string(cdi.devices.imex_channels.size()) + " IMEX channel(s)") + " in " +
 			      cfg.cdi_spec + fabric + ", " + format_ms(total) + ".";
+	notify_status(summary);
+	// A refresh that changed nothing (the timer's, every refresh.interval on every node): said at
+	// debug level, with no MESSAGE_ID, so the journal and a fleet's queries keep the runs that did
+	// something (issue 46: 290 identical entries a day per node).
+	if (report.command == "refresh" && nothing_written(report, stats)) {
+		log::debug(summary);
+		return EXIT_READY;
+	}
 	log::info(summary, {{"MESSAGE_ID", message_id::SETUP_READY},
 			    {"UNBOUNDED_NVIDIA_DRIVER_VERSION", driver.version},
 			    {"UNBOUNDED_NVIDIA_DRIVER_ROOT", cfg.driver_root},
@@ -137,7 +158,6 @@ int finish_ready(const Context &ctx, Report &report, const DriverSet &driver, co
 			    {"UNBOUNDED_NVIDIA_BYTES_COPIED", std::to_string(stats.bytes_copied)},
 			    {"UNBOUNDED_NVIDIA_ROOT_BYTES", std::to_string(root_bytes)},
 			    {"UNBOUNDED_NVIDIA_DURATION_MS", std::to_string(total.count())}});
-	notify_status(summary);
 	return EXIT_READY;
 }
 

@@ -75,6 +75,21 @@ class TestOutcomes(RefreshCase):
         self.assertFalse(r.result["cdi_spec_written"])
         self.assertEqual(self.live(m), before)
 
+    def test_a_refresh_that_changed_nothing_says_so_only_at_debug_level(self):
+        # Issue 46: the timer's refresh logged "Driver ... ready" with its MESSAGE_ID every 5
+        # minutes on every node. Unchanged: nothing at info (the journal's MESSAGE_ID line is that
+        # one); with UNBOUNDED_NVIDIA_LOG_LEVEL=debug, the line without a MESSAGE_ID.
+        m = self.running_machine()
+        r = self.refresh(m)
+        self.assertTrue(r.result["unchanged"])
+        self.assertNotIn("ready in", r.stderr)
+        r = m.run("--json", "refresh", env={"UNBOUNDED_NVIDIA_LOG_LEVEL": "debug"})
+        self.assertIn(f"Driver {V1} ready in /run/nvidia/driver", r.stderr)
+        # A refresh that writes something says it as before.
+        self.upgrade_staging(m, V2, module=V2)
+        r = self.refresh(m)
+        self.assertIn(f"Driver {V2} ready in /run/nvidia/driver", r.stderr)
+
     def test_userspace_upgrade_with_the_old_module_keeps_the_root_and_its_spec(self):
         m = self.running_machine()
         before = self.live(m)
