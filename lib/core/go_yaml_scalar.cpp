@@ -118,21 +118,38 @@ std::string go_format_float32(double v)
 		digits.pop_back();
 	if (digits == "0")
 		exp10 = 0;
-	std::string out = std::signbit(f) ? "-" : "";
+	// Built by appending: GCC 12's -Wrestrict misreads chains of operator+ at -O3.
+	std::string out;
+	if (std::signbit(f))
+		out.push_back('-');
 	if (exp10 < -4 || exp10 >= 6) {
-		out += digits.substr(0, 1);
-		if (digits.size() > 1)
-			out += "." + digits.substr(1);
+		out.append(digits, 0, 1);
+		if (digits.size() > 1) {
+			out.push_back('.');
+			out.append(digits, 1, std::string::npos);
+		}
 		const int a = std::abs(exp10);
-		out += std::string("e") + (exp10 < 0 ? "-" : "+") + (a < 10 ? "0" : "") + std::to_string(a);
+		out.push_back('e');
+		out.push_back(exp10 < 0 ? '-' : '+');
+		if (a < 10)
+			out.push_back('0');
+		out.append(std::to_string(a));
 		return out;
 	}
 	const int dp = exp10 + 1;  // digits before the point
-	if (dp <= 0)
-		return out + "0." + std::string(static_cast<std::size_t>(-dp), '0') + digits;
-	if (static_cast<std::size_t>(dp) >= digits.size())
-		return out + digits + std::string(static_cast<std::size_t>(dp) - digits.size(), '0');
-	return out + digits.substr(0, static_cast<std::size_t>(dp)) + "." + digits.substr(static_cast<std::size_t>(dp));
+	if (dp <= 0) {
+		out.append("0.");
+		out.append(static_cast<std::size_t>(-dp), '0');
+		out.append(digits);
+	} else if (static_cast<std::size_t>(dp) >= digits.size()) {
+		out.append(digits);
+		out.append(static_cast<std::size_t>(dp) - digits.size(), '0');
+	} else {
+		out.append(digits, 0, static_cast<std::size_t>(dp));
+		out.push_back('.');
+		out.append(digits, static_cast<std::size_t>(dp), std::string::npos);
+	}
+	return out;
 }
 
 // go-yaml's parseTimestamp, for the date-only form (2006-1-2) a device name could take: Go then

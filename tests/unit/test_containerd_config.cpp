@@ -163,3 +163,45 @@ TEST_CASE("the CDI library Debian built containerd against decides the cdiVersio
 	CHECK(max_cdi_version_for_library("x.y") == "");
 	CHECK(max_cdi_version_for_library("") == "");
 }
+
+TEST_CASE("plain YAML scalars as the CDI library's Go decoding stores them in a string", "[cdi]")
+{
+	// go-yaml v2's YAML 1.1 resolution, then sigs.k8s.io/yaml's FormatInt / FormatFloat(v, 'g', -1,
+	// 32); each held to the real library by tests/oracle/ as device names.
+	const std::pair<const char *, const char *> cases[] = {
+		{"0", "0"},
+		{"0x0", "0"},
+		{"00", "0"},
+		{"+0", "0"},
+		{"-0", "0"},
+		{"0.0", "0"},
+		{"0o7", "7"},
+		{"0b11", "3"},
+		{"1_000", "1000"},
+		{"08", "8"},
+		{"1e3", "1000"},
+		{"1e6", "1e+06"},
+		{".5", "0.5"},
+		{"1.0e0", "1"},
+		{"0.0001", "0.0001"},
+		{"0.00001", "1e-05"},
+		{"yes", "true"},
+		{"On", "true"},
+		{"NO", "false"},
+		{"+.inf", "+Inf"},
+		{".nan", "NaN"},
+		{"2001-1-2", "2001-01-02T00:00:00Z"},
+		{"GPU-0", "GPU-0"},
+		{"a.b", "a.b"},
+		{"0.", "0"},
+		{"+", "+"},
+	};
+	for (const auto &[in, out] : cases) {
+		INFO(in);
+		const auto v = go_yaml_plain_string(in);
+		REQUIRE(v);
+		CHECK(*v == out);
+	}
+	for (const char *null : {"~", "null", "Null", ""})
+		CHECK_FALSE(go_yaml_plain_string(null));
+}
