@@ -356,6 +356,14 @@ void check_containerd(const ContainerdView &v, const Context &ctx, ConsumerRepor
 	}
 	j["cri_disabled"] = v.cri_disabled.empty() ? json(nullptr) : json(printable(v.cri_disabled));
 	j["cdi_table_disabled"] = v.cdi_table_disabled;
+	j["config_ambiguous"] = v.config_ambiguous;
+	if (v.config_ambiguous) {
+		problem(out, "cdi-disabled", message_id::CONTAINERD_CDI_OFF, v.config,
+			"containerd's configuration names one CRI table twice in a version-1 file ([plugins.cri] and its URI), and containerd " +
+				(v.version ? v.version->text : std::string()) +
+				" keeps either one from start to start: whether it uses CDI is not fixed. Keep one of the two");
+		return;
+	}
 	if (!v.cri_disabled.empty()) {
 		problem(out, "cdi-disabled", message_id::CONTAINERD_CDI_OFF, v.config,
 			"containerd's configuration disables its CRI plugin " + printable(v.cri_disabled) +

@@ -341,8 +341,9 @@ ContainerdView read_containerd(const Context &ctx)
 		view.cdi_section = section_name(cfg.cri_table);
 	if (cfg.unknown && !view.cdi_enabled_from.starts_with("/"))
 		view.cdi_enabled.reset();
-	if (!view.refused.empty())
+	if (!view.refused.empty() || cfg.ambiguous)
 		view.cdi_enabled.reset();
+	view.config_ambiguous = cfg.ambiguous;
 	return view;
 }
 

@@ -454,8 +454,17 @@ private:
 			const bool v1_file = (fv == 0 || fv == 1) && version >= 2;
 			if (v1_file) {
 				json renamed = json::object();
-				for (const auto &[k, v] : fp.items())
+				for (const auto &[k, v] : fp.items()) {
+					// Two names of one plugin (cri and its URI): v1Migrate keeps whichever Go's map
+					// order gives last, so containerd itself does not read the file one way.
+					if (renamed.contains(v1_plugin_uri(k))) {
+						out_.ambiguous = true;
+						out_.warnings.push_back("containerd " + std::to_string(major_) + ".x reads both [plugins." + k + "] and [plugins.\"" +
+									v1_plugin_uri(k) + "\"] of " + f.path +
+									" as one table, either one, in no fixed order: whether it uses CDI is not known");
+					}
 					renamed[v1_plugin_uri(k)] = v;
+				}
 				fp = std::move(renamed);
 			}
 			if ((fv == 0 || fv == 1) && version > fv)

@@ -21,6 +21,7 @@ struct LoadedConfig {
 	std::string refused;             // why containerd refuses the configuration and does not start
 	std::string refused_file;        // the file to fix
 	bool unknown = false;            // a file verify could not read (its bounds, its permissions)
+	bool ambiguous = false;          // containerd itself reads it one way or another (2.x's renaming)
 	std::vector<std::string> warnings;
 	long version = 0;                // merged (0: none set)
 	std::optional<bool> enable_cdi;  // as the files set it; nullopt: the version's default

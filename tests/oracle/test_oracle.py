@@ -196,6 +196,8 @@ class ContainerdRelease(Release):
         c = json.loads(r.stdout)["containerd"]
         if c.get("config_refused"):
             return {"refused": True, "why": c["config_refused"]}
+        if c.get("config_ambiguous"):  # containerd itself reads it either way: verify says it cannot tell
+            return {"refused": False, "ambiguous": True}
         if c.get("cdi_table_disabled"):  # containerd's dump then has no table for enable_cdi
             return {"refused": False, "enable_cdi": None, "cdi_spec_dirs": None}
         return {"refused": False, "enable_cdi": c.get("cdi_enabled"), "cdi_spec_dirs": c.get("cdi_spec_dirs")}
@@ -215,7 +217,7 @@ class ContainerdRelease(Release):
         self.tally = {"refused": 0, "cdi-on": 0, "cdi-off": 0}
         for (label, files), mine, real, base in zip(cases, verdicts, dumps, dirs):
             self.tally["refused" if real["refused"] else "cdi-on" if real["enable_cdi"] else "cdi-off"] += 1
-            same = mine["refused"] == real["refused"] and (real["refused"] or (
+            same = mine["refused"] == real["refused"] and (real["refused"] or mine.get("ambiguous") or (
                 mine["enable_cdi"] == real["enable_cdi"] and mine["cdi_spec_dirs"] == real["cdi_spec_dirs"]))
             # 2.x's `config dump` passes over an import that is not there (it ignores any "does not
             # exist" from LoadConfig, and stops merging there), while its daemon returns that error
