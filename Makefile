@@ -115,7 +115,7 @@ check-fuzz: fuzz-build
 # verify against the real CDI library (tests/oracle/). Root, like make check's booted tiers.
 SOAK_MINUTES ?= 60
 soak: build
-	env ORACLE_MINUTES=$(SOAK_MINUTES) meson test -C $(BUILD) --suite oracle --print-errorlogs --timeout-multiplier 0
+	env ORACLE_MINUTES=$(SOAK_MINUTES) ORACLE_SEED=random meson test -C $(BUILD) --suite oracle --print-errorlogs --timeout-multiplier 0
 
 # A real GPU: lay out a machine root from this host's own driver, build the driver root from it and
 # prove it works (tests/gpu/gpu_check.py). Exit 2 without a GPU.
