@@ -1,5 +1,16 @@
 #include "toml_reader.hpp"
 
+// toml++ 3.3 checks its parser's own assumptions with assert(), which a file can break ("[" alone on
+// a line, found by the fuzz tier): with NDEBUG unset here and TOML_ASSERT ours, a broken one is a
+// parse error of that file, never an abort, and never an assumption the optimiser acts on.
+#undef NDEBUG
+namespace unbounded::toml_check {
+struct Failed {
+	const char *what;
+};
+[[noreturn]] inline void failed(const char *what) { throw Failed{what}; }
+}  // namespace unbounded::toml_check
+#define TOML_ASSERT(expr) ((expr) ? static_cast<void>(0) : ::unbounded::toml_check::failed(#expr))
 #define TOML_HEADER_ONLY 1
 #define TOML_ENABLE_UNRELEASED_FEATURES 1
 #define TOML_ENABLE_FORMATTERS 0
@@ -70,6 +81,8 @@ Result<json> parse_toml_bounded(std::string_view text, const std::string &displa
 		const toml::table table = toml::parse(text, display);
 		Converter c(limits);
 		return c.value(table, 0);
+	} catch (const toml_check::Failed &f) {
+		return fail(make_error(display + ": not TOML that toml++ reads (its check " + printable(f.what) + " failed)"));
 	} catch (const toml::parse_error &e) {
 		const auto &where = e.source().begin;
 		std::string_view what = e.description();
