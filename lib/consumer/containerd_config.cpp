@@ -26,16 +26,6 @@ struct Refused {
 	std::string file, why;
 };
 
-Result<std::string> read_machine_file(int root_fd, const std::string &path)
-{
-	auto fd = open_confined(root_fd, path, ConfinedOpen{Confinement::InRoot, O_RDONLY | O_NONBLOCK | O_NOCTTY, true});
-	if (!fd)
-		return fail(errno_error(fd.error().errnum, "Failed to open " + path));
-	if (auto r = fs::require_regular(fd->get(), path); !r)
-		return fail(r.error());
-	return fs::read_fd(fd->get(), path, MAX_CONFIG_BYTES);
-}
-
 // ',' then '}' outside strings and comments: an inline table with a trailing comma, which go-toml v1
 // (containerd 1.x) refuses and toml++ (built for go-toml v2's wider reading) takes.
 bool trailing_inline_comma(std::string_view t)
@@ -312,7 +302,7 @@ private:
 				out_.unknown = true;
 				return;
 			}
-			auto text = read_machine_file(root_, path);
+			auto text = read_runtime_config(root_, path, MAX_CONFIG_BYTES);
 			if (!text) {
 				if (text.error().errnum == ENOENT && loaded.empty())
 					return;  // no configuration: containerd runs on its defaults
@@ -565,6 +555,16 @@ private:
 };
 
 }  // namespace
+
+Result<std::string> read_runtime_config(int root_fd, const std::string &path, std::size_t cap)
+{
+	auto fd = open_confined(root_fd, path, ConfinedOpen{Confinement::InRoot, O_RDONLY | O_NONBLOCK | O_NOCTTY, true});
+	if (!fd)
+		return fail(errno_error(fd.error().errnum, "Failed to open " + path));
+	if (auto r = fs::require_regular(fd->get(), path); !r)
+		return fail(r.error());
+	return fs::read_fd(fd->get(), path, cap);
+}
 
 std::string go_clean_path(const std::string &path)
 {

@@ -10,6 +10,9 @@
 // `containerd config dump` by tests/oracle/.
 #pragma once
 
+#include "error.hpp"
+
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,6 +39,10 @@ struct LoadedConfig {
 
 // `major`: containerd's major version (1 or 2; 2 for anything newer).
 LoadedConfig load_containerd_config(int root_fd, const std::string &main_file, int major);
+
+// A runtime's configuration file inside the machine root (a symlink resolved there), opened without
+// blocking, read only when regular and at most `cap` bytes: containerd's and CRI-O's.
+Result<std::string> read_runtime_config(int root_fd, const std::string &path, std::size_t cap);
 
 // Go's path/filepath.Clean, lexically.
 std::string go_clean_path(const std::string &path);

@@ -1,5 +1,7 @@
 #include "crio_config.hpp"
 
+#include "containerd_config.hpp"
+
 #include "confined_open.hpp"
 #include "fs.hpp"
 #include "toml_reader.hpp"
@@ -15,16 +17,6 @@ constexpr const char *DROP_INS = "/etc/crio/crio.conf.d";
 constexpr std::size_t MAX_BYTES = 1u << 20;
 constexpr std::size_t MAX_DROP_INS = 64;
 
-Result<std::string> read_file(int root, const std::string &path)
-{
-	auto fd = open_confined(root, path, ConfinedOpen{Confinement::InRoot, O_RDONLY | O_NONBLOCK | O_NOCTTY, true});
-	if (!fd)
-		return fail(errno_error(fd.error().errnum, "Failed to open " + path));
-	if (auto r = fs::require_regular(fd->get(), path); !r)
-		return fail(r.error());
-	return fs::read_fd(fd->get(), path, MAX_BYTES);
-}
-
 }  // namespace
 
 CrioConfig load_crio_config(int root)
@@ -37,7 +29,7 @@ CrioConfig load_crio_config(int root)
 				if (n.ends_with(".conf") && paths.size() <= MAX_DROP_INS)
 					paths.push_back(fs::join(DROP_INS, n));
 	for (const auto &path : paths) {
-		auto text = read_file(root, path);
+		auto text = read_runtime_config(root, path, MAX_BYTES);
 		if (!text) {
 			if (text.error().errnum != ENOENT)
 				out.warnings.push_back("CRI-O's configuration " + text.error().message + ": which directories it reads CDI specs from is not known");
