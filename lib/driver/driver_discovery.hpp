@@ -46,12 +46,16 @@ struct DriverSet {
 // The most libraries of the driver's version a root is built of (see add_libraries).
 inline constexpr std::size_t MAX_DRIVER_LIBRARIES = 1024;
 
+// The helper binaries copied into bin/ when staged. nvidia-imex and nvidia-imex-ctl: the DRA driver's
+// ComputeDomain daemons run the IMEX daemon from the driver root (nvidia-ctk's locator looks in its bin/).
 inline constexpr const char *HELPER_BINARIES[] = {
 	"nvidia-smi",
 	"nvidia-debugdump",
 	"nvidia-persistenced",
 	"nvidia-cuda-mps-control",
 	"nvidia-cuda-mps-server",
+	"nvidia-imex",
+	"nvidia-imex-ctl",
 };
 
 // Version-independent pre-filter applied while listing a staging directory.

@@ -252,6 +252,32 @@ class TestImex(MigCase):
         self.assertFalse(os.path.exists(m.p(IMEX_SPEC)))
 
 
+class TestImexBinaries(MigCase):
+    """Issue 45, item 3: the DRA driver's ComputeDomain daemons run nvidia-imex and nvidia-imex-ctl from the
+    driver root. Staged beside the other helpers, they are copied like them and mounted, and verify holds
+    the copies to their sources."""
+
+    def test_imex_daemon_and_its_control_are_copied_mounted_and_verified(self):
+        m = self.machine(gpus=1, imex=range(2))
+        staged = m.p("/run/host-nvidia/1")
+        for name in ("nvidia-imex", "nvidia-imex-ctl"):
+            shutil.copy(os.path.join(staged, "nvidia-smi"), os.path.join(staged, name))
+        self.setup_ok(m)
+        for name in ("nvidia-imex", "nvidia-imex-ctl"):
+            copy = os.path.join(m.driver_root(), "bin", name)
+            self.assertTrue(os.path.isfile(copy) and not os.path.islink(copy), name)
+            self.assertEqual(os.stat(copy).st_mode & 0o7777, 0o755)
+        with open(m.p(SPEC)) as f:
+            spec = f.read()
+        self.assertIn("containerPath: /bin/nvidia-imex\n", spec)
+        self.assertIn("containerPath: /bin/nvidia-imex-ctl\n", spec)
+        self.assertEqual(m.run("verify").returncode, 0)
+        os.chmod(os.path.join(m.driver_root(), "bin", "nvidia-imex"), 0o4755)
+        r = m.run("--json", "verify")
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn("bin/nvidia-imex", r.stdout)
+
+
 class TestVerifyMigImex(MigCase):
     def verify(self, m):
         r = m.run("--json", "verify")
