@@ -1,0 +1,58 @@
+// `unbounded-nvidia-host binds MACHINE`: what a host gives one GPU machine, found from what the host
+// really has. The driver's directories come from the machine's own discovery (lib/driver), run here
+// over the host directories each host family installs the driver into, with the loaded module's
+// version choosing; the smallest subset that still yields the same driver files and no new warning
+// is what gets bound at /run/host-nvidia/<N>. The device nodes, the MIG/IMEX caps directories, the
+// daemons' socket directories and the licensing directory follow the machine's device inventory
+// (lib/cdi/devices.hpp) read on the host.
+#pragma once
+
+#include "context.hpp"
+#include "error.hpp"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace unbounded::host {
+
+// A line of a .nspawn file that `binds` owns: "[Files]" "BindReadOnly" "/usr/lib/x86_64-linux-gnu:/run/host-nvidia/0".
+struct SettingLine {
+	std::string section;  // "Files" or "Exec"
+	std::string key;
+	std::string value;
+	std::string text() const { return key + "=" + value; }
+	bool operator==(const SettingLine &) const = default;
+};
+
+struct BindsOptions {
+	std::string machine;
+	std::vector<std::string> gpus;         // --gpus: indices, UUIDs or PCI addresses; empty: every GPU
+	std::optional<std::string> licensing;  // --licensing DIR: bound read-only at /run/host-nvidia-licensing
+	bool credentials = false;              // --credentials: expected_gpus and gpus as credentials
+	std::optional<std::string> enabled;    // --enabled=yes|no|auto: the kill switch, as a credential
+	bool nvoptix = true;                   // --no-optix: leave OptiX's data out, as the machine's `nvoptix: false`
+};
+
+struct HostBinds {
+	std::string driver_version;
+	std::vector<std::string> staging;       // host directories, bound at /run/host-nvidia/<index>
+	std::vector<SettingLine> nspawn;        // every line `binds` owns in MACHINE.nspawn, in file order
+	std::vector<std::string> device_allow;  // the drop-in's DeviceAllow= values
+	std::vector<std::string> warnings;      // what the machine will still warn about (the host lacks it)
+	std::vector<std::string> notes;         // how the directories were chosen
+};
+
+// The host directories the driver may live in, per host family (Debian and its flavours and
+// alternatives, Ubuntu, Red Hat, the .run installer, 32-bit, firmware, OptiX, graphics configs).
+std::vector<std::string> candidate_directories(const Context &ctx);
+
+Result<HostBinds> plan_binds(const Context &ctx, const BindsOptions &opt);
+
+// systemd's rule for machine names (hostname-like: letters, digits, '-', '_', '.', at most 64).
+bool valid_machine_name(std::string_view name);
+
+// The drop-in's text: [Service] with one DeviceAllow= per node or major.
+std::string device_allow_dropin(const HostBinds &b);
+
+}  // namespace unbounded::host

@@ -1,0 +1,147 @@
+#include "nspawn_settings.hpp"
+
+#include <algorithm>
+#include <optional>
+
+namespace unbounded::host {
+
+namespace {
+
+constexpr std::string_view WHITESPACE = " \t\r";
+
+std::string_view trim(std::string_view s)
+{
+	const auto b = s.find_first_not_of(WHITESPACE);
+	if (b == std::string_view::npos)
+		return {};
+	return s.substr(b, s.find_last_not_of(WHITESPACE) - b + 1);
+}
+
+struct Line {
+	std::string raw;
+	std::string section;
+	std::optional<SettingLine> setting;
+	bool header = false;
+};
+
+// systemd's parser: "[Section]" headers, '#' and ';' comments, KEY=VALUE with blanks around both.
+std::vector<Line> parse(std::string_view text)
+{
+	std::vector<Line> lines;
+	std::string section;
+	std::size_t pos = 0;
+	while (pos < text.size()) {
+		std::size_t end = text.find('\n', pos);
+		if (end == std::string_view::npos)
+			end = text.size();
+		Line l;
+		l.raw = std::string(text.substr(pos, end - pos));
+		pos = end + 1;
+		const auto t = trim(l.raw);
+		if (t.starts_with('[') && t.ends_with(']')) {
+			section = std::string(t.substr(1, t.size() - 2));
+			l.header = true;
+		} else if (!t.empty() && t[0] != '#' && t[0] != ';') {
+			if (const auto eq = t.find('='); eq != std::string_view::npos)
+				l.setting = SettingLine{section, std::string(trim(t.substr(0, eq))), std::string(trim(t.substr(eq + 1)))};
+		}
+		l.section = section;
+		lines.push_back(std::move(l));
+	}
+	return lines;
+}
+
+bool under(std::string_view path, std::string_view dir) { return path == dir || (path.starts_with(dir) && path[dir.size()] == '/'); }
+
+// Where a Bind=/BindReadOnly= value mounts: SOURCE[:DEST[:OPTIONS]], DEST defaulting to SOURCE.
+std::string_view bind_destination(std::string_view value)
+{
+	const auto colon = value.find(':');
+	if (colon == std::string_view::npos)
+		return value;
+	auto rest = value.substr(colon + 1);
+	return rest.substr(0, rest.find(':'));
+}
+
+}  // namespace
+
+bool owned(const SettingLine &l)
+{
+	if (l.section == "Files" && (l.key == "Bind" || l.key == "BindReadOnly")) {
+		const auto dest = bind_destination(l.value);
+		return dest.starts_with("/run/host-nvidia/") || dest == "/run/host-nvidia-licensing" || dest.starts_with("/dev/nvidia") ||
+		       under(dest, "/dev/dri") || dest == "/dev/gdrdrv" || under(dest, "/run/nvidia-persistenced") ||
+		       under(dest, "/run/nvidia-fabricmanager") || under(dest, "/tmp/nvidia-mps");
+	}
+	if (l.section == "Exec" && (l.key == "SetCredential" || l.key == "LoadCredential"))
+		return l.value.starts_with("unbounded-nvidia.");
+	return l.section == "Exec" && l.key == "SystemCallFilter" && l.value == "bpf";
+}
+
+std::vector<SettingLine> owned_lines(std::string_view text)
+{
+	std::vector<SettingLine> out;
+	for (const auto &l : parse(text))
+		if (l.setting && owned(*l.setting))
+			out.push_back(*l.setting);
+	return out;
+}
+
+std::string merge_settings(std::string_view existing, const std::vector<SettingLine> &ours)
+{
+	const auto lines = parse(existing);
+	std::vector<std::string> sections;  // of our lines, in order of first appearance
+	for (const auto &o : ours)
+		if (std::find(sections.begin(), sections.end(), o.section) == sections.end())
+			sections.push_back(o.section);
+	std::vector<std::string> placed;
+	std::string out;
+	const auto place = [&](const std::string &section) {
+		if (std::find(sections.begin(), sections.end(), section) == sections.end() ||
+		    std::find(placed.begin(), placed.end(), section) != placed.end())
+			return;
+		for (const auto &o : ours)
+			if (o.section == section)
+				out += o.text() + "\n";
+		placed.push_back(section);
+	};
+	for (std::size_t i = 0; i < lines.size(); i++) {
+		const auto &l = lines[i];
+		if (l.setting && owned(*l.setting))
+			continue;
+		out += l.raw + "\n";
+		// The end of a section: the next header, or the file's end. Blank lines at the section's
+		// end stay after our lines.
+		const bool last_of_section = i + 1 == lines.size() || lines[i + 1].header;
+		if (last_of_section && !l.section.empty()) {
+			while (out.ends_with("\n\n"))
+				out.pop_back();
+			place(l.section);
+			if (i + 1 < lines.size())
+				out += "\n";
+		}
+	}
+	for (const auto &s : sections)
+		if (std::find(placed.begin(), placed.end(), s) == placed.end()) {
+			if (!out.empty())
+				out += "\n";
+			out += "[" + s + "]\n";
+			place(s);
+		}
+	return out;
+}
+
+SettingsDiff diff_settings(std::string_view existing, const std::vector<SettingLine> &ours)
+{
+	SettingsDiff d;
+	const auto present = owned_lines(existing);
+	for (const auto &o : ours)
+		if (std::find(present.begin(), present.end(), o) == present.end())
+			d.missing.push_back(o);
+	for (const auto &p : present)
+		if (std::find(ours.begin(), ours.end(), p) == ours.end())
+			d.superfluous.push_back(p);
+	return d;
+}
+
+}  // namespace unbounded::host

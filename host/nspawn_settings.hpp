@@ -1,0 +1,32 @@
+// MACHINE.nspawn as `binds` edits it: the lines it owns are replaced, every other line (the operator's
+// own binds, comments, other sections) is kept where it was. A line is ours by what it does, not by a
+// marker: a bind onto /run/host-nvidia/<N>, the licensing mount, an NVIDIA or DRM device node or a
+// daemon's socket directory; a credential named unbounded-nvidia.*; SystemCallFilter=bpf. So an
+// operator's hand-written NVIDIA bind is taken over (and named by --check when it is not needed).
+#pragma once
+
+#include "host_binds.hpp"
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace unbounded::host {
+
+bool owned(const SettingLine &line);
+
+// `existing` with our lines replaced by `ours`, each at the end of the first section of its name
+// (a section appended when the file has none).
+std::string merge_settings(std::string_view existing, const std::vector<SettingLine> &ours);
+
+struct SettingsDiff {
+	std::vector<SettingLine> missing;      // needed, not in the file
+	std::vector<SettingLine> superfluous;  // ours by what they do, in the file, not needed
+	bool empty() const { return missing.empty() && superfluous.empty(); }
+};
+SettingsDiff diff_settings(std::string_view existing, const std::vector<SettingLine> &ours);
+
+// The lines of `text` that are ours (in file order): what a .nspawn file applies of this tool.
+std::vector<SettingLine> owned_lines(std::string_view text);
+
+}  // namespace unbounded::host

@@ -1,0 +1,340 @@
+#!/usr/bin/env python3
+"""Issue 45: the host's half. `unbounded-nvidia-host binds` on every host layout of the real-host tier
+(Debian's real NVIDIA packages laid out as each family installs them, debian_hosts.py), applied as a
+machine's staging and devices, makes setup ready with no warning asking for a bind and the same root
+and spec as the README's hand-written recipe (or a better one, said at each case); a bind left out of
+its output is missed. Then its .nspawn editing and --check, and `check`, the host's preflight, on
+fake /sys and /proc trees."""
+
+import json
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import tempfile
+import unittest
+
+from unbounded_tests import debian_hosts as dh
+from unbounded_tests import host_snapshots
+from unbounded_tests.harness import ARCH, MachineRoot, main, make_chardev, write
+
+HOST_BIN = os.environ["HOST_BIN"]
+LIB = "/usr/lib/x86_64-linux-gnu"
+UUIDS = host_snapshots.UUIDS
+GRAPHICS = ["/usr/share/glvnd/egl_vendor.d", "/usr/share/vulkan", "/etc/OpenCL/vendors"]
+
+
+def host_state(host, version, gpus=1, open_module=False):
+    """What a running host has beside its files: the module's /proc and /sys entries and its nodes."""
+    h = MachineRoot(tmp=host.root)
+    h.set_proc_version(version, open_module)
+    h.add_control_nodes()
+    h.write_proc_devices()
+    for i in range(gpus):
+        bus = f"0000:{0x18 + i:02x}:00.0"
+        h.add_gpu(i, bus, UUIDS[i])
+        pci = host.p(f"/sys/devices/pci0000:00/{bus}")
+        write(os.path.join(pci, "vendor"), "0x10de\n")
+        write(os.path.join(pci, "class"), "0x030200\n")
+        os.makedirs(host.p("/sys/bus/pci/drivers/nvidia"), exist_ok=True)
+        if not os.path.lexists(os.path.join(pci, "driver")):
+            os.symlink("../../../bus/pci/drivers/nvidia", os.path.join(pci, "driver"))
+        os.makedirs(host.p("/sys/bus/pci/devices"), exist_ok=True)
+        link = host.p(f"/sys/bus/pci/devices/{bus}")
+        if not os.path.lexists(link):
+            os.symlink(f"../../../devices/pci0000:00/{bus}", link)
+    for m in ("nvidia", "nvidia_uvm", "nvidia_modeset"):
+        os.makedirs(host.p(f"/sys/module/{m}"), exist_ok=True)
+    return h
+
+
+def copy_node(src, dst):
+    st = os.lstat(src)
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    make_chardev(dst, os.major(st.st_rdev), os.minor(st.st_rdev), stat.S_IMODE(st.st_mode))
+
+
+class HostCase(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if ARCH != "x86_64-linux-gnu":
+            raise RuntimeError(f"these hosts are amd64 ones; this build is for {ARCH}")
+        cls.tmp = tempfile.mkdtemp(prefix="unbounded-host-")
+        cls.bookworm = dh.HostTree(os.path.join(cls.tmp, "bookworm"))
+        for s in ("bookworm-535", "bookworm-535-i386", "bookworm-535-firmware"):
+            dh.install_debian(cls.bookworm, s)
+        cls.v535 = host_snapshots.version_in(cls.bookworm)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def copy_host(self, host, name):
+        """A host of this test's own, sharing the installed files' inodes."""
+        copy = dh.HostTree(os.path.join(self.tmp, name))
+        shutil.copytree(host.root, copy.root, symlinks=True, dirs_exist_ok=True, copy_function=os.link)
+        self.addCleanup(shutil.rmtree, copy.root, True)
+        return copy
+
+    def host(self, *args, root):
+        return subprocess.run([HOST_BIN, "--root", root, *args], capture_output=True, text=True, timeout=120)
+
+    def binds(self, host, *args, machine="gpu1"):
+        r = self.host("--json", "binds", machine, "--print", *args, root=host.root)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return json.loads(r.stdout)
+
+    def apply(self, host, lines, config=None):
+        """A machine given what `lines` bind (the .nspawn lines of binds --json), as nspawn would give
+        them: the staging directories (hard-linked copies), the nodes, the caps directories; and the
+        host's /proc and /sys, which a machine shares."""
+        m = MachineRoot(self)
+        for line in lines:
+            section, setting = line.split(" ", 1)
+            key, value = setting.split("=", 1)
+            if section != "[Files]":
+                continue
+            src, _, dest = value.partition(":")
+            dest = dest or src
+            if dest.startswith("/run/host-nvidia/"):
+                dh.bind(m, host, src, int(dest.rsplit("/", 1)[1]))
+            elif dest.startswith("/dev/") and os.path.isdir(host.p(src)):
+                for name in os.listdir(host.p(src)):
+                    copy_node(os.path.join(host.p(src), name), m.p(f"{dest}/{name}"))
+            elif dest.startswith("/dev/"):
+                copy_node(host.p(src), m.p(dest))
+        for shared in ("/proc", "/sys"):
+            shutil.copytree(host.p(shared), m.p(shared), symlinks=True, dirs_exist_ok=True)
+        if config:
+            m.config(config)
+        return m
+
+    def manifest(self, m):
+        with open(os.path.join(m.driver_root(), ".unbounded-manifest.json")) as f:
+            entries = json.load(f)["entries"]
+        return [{k: v for k, v in e.items() if k not in ("source", "mtime_ns", "source_id")} for e in entries]
+
+    def spec(self, m):
+        with open(m.p("/etc/cdi/nvidia.yaml")) as f:
+            return host_snapshots.without_version(f.read())
+
+    def assertReadyWithoutBindWarnings(self, m, version, host_lacks=()):
+        """`host_lacks`: what the host itself does not have (a warning binds gave too)."""
+        r = m.setup()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.result["driver_version"], version)
+        asking = [w for w in r.result["warnings"] if "bind" in w and not any(h in w for h in host_lacks)]
+        self.assertEqual(asking, [], r.result["warnings"])
+        return r
+
+    def assertSameAsRecipe(self, host, out, recipe, version, config=None, host_lacks=()):
+        """binds' output applied, and the hand-written recipe (`recipe`: host paths at /run/host-nvidia/N
+        with the same nodes), give the same root and spec."""
+        ours = self.apply(host, out["nspawn"], config)
+        self.assertReadyWithoutBindWarnings(ours, version, host_lacks)
+        theirs = host_snapshots.machine(self, host, recipe, version, gpus=1)
+        shutil.copytree(host.p("/sys"), theirs.p("/sys"), symlinks=True, dirs_exist_ok=True)
+        if config:
+            theirs.config(config)
+        r = theirs.setup()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.manifest(ours), self.manifest(theirs))
+        self.assertEqual(self.spec(ours), self.spec(theirs))
+        return ours
+
+    def staging_lines(self, out):
+        return [l for l in out["nspawn"] if ":/run/host-nvidia/" in l]
+
+
+class TestBindsOnRealHosts(HostCase):
+    def test_debian_bookworm_binds_its_lib_dirs_the_flavour_firmware_and_graphics_configs(self):
+        """Better than the README's Debian row: its i386 lib dir and the graphics configs' directories
+        (EGL, Vulkan, OpenCL pods), which that row leaves to other rows, are bound too."""
+        host = self.copy_host(self.bookworm, "debian")
+        host_state(host, self.v535)
+        out = self.binds(host)
+        self.assertEqual(out["driver_version"], self.v535)
+        self.assertEqual(out["staging"], [LIB, "/usr/lib/i386-linux-gnu", "/usr/lib/nvidia/current", "/lib/firmware/nvidia"] + GRAPHICS)
+        recipe = [LIB, "/usr/lib/i386-linux-gnu", "/usr/lib/nvidia/current", "/lib/firmware/nvidia"] + GRAPHICS
+        self.assertSameAsRecipe(host, out, recipe, self.v535)
+        for node in ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset", "/dev/nvidia0"):
+            self.assertIn(f"[Files] Bind={node}", out["nspawn"])
+            self.assertIn(f"{node} rwm", out["device_allow"])
+
+    def test_each_bind_left_out_is_missed(self):
+        host = self.copy_host(self.bookworm, "debian-less")
+        host_state(host, self.v535)
+        out = self.binds(host)
+        full = self.apply(host, out["nspawn"])
+        self.assertReadyWithoutBindWarnings(full, self.v535)
+        whole = self.manifest(full)
+        for line in self.staging_lines(out):
+            kept = [l for l in out["nspawn"] if l != line]
+            # The numbers of the others stay: a machine's staging may have gaps.
+            m = self.apply(host, kept)
+            r = m.setup()
+            missed = r.returncode != 0 or any("bind" in w for w in r.result["warnings"]) or self.manifest(m) != whole
+            self.assertTrue(missed, f"leaving out {line} changed nothing")
+
+    def test_debian_flavour_and_the_module_choosing_it(self):
+        host = dh.HostTree(os.path.join(self.tmp, "tesla"))
+        self.addCleanup(shutil.rmtree, host.root, True)
+        dh.install_debian(host, "bookworm-tesla-535")
+        v = host_snapshots.version_in(host, "tesla-535")
+        host_state(host, v)
+        out = self.binds(host)
+        self.assertIn("/usr/lib/nvidia/tesla-535", out["staging"])
+        # This host has no firmware package installed: binds says so, and so does setup.
+        self.assertTrue(any("No GSP firmware" in w for w in out["warnings"]), out["warnings"])
+        self.assertSameAsRecipe(host, out, [LIB, "/usr/lib/nvidia/tesla-535"] + [g for g in GRAPHICS if g in out["staging"]], v,
+                                host_lacks=("No GSP firmware",))
+
+    def test_trixie_550(self):
+        host = dh.HostTree(os.path.join(self.tmp, "trixie"))
+        self.addCleanup(shutil.rmtree, host.root, True)
+        dh.install_debian(host, "trixie-550")
+        v = host_snapshots.version_in(host)
+        host_state(host, v)
+        out = self.binds(host)
+        self.assertIn(LIB, out["staging"])
+        self.assertSameAsRecipe(host, out, [LIB, "/usr/lib/nvidia/current"] + [g for g in GRAPHICS if g in out["staging"]], v,
+                                host_lacks=("No GSP firmware",))
+
+    def flat(self, name, libdir):
+        host = dh.HostTree(os.path.join(self.tmp, name))
+        self.addCleanup(shutil.rmtree, host.root, True)
+        dh.install_flat(host, self.bookworm, "x86_64-linux-gnu", libdir)
+        shutil.copytree(self.bookworm.p("/lib/firmware/nvidia"), host.p("/lib/firmware/nvidia"), dirs_exist_ok=True)
+        host_state(host, self.v535)
+        return host
+
+    def test_ubuntu_layout(self):
+        host = self.flat("ubuntu", LIB)
+        out = self.binds(host)
+        self.assertEqual(out["staging"][:1] + [p for p in out["staging"] if p in ("/usr/bin", "/lib/firmware/nvidia")],
+                         [LIB, "/usr/bin", "/lib/firmware/nvidia"])
+        self.assertSameAsRecipe(host, out, [LIB, "/usr/bin", "/lib/firmware/nvidia"] + [g for g in GRAPHICS if g in out["staging"]],
+                                self.v535)
+
+    def test_red_hat_layout(self):
+        host = self.flat("redhat", "/usr/lib64")
+        out = self.binds(host)
+        self.assertEqual(out["staging"][0], "/usr/lib64")
+        self.assertSameAsRecipe(host, out, ["/usr/lib64", "/usr/bin", "/lib/firmware/nvidia"] + [g for g in GRAPHICS if g in out["staging"]],
+                                self.v535)
+
+    def test_run_installer_layout(self):
+        host = dh.HostTree(os.path.join(self.tmp, "run-installer"))
+        self.addCleanup(shutil.rmtree, host.root, True)
+        dh.install_run(host, self.bookworm)
+        host_state(host, self.v535)
+        out = self.binds(host)
+        self.assertEqual(out["staging"][:2], [LIB, "/usr/lib32"])
+        self.assertSameAsRecipe(host, out, [LIB, "/usr/lib32", "/usr/bin", "/lib/firmware/nvidia"] +
+                                [g for g in GRAPHICS if g in out["staging"]], self.v535)
+
+    def test_without_optix_the_data_file_is_not_what_binds_are_chosen_by(self):
+        host = self.copy_host(self.bookworm, "no-optix")
+        host_state(host, self.v535)
+        out = self.binds(host, "--no-optix")
+        self.assertSameAsRecipe(host, out, out["staging"], self.v535, config="nvoptix: false\n")
+
+
+class TestBindsDevices(HostCase):
+    def test_a_subset_of_gpus_by_index_uuid_and_pci_address(self):
+        host = self.copy_host(self.bookworm, "subset")
+        host_state(host, self.v535, gpus=8)
+        out = self.binds(host, "--gpus", f"2,{UUIDS[3]},1d:00.0", "--credentials")
+        gpu_nodes = sorted(l for l in out["nspawn"] if l.startswith("[Files] Bind=/dev/nvidia") and l[-1].isdigit())
+        self.assertEqual(gpu_nodes, ["[Files] Bind=/dev/nvidia2", "[Files] Bind=/dev/nvidia3", "[Files] Bind=/dev/nvidia5"])
+        self.assertNotIn("/dev/nvidia0 rwm", out["device_allow"])
+        self.assertIn("[Exec] SetCredential=unbounded-nvidia.expected_gpus:3", out["nspawn"])
+        self.assertIn(f"[Exec] SetCredential=unbounded-nvidia.gpus:{UUIDS[2]},{UUIDS[3]},{UUIDS[5]}", out["nspawn"])
+        m = self.apply(host, out["nspawn"], config="expected_gpus: 3\n")
+        r = self.assertReadyWithoutBindWarnings(m, self.v535, host_lacks=("5 of the 8 GPU(s)",))
+        self.assertEqual(r.result["gpus"], 3)
+        bad = self.host("binds", "gpu1", "--print", "--gpus", "9", root=host.root)
+        self.assertEqual(bad.returncode, 2)
+        self.assertIn("No GPU of this host is '9'", bad.stderr)
+
+    def test_mig_imex_caps_ipc_and_licensing_directories(self):
+        host = self.copy_host(self.bookworm, "caps")
+        h = host_state(host, self.v535)
+        h.add_mig(0, {7: [0]})
+        h.add_imex_channels(range(2))
+        socks = h.add_ipc()
+        self.addCleanup(lambda: [s.close() for s in socks])
+        os.makedirs(host.p("/srv/licensing"))
+        out = self.binds(host, "--licensing", "/srv/licensing")
+        for line in ("[Files] Bind=/dev/nvidia-caps", "[Files] Bind=/dev/nvidia-caps-imex-channels",
+                     "[Files] Bind=/run/nvidia-persistenced", "[Files] Bind=/run/nvidia-fabricmanager", "[Files] Bind=/tmp/nvidia-mps",
+                     "[Files] BindReadOnly=/srv/licensing:/run/host-nvidia-licensing"):
+            self.assertIn(line, out["nspawn"])
+        self.assertIn("char-nvidia-caps rw", out["device_allow"])
+        self.assertIn("char-nvidia-caps-imex-channels rw", out["device_allow"])
+        m = self.apply(host, out["nspawn"])
+        self.assertReadyWithoutBindWarnings(m, self.v535)
+        self.assertTrue(os.path.exists(m.p("/etc/cdi/nvidia-imex-channel.yaml")))
+        with open(m.p("/etc/cdi/nvidia.yaml")) as f:
+            self.assertIn("nvidia-cap", f.read())
+
+    def test_values_that_a_unit_file_would_read_otherwise_are_refused(self):
+        host = self.copy_host(self.bookworm, "refused")
+        host_state(host, self.v535)
+        for args, text in ((["binds", "../evil", "--print"], "machine name"),
+                           (["binds", "gpu1", "--print", "--licensing", "/srv/a:b"], "--licensing"),
+                           (["binds", "gpu1", "--print", "--licensing", "/srv/%n"], "--licensing"),
+                           (["binds", "gpu1", "--enabled=maybe"], "--enabled"),
+                           (["check", "--gpus", "1"], "only binds")):
+            r = self.host(*args, root=host.root)
+            self.assertEqual(r.returncode, 2, (args, r.stderr))
+            self.assertIn(text, r.stderr)
+
+
+class TestNspawnFiles(HostCase):
+    def setUp(self):
+        self.h = self.copy_host(self.bookworm, f"files-{self._testMethodName}")
+        host_state(self.h, self.v535)
+        self.nspawn = self.h.p("/etc/systemd/nspawn/gpu1.nspawn")
+        self.dropin = self.h.p("/etc/systemd/system/systemd-nspawn@gpu1.service.d/50-unbounded-nvidia.conf")
+
+    def test_write_keeps_the_operator_s_lines_and_check_names_each_difference(self):
+        write(self.nspawn, "[Exec]\nBoot=yes\n# the operator's\n\n[Files]\nBind=/srv/data\nBindReadOnly=/usr/lib/x86_64-linux-gnu:/run/host-nvidia/15\n"
+                           "\n[Network]\nVirtualEthernet=no\n")
+        r = self.host("binds", "gpu1", root=self.h.root)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(self.nspawn) as f:
+            text = f.read()
+        for kept in ("Boot=yes", "# the operator's", "Bind=/srv/data", "[Network]\nVirtualEthernet=no"):
+            self.assertIn(kept, text)
+        self.assertNotIn("/run/host-nvidia/15", text)
+        self.assertIn(f"BindReadOnly={LIB}:/run/host-nvidia/0\n", text)
+        with open(self.dropin) as f:
+            self.assertIn("DeviceAllow=/dev/nvidiactl rwm\n", f.read())
+        self.assertEqual(self.host("binds", "gpu1", "--check", root=self.h.root).returncode, 0)
+        again = self.host("binds", "gpu1", root=self.h.root)
+        self.assertIn("up to date", again.stdout)
+        with open(self.nspawn) as f:
+            self.assertEqual(f.read(), text)
+
+        write(self.nspawn, text.replace("Bind=/dev/nvidia0\n", "") + "[Files]\nBind=/dev/nvidia7\n")
+        c = self.host("binds", "gpu1", "--check", root=self.h.root)
+        self.assertEqual(c.returncode, 1)
+        self.assertIn("missing in /etc/systemd/nspawn/gpu1.nspawn: [Files] Bind=/dev/nvidia0", c.stdout)
+        self.assertIn("superfluous in /etc/systemd/nspawn/gpu1.nspawn: [Files] Bind=/dev/nvidia7", c.stdout)
+        os.unlink(self.dropin)
+        c = self.host("binds", "gpu1", "--check", root=self.h.root)
+        self.assertIn("DeviceAllow=/dev/nvidiactl rwm", c.stdout)
+
+    def test_a_symlinked_nspawn_file_is_refused_and_left_alone(self):
+        os.makedirs(os.path.dirname(self.nspawn))
+        os.symlink("/etc/shadow", self.nspawn)
+        r = self.host("binds", "gpu1", root=self.h.root)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("gpu1.nspawn", r.stderr)
+        self.assertTrue(os.path.islink(self.nspawn))
+
+
+if __name__ == "__main__":
+    main()
