@@ -297,7 +297,7 @@ Result<HostBinds> plan_binds(const Context &ctx, const BindsOptions &opt)
 	auto inv = enumerate_devices(ctx);
 	if (!inv)
 		return fail(with_context(inv.error(), "Failed to read this host's NVIDIA devices"));
-	b.warnings.insert(b.warnings.end(), inv->warnings.begin(), inv->warnings.end());
+	b.device_warnings = inv->warnings;
 	auto gpus = select_gpus(*inv, opt.gpus);
 	if (!gpus)
 		return fail(gpus.error());

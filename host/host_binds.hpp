@@ -36,11 +36,12 @@ struct BindsOptions {
 
 struct HostBinds {
 	std::string driver_version;
-	std::vector<std::string> staging;       // host directories, bound at /run/host-nvidia/<index>
-	std::vector<SettingLine> nspawn;        // every line `binds` owns in MACHINE.nspawn, in file order
-	std::vector<std::string> device_allow;  // the drop-in's DeviceAllow= values
-	std::vector<std::string> warnings;      // what the machine will still warn about (the host lacks it)
-	std::vector<std::string> notes;         // how the directories were chosen
+	std::vector<std::string> staging;          // host directories, bound at /run/host-nvidia/<index>
+	std::vector<SettingLine> nspawn;           // every line `binds` owns in MACHINE.nspawn, in file order
+	std::vector<std::string> device_allow;     // the drop-in's DeviceAllow= values
+	std::vector<std::string> warnings;         // what the machine will still warn about (the host lacks it)
+	std::vector<std::string> device_warnings;  // nodes of this host that the machine will not take
+	std::vector<std::string> notes;            // how the directories were chosen
 };
 
 // The host directories the driver may live in, per host family (Debian and its flavours and

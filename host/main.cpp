@@ -171,10 +171,11 @@ nlohmann::json lines_json(const std::vector<SettingLine> &lines)
 
 int report_binds(const Args &a, const HostBinds &b, const nlohmann::json &extra)
 {
-	for (const auto &w : b.warnings)
-		std::fprintf(stderr, "warning: %s\n", w.c_str());
+	for (const auto *list : {&b.warnings, &b.device_warnings})
+		for (const auto &w : *list)
+			std::fprintf(stderr, "warning: %s\n", w.c_str());
 	if (a.json) {
-		nlohmann::json j = {{"machine", a.binds.machine}, {"driver_version", b.driver_version}, {"staging", b.staging}, {"nspawn", lines_json(b.nspawn)}, {"device_allow", b.device_allow}, {"warnings", b.warnings}, {"notes", b.notes}};
+		nlohmann::json j = {{"machine", a.binds.machine}, {"driver_version", b.driver_version}, {"staging", b.staging}, {"nspawn", lines_json(b.nspawn)}, {"device_allow", b.device_allow}, {"warnings", b.warnings}, {"device_warnings", b.device_warnings}, {"notes", b.notes}};
 		j.update(extra);
 		std::printf("%s\n", j.dump(1).c_str());
 	}

@@ -336,5 +336,127 @@ class TestNspawnFiles(HostCase):
         self.assertTrue(os.path.islink(self.nspawn))
 
 
+class TestPreflight(HostCase):
+    """`check` on fake /sys, /proc and /dev trees beside the real userspace: each finding, and what a
+    hostile tree does to it."""
+
+    def setUp(self):
+        self.h = self.copy_host(self.bookworm, f"c{len(self._testMethodName)}{self._testMethodName[-6:]}")  # sockets: short paths
+        self.state = host_state(self.h, self.v535)
+        self.sockets = self.state.add_ipc()
+        self.addCleanup(lambda: [s.close() for s in self.sockets])
+
+    def check(self):
+        r = self.host("--json", "check", root=self.h.root)
+        self.assertIn(r.returncode, (0, 1), r.stderr)
+        j = json.loads(r.stdout)
+        self.assertEqual(r.returncode == 0, j["ready"])
+        return r.returncode, {(f["severity"], f["check"]): f["message"] for f in j["findings"]}, j
+
+    def assertFinding(self, severity, check, text):
+        rc, found, j = self.check()
+        self.assertIn((severity, check), found, j)
+        self.assertIn(text, found[(severity, check)])
+        self.assertEqual(rc, 1 if severity == "error" else 0, j)
+
+    def pci(self, name="0000:18:00.0"):
+        return self.h.p(f"/sys/devices/pci0000:00/{name}")
+
+    def test_a_good_host_is_ready(self):
+        rc, found, j = self.check()
+        self.assertEqual((rc, found), (0, {}), j)
+        self.assertEqual(j["driver_version"], self.v535)
+        r = self.host("check", root=self.h.root)
+        self.assertIn(f"Host ready for GPU machines (driver {self.v535})", r.stdout)
+
+    def test_a_gpu_bound_to_another_driver_or_none(self):
+        os.unlink(os.path.join(self.pci(), "driver"))
+        os.symlink("../../../bus/pci/drivers/vfio-pci", os.path.join(self.pci(), "driver"))
+        self.assertFinding("error", "pci", "PCI function 0000:18:00.0 (NVIDIA, class 0x030200) is bound to vfio-pci, not nvidia")
+        os.unlink(os.path.join(self.pci(), "driver"))
+        self.assertFinding("error", "pci", "is bound to no driver")
+
+    def test_other_vendors_and_classes_are_not_checked(self):
+        for name, vendor, cls in (("0000:03:00.0", "0x8086", "0x030000"), ("0000:04:00.0", "0x10de", "0x040300")):
+            write(os.path.join(self.pci(name), "vendor"), vendor + "\n")
+            write(os.path.join(self.pci(name), "class"), cls + "\n")
+            os.symlink(f"../../../devices/pci0000:00/{name}", self.h.p(f"/sys/bus/pci/devices/{name}"))
+        self.assertEqual(self.check()[:2], (0, {}))
+
+    def test_modules(self):
+        os.rmdir(self.h.p("/sys/module/nvidia_uvm"))
+        self.assertFinding("error", "modules", "Kernel module nvidia_uvm is not loaded")
+
+    def test_drm_nodes_without_nvidia_drm(self):
+        make_chardev(self.h.p("/dev/dri/card1"), 226, 1)
+        self.assertFinding("warning", "modules", "nvidia_drm is not loaded")
+        os.makedirs(self.h.p("/sys/module/nvidia_drm"))
+        self.assertEqual(self.check()[:2], (0, {}))
+
+    def test_nodes(self):
+        os.unlink(self.h.p("/dev/nvidia-uvm"))
+        self.assertFinding("error", "nodes", "/dev/nvidia-uvm is missing")
+        self.state.add_control_nodes()
+        os.unlink(self.h.p("/dev/nvidia0"))
+        self.assertFinding("error", "nodes", "(0000:18:00.0)")
+        make_chardev(self.h.p("/dev/nvidia0"), 1, 1)  # /dev/mem's numbers
+        self.assertFinding("error", "nodes", "Ignoring /dev/nvidia0: it is 1:1")
+
+    def test_userspace_of_another_version(self):
+        self.state.set_proc_version("550.163.01")
+        rc, found, j = self.check()
+        self.assertEqual(rc, 1)
+        self.assertIn("550.163.01", found[("error", "userspace")])
+
+    def test_no_userspace_at_all(self):
+        for name in os.listdir(self.h.p(f"{LIB}/nvidia/current")):
+            if name.startswith("libcuda"):
+                os.unlink(self.h.p(f"{LIB}/nvidia/current/{name}"))
+        for name in os.listdir(self.h.p(LIB)):
+            if name.startswith("libcuda"):
+                os.unlink(self.h.p(f"{LIB}/{name}"))
+        self.assertFinding("error", "userspace", "Failed to find the driver of the loaded module on this host")
+
+    def test_gsp_firmware(self):
+        shutil.rmtree(self.h.p(f"/lib/firmware/nvidia/{self.v535}"))
+        self.assertFinding("warning", "firmware", "No GSP firmware")
+        self.state.set_proc_version(self.v535, open_module=True)
+        self.assertFinding("error", "firmware", "the open kernel module needs it")
+
+    def test_daemons(self):
+        os.unlink(self.h.p("/run/nvidia-persistenced/socket"))
+        self.assertFinding("warning", "persistence", "nvidia-persistenced is not running")
+        write(self.h.p("/proc/4242/comm"), "nvidia-persiste\n")
+        self.assertEqual(self.check()[:2], (0, {}))
+        self.state.add_fabric(nvswitches=[0])
+        os.unlink(self.h.p("/run/nvidia-fabricmanager/socket"))
+        self.assertFinding("error", "fabric", "the fabric manager is not running")
+        write(self.h.p("/proc/4243/comm"), "nv-fabricmanage\n")
+        self.assertEqual(self.check()[:2], (0, {}))
+        self.state.add_imex_channels(range(2))
+        self.assertFinding("warning", "fabric", "no nvidia-imex daemon runs")
+        write(self.h.p("/proc/4244/comm"), "nvidia-imex\n")
+        self.assertEqual(self.check()[:2], (0, {}))
+
+    def test_hostile_sysfs_and_proc_entries_are_not_believed_and_do_not_block(self):
+        vendor = os.path.join(self.pci(), "vendor")
+        os.unlink(vendor)
+        os.mkfifo(vendor)  # would block a reader that opened it without O_NONBLOCK
+        write(self.h.p("/proc/4242/comm"), "nvidia-persiste\n")
+        os.unlink(self.h.p("/proc/4242/comm"))
+        os.mkfifo(self.h.p("/proc/4242/comm"))
+        self.assertFinding("error", "pci", "No NVIDIA display or 3D controller")
+        os.unlink(vendor)
+        os.symlink("/proc/self/environ", vendor)
+        self.assertFinding("error", "pci", "No NVIDIA display or 3D controller")
+        os.unlink(vendor)
+        write(vendor, "0x10de\n" + "x" * (1 << 20))  # larger than any sysfs attribute
+        self.assertFinding("error", "pci", "No NVIDIA display or 3D controller")
+        write(vendor, "0x10de\n")
+        os.unlink(self.h.p("/sys/bus/pci/devices/0000:18:00.0"))
+        os.symlink("../../../../../../../etc", self.h.p("/sys/bus/pci/devices/0000:18:00.0"))  # out of the root
+        self.assertFinding("error", "pci", "No NVIDIA display or 3D controller")
+
+
 if __name__ == "__main__":
     main()
