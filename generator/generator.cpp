@@ -2,6 +2,7 @@
 
 #include "build_config.h"
 #include "bounded_parse.hpp"
+#include "credentials.hpp"
 #include "format.hpp"
 #include "fs.hpp"
 #include "ipc.hpp"
@@ -101,6 +102,9 @@ Decision decide(const Input &in, Error *config_error)
 	Decision d;
 	const std::string config_path = rooted(in, std::string(DEFAULT_CONFIG_PATH));
 	auto loaded = load_config(config_path, false);
+	if (loaded)  // the host's per-machine settings (credentials.hpp) override the image's file
+		if (auto r = apply_credentials(*loaded, in.root, std::getenv("CREDENTIALS_DIRECTORY")); !r)
+			loaded = fail(r.error());
 	if (loaded)
 		d.config = *loaded;
 	else if (config_error)
@@ -113,7 +117,7 @@ Decision decide(const Input &in, Error *config_error)
 	const bool ctl = exists(rooted(in, "/dev/nvidiactl"));
 	switch (cfg.enabled) {
 	case Enabled::No:
-		d.reason = "disabled by enabled: false in " + std::string(DEFAULT_CONFIG_PATH);
+		d.reason = "disabled by enabled: false in " + cfg.origin("enabled");
 		break;
 	case Enabled::Yes:
 		d.nvidia = true;

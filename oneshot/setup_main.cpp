@@ -3,6 +3,7 @@
 #include "commands.hpp"
 #include "config.hpp"
 #include "context.hpp"
+#include "credentials.hpp"
 #include "execute.hpp"
 #include "log.hpp"
 #include "main_guard.hpp"
@@ -268,6 +269,9 @@ int run(int argc, char **argv)
 	log::set_machine_root(ctx.root);
 	const std::string config_path = args.config_given ? args.config : ctx.real(DEFAULT_CONFIG_PATH);
 	auto cfg = load_config(config_path, args.config_given);
+	if (cfg)  // the host's per-machine settings override the image's file
+		if (auto r = apply_credentials(*cfg, ctx.root, std::getenv("CREDENTIALS_DIRECTORY")); !r)
+			cfg = fail(r.error());
 	const Verb &verb = *find_verb(args.command);
 	Report report;
 	report.command = args.command;

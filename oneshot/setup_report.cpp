@@ -63,7 +63,7 @@ void warn_about_devices(const Context &ctx, Report &report, const DeviceInventor
 	report.details["mig_devices"] = devices.mig_devices();
 	if (ctx.config.expected_gpus)
 		report.details["expected_gpus"] = *ctx.config.expected_gpus;
-	if (auto shortfall = gpu_shortfall(ctx.config.expected_gpus, devices)) {
+	if (auto shortfall = gpu_shortfall(ctx.config.expected_gpus, devices, ctx.config.assigned_gpus, ctx.config.origin("gpus"))) {
 		log::warning(*shortfall + ": serving the GPU(s) there are.", {{"MESSAGE_ID", message_id::GPUS_MISSING}});
 		report.warnings.push_back(*shortfall + ": serving the GPU(s) there are");
 	}

@@ -32,9 +32,9 @@ std::vector<Problem> check_side_spec(const Context &ctx, const SideSpec &side, c
 	return verify_cdi_spec(ctx, file, "", nullptr, side.kind);
 }
 
-void record_state(Report &report, const SpecForState &state, std::optional<unsigned> expected_gpus)
+void record_state(Report &report, const SpecForState &state, const Config &cfg)
 {
-	if (auto shortfall = gpu_shortfall(expected_gpus, state.devices))
+	if (auto shortfall = gpu_shortfall(cfg.expected_gpus, state.devices, cfg.assigned_gpus, cfg.origin("gpus")))
 		report.details["gpu_shortfall"] = *shortfall;
 	report.details["gpus"] = state.devices.gpus.size();
 	report.details["mig_devices"] = state.devices.mig_devices();
@@ -71,7 +71,7 @@ std::vector<Problem> check_live_state(const Context &ctx, Report &report, const 
 		problems.push_back(Problem{"/dev", state.error().message});
 	} else {
 		current = &planned.emplace(std::move(*state));
-		record_state(report, *current, cfg.expected_gpus);
+		record_state(report, *current, cfg);
 	}
 	report.details["cdi_spec"] = cfg.cdi_spec;
 	for (auto &p : verify_cdi_spec(ctx, snap.cdi_spec, version, current ? &current->spec : nullptr))

@@ -23,6 +23,19 @@
 namespace unbounded {
 namespace {
 
+// Where the settings a host may pass as credentials came from (credentials.hpp): what was asked of
+// this machine, and by whom, in verify --json.
+void report_settings(const Config &cfg, Report &report)
+{
+	const char *enabled = cfg.enabled == Enabled::Auto ? "auto" : cfg.enabled == Enabled::Yes ? "true"
+												  : "false";
+	const auto origin = [&](const char *key) { return cfg.origins.count(key) ? cfg.origins.at(key) : std::string("default"); };
+	auto &s = report.details["settings"];
+	s["enabled"] = {{"value", enabled}, {"from", origin("enabled")}};
+	s["expected_gpus"] = {{"value", cfg.expected_gpus ? nlohmann::json(*cfg.expected_gpus) : nlohmann::json()}, {"from", origin("expected_gpus")}};
+	s["gpus"] = {{"value", cfg.assigned_gpus}, {"from", origin("gpus")}};
+}
+
 // What the last setup or refresh warned about, from its status.json (ours, in our run directory): a
 // host's reconcile loop reads verify, not setup's stderr, and "ready" must not hide that nvidia-smi
 // or the GSP firmware is missing. Only a file nobody else could have written is believed.
@@ -166,6 +179,7 @@ int run_verify(const Context &ctx, Report &report)
 		report.details.erase("gpu_shortfall");
 	}
 	carry_last_run(ctx, report);
+	report_settings(ctx.config, report);
 	const std::string version = report.details["driver_version"].get<std::string>();
 	report.details["device_plugin_spec"] = ctx.config.device_plugin_spec;
 	// The snapshot outlives the consumer check below: its bytes are lent, not copied (2 MiB at most).

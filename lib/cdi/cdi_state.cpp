@@ -2,6 +2,7 @@
 
 #include "cdi_hook.hpp"
 
+#include <algorithm>
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -64,12 +65,39 @@ const CdiSpec *SpecForState::side(const char *kind) const
 	return nullptr;
 }
 
-std::optional<std::string> gpu_shortfall(std::optional<unsigned> expected, const DeviceInventory &devices)
+namespace {
+
+// The assigned GPUs (UUIDs or PCI addresses, "18:00.0" without its domain too) the machine does not offer.
+std::vector<std::string> not_offered(const std::vector<std::string> &assigned, const DeviceInventory &devices)
 {
-	if (!expected || devices.gpus.size() >= *expected)
+	std::vector<std::string> missing;
+	for (const auto &a : assigned) {
+		std::string pci = a;
+		std::transform(pci.begin(), pci.end(), pci.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+		if (std::count(pci.begin(), pci.end(), ':') == 1)
+			pci = "0000:" + pci;
+		if (std::none_of(devices.gpus.begin(), devices.gpus.end(), [&](const Gpu &g) { return g.uuid == a || (!g.pci.empty() && g.pci == pci); }))
+			missing.push_back(a);
+	}
+	return missing;
+}
+
+}  // namespace
+
+std::optional<std::string> gpu_shortfall(std::optional<unsigned> expected, const DeviceInventory &devices,
+					 const std::vector<std::string> &assigned, const std::string &assigned_origin)
+{
+	const auto missing = not_offered(assigned, devices);
+	if ((!expected || devices.gpus.size() >= *expected) && missing.empty())
 		return std::nullopt;
-	std::string s = "expected_gpus is " + std::to_string(*expected) + " but the machine offers " +
-			std::to_string(devices.gpus.size()) + " GPU(s)";
+	std::string s = expected && devices.gpus.size() < *expected ? "expected_gpus is " + std::to_string(*expected) + " but the machine offers " +
+									      std::to_string(devices.gpus.size()) + " GPU(s)"
+								    : std::string("The machine does not offer every GPU the host assigned it");
+	if (!missing.empty()) {
+		s += "; assigned by " + assigned_origin + " and not offered:";
+		for (const auto &m : missing)
+			s += " " + m;
+	}
 	if (!devices.unbound_gpus.empty()) {
 		s += "; listed without their /dev/nvidia<minor>:";
 		for (const auto &u : devices.unbound_gpus)

@@ -52,6 +52,7 @@ Result<SpecForState> spec_for_state(const Context &ctx, const Manifest &manifest
 // What `expected_gpus` asks for beside what the machine offers: nullopt when it is unset or met,
 // else one sentence naming the shortfall (and the listed GPUs without a node) for setup's warning
 // and verify's problem.
-std::optional<std::string> gpu_shortfall(std::optional<unsigned> expected, const DeviceInventory &devices);
+std::optional<std::string> gpu_shortfall(std::optional<unsigned> expected, const DeviceInventory &devices,
+					 const std::vector<std::string> &assigned = {}, const std::string &assigned_origin = {});
 
 }  // namespace unbounded

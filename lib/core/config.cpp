@@ -74,6 +74,36 @@ std::string format_duration(Millis d)
 }
 
 namespace {
+std::optional<bool> boolean_word(std::string_view s);
+}  // namespace
+
+std::optional<Enabled> parse_enabled(std::string_view s)
+{
+	if (s == "auto")
+		return Enabled::Auto;
+	if (const auto b = boolean_word(s))
+		return *b ? Enabled::Yes : Enabled::No;
+	return std::nullopt;
+}
+
+std::optional<unsigned> parse_gpu_count(std::string_view s)
+{
+	// A node has at most a few dozen GPUs; the bound keeps the number an honest count.
+	if (s.empty() || !all_digits(s) || s.size() > 4)
+		return std::nullopt;
+	const unsigned long n = std::stoul(std::string(s));
+	if (n < 1 || n > MAX_EXPECTED_GPUS)
+		return std::nullopt;
+	return static_cast<unsigned>(n);
+}
+
+std::string Config::origin(const std::string &key) const
+{
+	const auto it = origins.find(key);
+	return it == origins.end() ? std::string(DEFAULT_CONFIG_PATH) : it->second;
+}
+
+namespace {
 
 struct Ctx {
 	const std::string &file;
@@ -312,12 +342,11 @@ std::map<std::string, Handler> top_handlers(const Ctx &c, Config &cfg, const std
 			 auto s = scalar(c, v, key);
 			 if (!s)
 				 return fail(s.error());
-			 if (*s == "auto")
-				 cfg.enabled = Enabled::Auto;
-			 else if (const auto b = boolean_word(*s))
-				 cfg.enabled = *b ? Enabled::Yes : Enabled::No;
-			 else
+			 const auto e = parse_enabled(*s);
+			 if (!e)
 				 return fail(c.at(v, key, "expected auto, true or false for key"));
+			 cfg.enabled = *e;
+			 cfg.origins["enabled"] = c.file;
 			 return {};
 		 }},
 		{"staging", path_handler(c, cfg.staging)},
@@ -339,10 +368,11 @@ std::map<std::string, Handler> top_handlers(const Ctx &c, Config &cfg, const std
 			 auto s = scalar(c, v, key);
 			 if (!s)
 				 return fail(s.error());
-			 // A node has at most a few dozen GPUs; the bound keeps the number an honest count.
-			 if (s->empty() || !all_digits(*s) || s->size() > 4 || std::stoul(*s) < 1 || std::stoul(*s) > MAX_EXPECTED_GPUS)
+			 const auto n = parse_gpu_count(*s);
+			 if (!n)
 				 return fail(c.at(v, key, "expected a number of GPUs from 1 to " + std::to_string(MAX_EXPECTED_GPUS) + " for key"));
-			 cfg.expected_gpus = static_cast<unsigned>(std::stoul(*s));
+			 cfg.expected_gpus = *n;
+			 cfg.origins["expected_gpus"] = c.file;
 			 return {};
 		 }},
 		{"licensing",
@@ -483,9 +513,9 @@ Result<Config> load_config(const std::string &path, bool must_exist)
 std::string configured_gpu_machine(const Config &cfg)
 {
 	if (cfg.enabled == Enabled::Yes)
-		return "enabled: true in " + std::string(DEFAULT_CONFIG_PATH);
+		return "enabled: true in " + cfg.origin("enabled");
 	if (cfg.expected_gpus)
-		return "expected_gpus: " + std::to_string(*cfg.expected_gpus) + " in " + std::string(DEFAULT_CONFIG_PATH);
+		return "expected_gpus: " + std::to_string(*cfg.expected_gpus) + " in " + cfg.origin("expected_gpus");
 	return {};
 }
 

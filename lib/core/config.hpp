@@ -83,7 +83,19 @@ struct Config {
 	// Copy OptiX's nvoptix.bin into the root with libnvoptix (134 MB of RAM in Debian's 535 driver);
 	// off for compute-only fleets that never ray-trace.
 	bool nvoptix = true;
+	// The GPUs the host assigned this machine (credential unbounded-nvidia.gpus): UUIDs or PCI
+	// addresses, each of which the machine must offer (credentials.hpp).
+	std::vector<std::string> assigned_gpus;
+	// Where enabled, expected_gpus and gpus were set: the file's path, or "credential NAME (DIR)".
+	std::map<std::string, std::string> origins;
+	// Where `key` came from, for messages: its origin, else the file's default path.
+	std::string origin(const std::string &key) const;
 };
+
+// The values of `enabled` (auto and the six boolean words) and `expected_gpus` (1 to MAX_EXPECTED_GPUS),
+// as the file and the host's credentials (credentials.hpp) give them.
+std::optional<Enabled> parse_enabled(std::string_view s);
+std::optional<unsigned> parse_gpu_count(std::string_view s);
 
 inline constexpr unsigned MAX_EXPECTED_GPUS = 1024;
 

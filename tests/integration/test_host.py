@@ -458,5 +458,104 @@ class TestPreflight(HostCase):
         self.assertFinding("error", "pci", "No NVIDIA display or 3D controller")
 
 
+class TestCredentials(unittest.TestCase):
+    """Item 4: expected_gpus, enabled and the GPUs assigned, passed by the host as credentials, override the
+    image's file, and verify says where each value came from."""
+
+    CREDS = "/run/credentials/@system"
+
+    def machine(self, count=1, **creds):
+        m = MachineRoot(self).standard(gpus=count)
+        for name, value in creds.items():
+            write(m.p(f"{self.CREDS}/unbounded-nvidia.{name}"), value + "\n", 0o400)
+        return m
+
+    def verify(self, m, env=None):
+        r = m.run("--json", "verify", env=env)
+        return r.returncode, json.loads(r.stdout)
+
+    def test_expected_gpus_from_the_host_overrides_the_file(self):
+        m = self.machine(expected_gpus="2")
+        m.config("expected_gpus: 1\n")
+        self.assertEqual(m.setup().returncode, 0)
+        rc, j = self.verify(m)
+        self.assertEqual((rc, j["outcome"]), (1, "gpus-missing"), j)
+        self.assertIn("expected_gpus is 2 but the machine offers 1", j["problems"][0]["message"])
+        self.assertEqual(j["settings"]["expected_gpus"],
+                         {"value": 2, "from": f"credential unbounded-nvidia.expected_gpus ({self.CREDS})"})
+        self.assertEqual(j["settings"]["enabled"], {"value": "auto", "from": "default"})
+
+    def test_the_file_s_value_is_said_to_be_the_file_s(self):
+        m = self.machine()
+        m.config("expected_gpus: 1\n")
+        m.setup()
+        rc, j = self.verify(m)
+        self.assertEqual(rc, 0, j)
+        self.assertEqual(j["settings"]["expected_gpus"]["from"], m.p("/etc/unbounded/nvidia.yaml"))
+
+    def test_assigned_gpus_must_each_be_offered(self):
+        m = self.machine(count=2, gpus="GPU-00000000-1111-2222-3333-444455556666, 19:00.0")
+        m.setup()
+        rc, j = self.verify(m)
+        self.assertEqual(rc, 0, j)
+        self.assertEqual(j["settings"]["expected_gpus"]["value"], 2)
+        os.unlink(m.p("/dev/nvidia1"))
+        m.setup()
+        rc, j = self.verify(m)
+        self.assertEqual(rc, 1, j)
+        text = " ".join(p["message"] for p in j["problems"])
+        self.assertIn("assigned by credential unbounded-nvidia.gpus", text)
+        self.assertIn("not offered: 19:00.0", text)
+
+    def test_systemd_252_s_link_to_nspawn_s_directory_is_followed_inside_the_root(self):
+        m = self.machine()
+        write(m.p("/run/host/credentials/unbounded-nvidia.expected_gpus"), "3\n", 0o400)
+        os.makedirs(m.p("/run/credentials"), exist_ok=True)
+        os.symlink("../host/credentials", m.p(self.CREDS))
+        m.setup()
+        self.assertEqual(self.verify(m)[1]["settings"]["expected_gpus"]["value"], 3)
+        os.unlink(m.p(self.CREDS))
+        os.symlink("/run/host/credentials", m.p(self.CREDS))  # absolute: the root's, not this machine's /run
+        self.assertEqual(self.verify(m)[1]["settings"]["expected_gpus"]["value"], 3)
+
+    def test_credentials_directory_of_the_unit_comes_first(self):
+        m = self.machine(expected_gpus="3")
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d, True)
+        write(os.path.join(d, "unbounded-nvidia.expected_gpus"), "1\n")
+        m.setup()
+        rc, j = self.verify(m, env={"CREDENTIALS_DIRECTORY": d})
+        self.assertEqual(rc, 0, j)
+        self.assertEqual(j["settings"]["expected_gpus"]["from"], f"credential unbounded-nvidia.expected_gpus ({d})")
+
+    def test_a_bad_or_hostile_credential_is_a_usage_error_naming_it(self):
+        for value in ("many", "0", "99999"):
+            m = self.machine(expected_gpus=value)
+            r = m.run("verify")
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn(f"credential unbounded-nvidia.expected_gpus ({self.CREDS}): '{value}' is not a number", r.stderr)
+        m = self.machine()
+        os.makedirs(m.p(self.CREDS))
+        os.mkfifo(m.p(f"{self.CREDS}/unbounded-nvidia.enabled"))  # would block a reader without O_NONBLOCK
+        r = m.run("verify", timeout=20)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("unbounded-nvidia.enabled", r.stderr)
+
+    def test_the_host_s_kill_switch_turns_the_generator_off(self):
+        m = self.machine(enabled="no")
+        m.config("enabled: true\n")
+        out = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, out, True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("VGPU_")}
+        env["UNBOUNDED_NVIDIA_ROOT"] = m.path
+        r = subprocess.run([os.environ["GENERATOR_BIN"], out, out, out], capture_output=True, text=True, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        units = [f for _, _, files in os.walk(out) for f in files]
+        self.assertNotIn("unbounded-nvidia-setup.service", units)
+        write(m.p(f"{self.CREDS}/unbounded-nvidia.enabled"), "yes\n")
+        r = subprocess.run([os.environ["GENERATOR_BIN"], out, out, out], capture_output=True, text=True, env=env)
+        self.assertIn("unbounded-nvidia-setup.service", [f for _, _, files in os.walk(out) for f in files])
+
+
 if __name__ == "__main__":
     main()
