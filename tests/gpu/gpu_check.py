@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """make gpu-check: the real thing, on a machine with an NVIDIA GPU and driver (never in CI).
 
-Lays out a machine root whose staging mounts are this host's own driver directories, found the way a
-host agent finds them (the directories `ldconfig -p` names for the driver's libraries, the one that
-holds the real nvidia-smi, /lib/firmware/nvidia), bound read-only in a private mount namespace with the
-real /dev/nvidia* nodes and /proc/driver/nvidia; runs setup and `verify --json` on it; then proves the
+Lays out a machine root whose staging mounts are this host's own driver directories and whose nodes
+are this host's, both as `unbounded-nvidia-host binds --print` chooses them (the host's half, held here
+to the real thing), bound in a private mount namespace with /proc/driver/nvidia; runs `unbounded-nvidia-host
+check`, setup and `verify --json` on it; then proves the
 copied root works: the probe (cuda-probe, built in the build directory) loads libcuda.so.1 from the root
 by absolute path with only the root's lib dir on LD_LIBRARY_PATH and calls cuInit, cuDriverGetVersion,
 cuDeviceGetCount and cuDeviceGetUuid, and no NVIDIA library it mapped may come from elsewhere; the root's
@@ -32,8 +32,7 @@ HOST = os.environ.get("GPU_CHECK_HOST_ROOT", "/")
 BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
 SETUP = os.path.join(BUILD, "oneshot", "unbounded-nvidia-setup")
 PROBE = os.path.join(BUILD, "tests", "gpu", "cuda-probe")
-# What a host agent binds (Azure/unbounded's nodestart): the directories of these libraries.
-DRIVER_LIB = re.compile(r"^(libnvidia-|libcuda|libnvcuvid|libnvoptix|libvdpau_nvidia|lib\w+_nvidia)")
+HOST_TOOL = os.path.join(BUILD, "host", "unbounded-nvidia-host")
 
 
 def host(path):
@@ -55,28 +54,18 @@ def no_gpu_reason():
     return None
 
 
-def staging_dirs():
-    """The host directories to bind: where ldconfig finds the driver's libraries, where the real
-    nvidia-smi is, and the GSP firmware."""
-    out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
-    dirs = []
-    for line in out.splitlines():
-        m = re.match(r"\s*(\S+) \(([^)]*)\) => (\S+)", line)
-        if m and DRIVER_LIB.match(m.group(1)):
-            d = os.path.dirname(m.group(3))
-            if d not in dirs:
-                dirs.append(d)
-    smi = shutil.which("nvidia-smi")
-    if smi:
-        d = os.path.dirname(os.path.realpath(smi))
-        if d not in dirs:
-            dirs.append(d)
-    if os.path.isdir("/lib/firmware/nvidia"):
-        dirs.append("/lib/firmware/nvidia")
-    return dirs
+def host_binds():
+    """The host directories and nodes `unbounded-nvidia-host binds` gives a machine of this host: (staging
+    directories in order, device paths), or a failure verdict with its message."""
+    r = subprocess.run([HOST_TOOL, "--root", HOST, "--json", "binds", "gpu-check", "--print"], capture_output=True, text=True)
+    if r.returncode != 0:
+        verdict("FAIL", f"unbounded-nvidia-host binds: {r.stderr.strip()[-300:]}", 1)
+    out = json.loads(r.stdout)
+    nodes = [line.split("=", 1)[1] for line in out["nspawn"] if line.startswith("[Files] Bind=/dev/")]
+    return out["staging"], nodes
 
 
-def namespace_script(root, dirs):
+def namespace_script(root, dirs, nodes):
     """Shell commands for the private mount namespace: the binds, then setup, verify and the probes."""
     arch = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu"}.get(os.uname().machine, "")
     lines = ["set -e"]
@@ -85,12 +74,11 @@ def namespace_script(root, dirs):
                   f"mount -o remount,bind,ro {root}/run/host-nvidia/{n}"]
     lines += [f"mkdir -p {root}/dev {root}/proc/driver/nvidia",
               f"mount --bind /proc/driver/nvidia {root}/proc/driver/nvidia"]
-    for name in sorted(os.listdir("/dev")):
-        path = os.path.join("/dev", name)
-        if name.startswith("nvidia") and os.path.isdir(path):
-            lines += [f"mkdir -p {root}/dev/{name}", f"mount --rbind {path} {root}/dev/{name}"]
-        elif name.startswith("nvidia"):
-            lines += [f"touch {root}/dev/{name}", f"mount --bind {path} {root}/dev/{name}"]
+    for path in nodes:
+        if os.path.isdir(path):
+            lines += [f"mkdir -p {root}{path}", f"mount --rbind {path} {root}{path}"]
+        else:
+            lines += [f"mkdir -p {root}{os.path.dirname(path)}", f"touch {root}{path}", f"mount --bind {path} {root}{path}"]
     lines += [f"{SETUP} --root {root} --json setup > {root}/setup.json || true",
               f"{SETUP} --root {root} --json verify > {root}/verify.json || true"]
     lib = f"{root}/run/nvidia/driver/lib/{arch}"
@@ -114,17 +102,18 @@ def main():
     reason = no_gpu_reason()
     if reason:
         verdict("no GPU", f"{reason} (under {HOST}); this check needs a machine with an NVIDIA GPU and driver", 2)
-    for path in (SETUP, PROBE):
+    for path in (SETUP, PROBE, HOST_TOOL):
         if not os.access(path, os.X_OK):
             verdict("FAIL", f"{path} is missing: run make build first", 1)
     if os.geteuid() != 0:
         verdict("FAIL", "needs root (bind mounts in a private mount namespace)", 1)
-    dirs = staging_dirs()
-    if not dirs:
-        verdict("FAIL", "ldconfig -p names no NVIDIA driver library", 1)
+    check = subprocess.run([HOST_TOOL, "check"], capture_output=True, text=True)
+    if check.returncode != 0:
+        verdict("FAIL", f"unbounded-nvidia-host check: {check.stdout.strip()[-400:]}", 1)
+    dirs, nodes = host_binds()
     root = tempfile.mkdtemp(prefix="unbounded-gpu-check-")
     try:
-        r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", namespace_script(root, dirs)],
+        r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", namespace_script(root, dirs, nodes)],
                            capture_output=True, text=True, timeout=110)
         if r.returncode != 0:
             verdict("FAIL", f"the machine root could not be laid out: {r.stderr.strip()[-300:]}", 1)

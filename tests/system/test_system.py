@@ -11,7 +11,7 @@ import subprocess
 import unittest
 
 from unbounded_tests.harness import ARCH, V1, V2, MachineRoot, main, make_chardev, proc_version_text
-from unbounded_tests.machine import Machine
+from unbounded_tests.machine import BUILD, Machine
 
 REQUIRED = ("systemd-nspawn", "mkosi", "unshare", "debootstrap", "journalctl")
 
@@ -230,6 +230,59 @@ state() {  # state NAME: containerd's, kubelet's and setup's states and verify, 
 	echo $? > $out/verify-$1.rc
 }
 """
+
+
+class TestHostBinds(SystemCase):
+    """Issue 45: a machine booted from the .nspawn file `unbounded-nvidia-host binds` wrote, not the test.
+    In the boot's private mount namespace this host is made a GPU host: the fake driver overlaid onto
+    its own /usr/lib/<multiarch>, /usr/bin and /usr/lib/firmware (read-only overlays: its own files
+    stay), the nodes in a /dev of that namespace, /proc/driver/nvidia and /proc/devices as the module
+    makes them, and /etc/systemd on a tmpfs. binds then runs as on any host, without --root, and
+    systemd-nspawn --settings=trusted -M reads its file (no machined registers these machines)."""
+
+    def host_binds_machine(self, name):
+        m = Machine(self, name)
+        fake = MachineRoot(tmp=m.host("driver"))
+        fake.stage_ubuntu(V1, unrelated=False)  # nothing that would shadow this host's own libraries
+        fake.stage_bin(V1)
+        fake.stage_firmware(V1)
+        staged = {0: f"/usr/lib/{ARCH}", 1: "/usr/bin", 2: "/usr/lib/firmware"}
+        proc = m.host("proc-driver")
+        state = MachineRoot(tmp=proc)
+        state.set_proc_version(V1)
+        state.add_gpu(0, "0000:18:00.0", "GPU-00000000-1111-2222-3333-444455556666")
+        state.write_proc_devices()
+        dev = m.host("dev")
+        os.makedirs(dev, exist_ok=True)
+        setup = []
+        for n, path in staged.items():
+            lower = fake.p(f"/run/host-nvidia/{n}")
+            setup.append(f"mount -t overlay overlay -o ro,lowerdir={lower}:{path} {path}")
+        # This host's /dev in a tmpfs of the namespace: its own nodes (and pts, shm) and the driver's.
+        setup += [f"mount -t tmpfs -o mode=755 tmpfs {dev}",
+                  f"cp -a /dev/null /dev/zero /dev/full /dev/random /dev/urandom /dev/tty /dev/ptmx {dev}/",
+                  f"mkdir {dev}/pts {dev}/shm", f"mount --rbind /dev/pts {dev}/pts", f"mount --rbind /dev/shm {dev}/shm",
+                  f"mknod -m 666 {dev}/nvidiactl c 195 255", f"mknod -m 666 {dev}/nvidia-uvm c 509 0",
+                  f"mknod -m 666 {dev}/nvidia-uvm-tools c 509 1", f"mknod -m 666 {dev}/nvidia0 c 195 0",
+                  f"mount --bind {dev} /dev",
+                  f"mount -t tmpfs tmpfs /proc/driver", f"cp -a {state.p('/proc/driver/nvidia')} /proc/driver/",
+                  f"mount --bind {state.p('/proc/devices')} /proc/devices",
+                  "mount -t tmpfs tmpfs /etc/systemd",
+                  f"{os.path.join(BUILD, 'host', 'unbounded-nvidia-host')} binds {name} > {m.host('binds.out')} 2>&1",
+                  f"cp /etc/systemd/nspawn/{name}.nspawn {m.host('written.nspawn')}"]
+        m.namespace_setup = setup
+        m.nspawn_args = ["--settings=trusted", "-M", name]
+        return m
+
+    def test_a_machine_booted_from_the_nspawn_file_binds_wrote(self):
+        m = self.host_binds_machine("hostbinds")
+        m.boot()
+        with open(m.host("written.nspawn")) as f:
+            written = f.read()
+        for line in (f"BindReadOnly=/usr/lib/{ARCH}:/run/host-nvidia/0", "BindReadOnly=/usr/bin:/run/host-nvidia/1",
+                     "Bind=/dev/nvidiactl", "Bind=/dev/nvidia0"):
+            self.assertIn(line + "\n", written)
+        self.assertReadyFor(m, V1)
 
 
 class TestSelfRepair(SystemCase):

@@ -57,6 +57,8 @@ class Machine:
         self.binds = []
         self.init_args = []  # passed to systemd as PID 1 (systemd.setenv=..., as a kernel command line would)
         self.nspawn_env = {}
+        self.namespace_setup = []  # shell commands run in the private mount namespace before nspawn
+        self.nspawn_args = []      # more options of nspawn's own (--settings=trusted -M NAME)
         self.console = ""
 
     def p(self, path):
@@ -129,8 +131,8 @@ class Machine:
             fcntl.flock(builder, fcntl.LOCK_SH)
         shutil.rmtree(self.p("/var/lib/standin"), ignore_errors=True)
         nspawn = ["systemd-nspawn", "--register=no", "--keep-unit", "--quiet", "--console=pipe",
-                  "-D", self.image, "--boot", *self.binds, *self.init_args]
-        cmd = "mount -t tmpfs tmpfs /run && exec " + " ".join(f"'{a}'" for a in nspawn)
+                  "-D", self.image, *self.nspawn_args, "--boot", *self.binds, *self.init_args]
+        cmd = " && ".join(["mount -t tmpfs tmpfs /run", *self.namespace_setup, "exec " + " ".join(f"'{a}'" for a in nspawn)])
         log = open(os.path.join(self.tmp, "console.log"), "w+")
         p = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c", cmd],
                              stdout=log, stderr=subprocess.STDOUT, text=True, env={**os.environ, **self.nspawn_env})
