@@ -158,6 +158,8 @@ class TestBindsOnRealHosts(HostCase):
         self.assertEqual(out["staging"], [LIB, "/usr/lib/i386-linux-gnu", "/usr/lib/nvidia/current", "/lib/firmware/nvidia"] + GRAPHICS)
         recipe = [LIB, "/usr/lib/i386-linux-gnu", "/usr/lib/nvidia/current", "/lib/firmware/nvidia"] + GRAPHICS
         self.assertSameAsRecipe(host, out, recipe, self.v535)
+        # The recipe with the alternatives directory bound too gives the same root: binds leaves it out.
+        self.assertSameAsRecipe(host, out, recipe + ["/etc/alternatives"], self.v535)
         for node in ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset", "/dev/nvidia0"):
             self.assertIn(f"[Files] Bind={node}", out["nspawn"])
             self.assertIn(f"{node} rwm", out["device_allow"])
