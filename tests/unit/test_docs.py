@@ -88,5 +88,28 @@ class TheReloadIntervalIsADuration(unittest.TestCase):
         self.assertTrue(any("duration" in p for p in described), described)
 
 
+class TheSpaceReserveIsDescribed(unittest.TestCase):
+    """space_reserve(): optional files are left out unless a fraction of the file system stays free,
+    with a floor and a cap. unbounded-nvidia-setup(8) says all three, as the code has them."""
+
+    FRACTIONS = {20: "a twentieth", 10: "a tenth", 50: "a fiftieth", 100: "a hundredth"}
+
+    def bounds(self):
+        code = read("lib/driver/optional_fit.cpp")
+        m = re.search(r"space_reserve\(std::uint64_t total\)\s*\{\s*return std::clamp<std::uint64_t>\("
+                      r"total / (\d+), (\d+)u << 20, (\d+)u << 20\);", code)
+        self.assertIsNotNone(m, "space_reserve() is not written as it was: read its bounds afresh")
+        return int(m.group(1)), int(m.group(2)), int(m.group(3))
+
+    def test_the_setup_man_page_gives_the_fraction_the_floor_and_the_cap(self):
+        divisor, floor_mib, cap_mib = self.bounds()
+        page = read("man/unbounded-nvidia-setup.8.scd")
+        described = [" ".join(p.split()) for _, p in paragraphs(page) if "Optional files" in p]
+        self.assertTrue(described, "unbounded-nvidia-setup(8) no longer describes the optional files")
+        text = described[0]
+        for words in (self.FRACTIONS.get(divisor, f"1/{divisor}"), f"at least {floor_mib} MiB", f"at most {cap_mib} MiB"):
+            self.assertIn(words, text)
+
+
 if __name__ == "__main__":
     main()
