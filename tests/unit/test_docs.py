@@ -111,5 +111,44 @@ class TheSpaceReserveIsDescribed(unittest.TestCase):
             self.assertIn(words, text)
 
 
+def man_section(page, title):
+    """The text of section `# TITLE` of an scdoc page, up to the next section."""
+    m = re.search(r"^# %s\n(.*?)(?=^# |\Z)" % re.escape(title), page, re.S | re.M)
+    return m.group(1) if m else None
+
+
+class TheLicenseReloaderOutcomesAreListed(unittest.TestCase):
+    """Every run of the license reloader ends in one outcome, whose label (outcome_name()) is in its
+    STATUS= line and the metric unbounded_nvidia_license_reloads_total{outcome}. Its man page lists
+    them all, and only those, each with its meaning."""
+
+    def labels_in_code(self):
+        header = read("lib/license/license_reload.hpp")
+        m = re.search(r"enum class ReloadOutcome \{(.*?)\};", header, re.S)
+        self.assertIsNotNone(m, "no enum class ReloadOutcome in license_reload.hpp")
+        members = re.findall(r"^\s*(\w+),", m.group(1), re.M)
+        names = dict(re.findall(r'case ReloadOutcome::(\w+): return "([^"]+)";', read("lib/license/license_reload.cpp")))
+        self.assertEqual(sorted(names), sorted(members), "outcome_name() does not name every ReloadOutcome")
+        metrics = re.search(r"ALL_OUTCOMES\[\] = \{(.*?)\};", read("lib/license/license_metrics.cpp"), re.S)
+        self.assertIsNotNone(metrics, "no ALL_OUTCOMES in license_metrics.cpp")
+        self.assertEqual(sorted(re.findall(r"ReloadOutcome::(\w+)", metrics.group(1))), sorted(members),
+                         "the metrics do not count every ReloadOutcome")
+        return set(names.values())
+
+    def test_the_man_page_lists_exactly_the_labels_of_the_code(self):
+        code = self.labels_in_code()
+        self.assertGreaterEqual(len(code), 10, "fewer outcomes read from the code than there were: has its format changed?")
+        section = man_section(read("man/unbounded-nvidia-license-reload.8.scd"), "OUTCOMES")
+        self.assertIsNotNone(section, "unbounded-nvidia-license-reload(8) has no OUTCOMES section")
+        listed = []
+        for term in re.findall(r"^(\*.*)$", section, re.M):  # the terms of its list, at column 0
+            listed += re.findall(r"\*([a-z][a-z-]*)\*", term)
+        self.assertEqual(len(listed), len(set(listed)), f"listed twice: {listed}")
+        self.assertEqual(sorted(set(listed) - code), [], "listed, but no outcome of the code")
+        self.assertEqual(sorted(code - set(listed)), [], "outcomes of the code the man page does not list")
+        for term in re.findall(r"^\*.*\n((?:\t.*\n?)+)", section, re.M):
+            self.assertGreater(len(term.split()), 5, f"an outcome without its meaning: {term!r}")
+
+
 if __name__ == "__main__":
     main()
