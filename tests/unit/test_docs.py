@@ -4,7 +4,10 @@ documents that had drifted from it). Each check reads the sources and the docume
 every build variant:
 - VGPU_LICENSE_RELOAD_INTERVAL is a duration (lib/core/config.cpp parses it as the configuration's
   durations), not a number of seconds, wherever it is described;
-- the optional files' free-space reserve (lib/driver/optional_fit.cpp) is described with its bounds."""
+- the optional files' free-space reserve (lib/driver/optional_fit.cpp) is described with its bounds;
+- the license reloader's outcome labels (outcome_name()) are listed in its man page, all and only those;
+- the generator's man page lists every path it writes (its golden trees), and names every unit its
+  code writes, enables or orders against."""
 
 import os
 import re
@@ -148,6 +151,42 @@ class TheLicenseReloaderOutcomesAreListed(unittest.TestCase):
         self.assertEqual(sorted(code - set(listed)), [], "outcomes of the code the man page does not list")
         for term in re.findall(r"^\*.*\n((?:\t.*\n?)+)", section, re.M):
             self.assertGreater(len(term.split()), 5, f"an outcome without its meaning: {term!r}")
+
+
+class TheGeneratorManPageNamesWhatItWrites(unittest.TestCase):
+    """The generator's golden trees (tests/generator/*/expected, which the integration tier holds its
+    real output to byte for byte) are every path it writes. Its man page's OUTPUT section lists each
+    of them, and nothing else."""
+
+    def written(self):
+        paths = set()
+        cases = os.path.join(TESTS_DIR, "generator")
+        for case in sorted(os.listdir(cases)):
+            expected = os.path.join(cases, case, "expected")
+            for dirpath, _, filenames in os.walk(expected):
+                for name in filenames:
+                    if name != ".empty":  # keeps an empty expected tree in git
+                        paths.add(os.path.relpath(os.path.join(dirpath, name), expected))
+        return paths
+
+    def test_the_output_section_lists_every_path_written_and_only_those(self):
+        written = self.written()
+        self.assertGreaterEqual(len(written), 20, "fewer paths in the golden trees than there were")
+        section = man_section(read("man/unbounded-nvidia-generator.8.scd"), "OUTPUT")
+        self.assertIsNotNone(section, "unbounded-nvidia-generator(8) has no OUTPUT section")
+        listed = []
+        for term in re.findall(r"^(_.*)$", section, re.M):  # the terms of its list, at column 0
+            listed += re.findall(r"_([\w.@/-]+?)_(?=,|$)", term)
+        self.assertEqual(len(listed), len(set(listed)), f"listed twice: {listed}")
+        self.assertEqual(sorted(set(listed) - written), [], "listed, but in no golden tree")
+        self.assertEqual(sorted(written - set(listed)), [], "written (tests/generator/*/expected), but not listed")
+
+    def test_the_units_it_names_in_its_code_are_in_the_man_page(self):
+        code = read("generator/generator.cpp")
+        units = set(re.findall(r'"([\w-]+\.(?:service|path|timer))"', code))
+        self.assertGreaterEqual(len(units), 10)
+        page = read("man/unbounded-nvidia-generator.8.scd")
+        self.assertEqual(sorted(u for u in units if u not in page), [], "units the generator writes, enables or orders against")
 
 
 if __name__ == "__main__":
