@@ -73,7 +73,10 @@ void print_help()
 		std::snprintf(line, sizeof line, "  %-16s", v.name);
 		commands += line + std::string(v.help) + "\n";
 	}
-	std::printf("Usage: unbounded-nvidia-setup [OPTIONS] [COMMAND]\n\n"
+	std::printf("Usage: unbounded-nvidia-setup [--root DIR] [--config FILE] [--json] [COMMAND]\n"
+		    "       unbounded-nvidia-setup setup --boot\n"
+		    "       unbounded-nvidia-setup verify [--json|--npd[=CONDITION]]\n"
+		    "       unbounded-nvidia-setup generate-cdi [--output FILE|-]\n\n"
 		    "Builds the NVIDIA driver root and CDI spec of a Kubernetes GPU machine.\n\n"
 		    "Commands:\n"
 		    "%s\n"
@@ -84,13 +87,15 @@ void print_help()
 		    "  --boot          setup: the boot unit's run: try again while the host is not ready (up to\n"
 		    "                  staging_timeout), record the units a failure holds back for the refresh\n"
 		    "  --output FILE   generate-cdi: write the spec to FILE ('-' for stdout, the default)\n"
-		    "  --npd[=COND]    verify: node-problem-detector plugin protocol (exit 0 OK, 1 problem,\n"
-		    "                  2 unknown; one line): COND ready (default: the problem is not ready) or\n"
+		    "  --npd[=CONDITION]\n"
+		    "                  verify: node-problem-detector plugin protocol (exit 0 OK, 1 problem,\n"
+		    "                  2 unknown; one line): CONDITION ready (default: the problem is not ready) or\n"
 		    "                  outcomes separated by commas (not-ready, staging-gone, staging-inconsistent,\n"
 		    "                  pending-host-reboot, gpus-missing)\n"
 		    "  -h --help       show this help\n"
 		    "  --version       show the version\n\n"
-		    "Exit status: 0 ready (or nothing to do), 1 not ready, 2 usage or configuration error.\n",
+		    "Exit status: 0 ready (or nothing to do), 1 not ready, 2 usage or configuration error.\n\n"
+		    "See unbounded-nvidia-setup(8).\n",
 		    commands.c_str(), std::string(DEFAULT_CONFIG_PATH).c_str());
 }
 
