@@ -9,24 +9,13 @@ import re
 import subprocess
 import unittest
 
-from unbounded_tests import TESTS_DIR
 from unbounded_tests.harness import GENERATOR, SETUP, main
+from unbounded_tests.man_pages import man_page, section, terms
 
 LICENSE_BIN = os.environ.get("LICENSE_BIN", "")
-MAN_DIR = os.path.join(os.path.dirname(TESTS_DIR), "man")
 OPTION = re.compile(r"(?<![\w-])(--?[a-z][a-z-]*)")
 # Shown by every program and not part of any synopsis.
 EVERYWHERE = {"-h", "--help", "--version"}
-
-
-def man_page(name):
-    with open(os.path.join(MAN_DIR, name + ".scd"), encoding="utf-8") as f:
-        return f.read()
-
-
-def section(page, title):
-    m = re.search(r"^# %s\n(.*?)(?=^# |\Z)" % re.escape(title), page, re.S | re.M)
-    return m.group(1) if m else None
 
 
 def plain(scdoc_line):
@@ -43,7 +32,7 @@ def man_synopsis(page):
 def man_options(page):
     """The options named by the terms (the lines at column 0) of the OPTIONS section."""
     options = set()
-    for term in re.findall(r"^(\*.*)$", section(page, "OPTIONS") or "", re.M):
+    for term in terms(section(page, "OPTIONS")):
         options.update(re.findall(r"\*(--?[a-z][a-z-]*)\*", term))
     return options
 

@@ -15,6 +15,7 @@ import unittest
 
 from unbounded_tests import TESTS_DIR
 from unbounded_tests.harness import main
+from unbounded_tests.man_pages import man_page, section, terms
 
 SOURCE_ROOT = os.path.dirname(TESTS_DIR)
 
@@ -114,12 +115,6 @@ class TheSpaceReserveIsDescribed(unittest.TestCase):
             self.assertIn(words, text)
 
 
-def man_section(page, title):
-    """The text of section `# TITLE` of an scdoc page, up to the next section."""
-    m = re.search(r"^# %s\n(.*?)(?=^# |\Z)" % re.escape(title), page, re.S | re.M)
-    return m.group(1) if m else None
-
-
 class TheLicenseReloaderOutcomesAreListed(unittest.TestCase):
     """Every run of the license reloader ends in one outcome, whose label (outcome_name()) is in its
     STATUS= line and the metric unbounded_nvidia_license_reloads_total{outcome}. Its man page lists
@@ -141,15 +136,15 @@ class TheLicenseReloaderOutcomesAreListed(unittest.TestCase):
     def test_the_man_page_lists_exactly_the_labels_of_the_code(self):
         code = self.labels_in_code()
         self.assertGreaterEqual(len(code), 10, "fewer outcomes read from the code than there were: has its format changed?")
-        section = man_section(read("man/unbounded-nvidia-license-reload.8.scd"), "OUTCOMES")
-        self.assertIsNotNone(section, "unbounded-nvidia-license-reload(8) has no OUTCOMES section")
+        outcomes = section(man_page("unbounded-nvidia-license-reload.8"), "OUTCOMES")
+        self.assertIsNotNone(outcomes, "unbounded-nvidia-license-reload(8) has no OUTCOMES section")
         listed = []
-        for term in re.findall(r"^(\*.*)$", section, re.M):  # the terms of its list, at column 0
+        for term in terms(outcomes):
             listed += re.findall(r"\*([a-z][a-z-]*)\*", term)
         self.assertEqual(len(listed), len(set(listed)), f"listed twice: {listed}")
         self.assertEqual(sorted(set(listed) - code), [], "listed, but no outcome of the code")
         self.assertEqual(sorted(code - set(listed)), [], "outcomes of the code the man page does not list")
-        for term in re.findall(r"^\*.*\n((?:\t.*\n?)+)", section, re.M):
+        for term in re.findall(r"^\*.*\n((?:\t.*\n?)+)", outcomes, re.M):
             self.assertGreater(len(term.split()), 5, f"an outcome without its meaning: {term!r}")
 
 
@@ -172,10 +167,10 @@ class TheGeneratorManPageNamesWhatItWrites(unittest.TestCase):
     def test_the_output_section_lists_every_path_written_and_only_those(self):
         written = self.written()
         self.assertGreaterEqual(len(written), 20, "fewer paths in the golden trees than there were")
-        section = man_section(read("man/unbounded-nvidia-generator.8.scd"), "OUTPUT")
-        self.assertIsNotNone(section, "unbounded-nvidia-generator(8) has no OUTPUT section")
+        output = section(man_page("unbounded-nvidia-generator.8"), "OUTPUT")
+        self.assertIsNotNone(output, "unbounded-nvidia-generator(8) has no OUTPUT section")
         listed = []
-        for term in re.findall(r"^(_.*)$", section, re.M):  # the terms of its list, at column 0
+        for term in terms(output, "_"):
             listed += re.findall(r"_([\w.@/-]+?)_(?=,|$)", term)
         self.assertEqual(len(listed), len(set(listed)), f"listed twice: {listed}")
         self.assertEqual(sorted(set(listed) - written), [], "listed, but in no golden tree")
