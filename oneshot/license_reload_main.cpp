@@ -131,6 +131,30 @@ int usage_error(int argc, char **argv, const std::string &what)
 	return EXIT_USAGE;
 }
 
+void print_help()
+{
+	std::printf("Usage: unbounded-nvidia-license-reload [--root DIR] [--config FILE] [--boot | --npd]\n\n"
+		    "Applies rotated vGPU licensing files by restarting nvidia-gridd alone; started by\n"
+		    "unbounded-nvidia-license-reload.path and .timer.\n\n"
+		    "Options:\n"
+		    "  --root DIR      take every absolute path relative to DIR (also $UNBOUNDED_NVIDIA_ROOT)\n"
+		    "  --config FILE   configuration file (default %s under the root)\n"
+		    "  --boot          install the source's files before nvidia-gridd's first start: no jitter,\n"
+		    "                  no restart, no service manager\n"
+		    "  --npd           node-problem-detector plugin protocol for NvidiaLicenseNotAcquired (one\n"
+		    "                  line; exit 1 when nvidia-gridd has run unlicensed or pending longer than\n"
+		    "                  licensing.not_acquired_after, 0 when not, 2 unknown)\n"
+		    "  -h --help       show this help\n"
+		    "  --version       show the version\n\n"
+		    "Environment:\n"
+		    "  VGPU_LICENSE_AUTO_RELOAD      anything but 'true' switches the reloader off\n"
+		    "  VGPU_LICENSE_RELOAD_INTERVAL  the timer's interval, a duration (30s, 2m; a bare number is\n"
+		    "                                seconds) of at least 1s, applied by the generator\n\n"
+		    "Exit status: 0 applied or nothing to do, 1 rolled back or failed, 2 usage or configuration error.\n\n"
+		    "See unbounded-nvidia-license-reload(8).\n",
+		    std::string(DEFAULT_CONFIG_PATH).c_str());
+}
+
 // 0 to go on, -1 for a clean exit (--help, --version), else the exit status.
 int parse_args(int argc, char **argv, Args &a)
 {
@@ -142,15 +166,7 @@ int parse_args(int argc, char **argv, Args &a)
 		case 'c': a.config = optarg; break;
 		case 'b': a.boot = true; break;
 		case 'n': a.npd = true; break;
-		case 'h':
-			std::printf("Usage: unbounded-nvidia-license-reload [--root DIR] [--config FILE] [--boot | --npd]\n\n"
-				    "Applies rotated vGPU licensing files by restarting nvidia-gridd alone.\n"
-				    "--boot installs them before nvidia-gridd's first start: no jitter, no restart.\n"
-				    "--npd answers node-problem-detector: has nvidia-gridd run without a license for\n"
-				    "longer than licensing.not_acquired_after (exit 1), or not (exit 0)?\n"
-				    "Environment: VGPU_LICENSE_AUTO_RELOAD (anything but 'true' switches it off),\n"
-				    "VGPU_LICENSE_RELOAD_INTERVAL (seconds, used by the generator for the timer).\n");
-			return -1;
+		case 'h': print_help(); return -1;
 		case 'V': std::printf("unbounded-nvidia-license-reload %s\n", PROJECT_VERSION); return -1;
 		default:
 			return usage_error(argc, argv, "unknown or incomplete option '" + printable(argv[optind - 1]) + "' (see --help)");
@@ -158,6 +174,10 @@ int parse_args(int argc, char **argv, Args &a)
 	}
 	if (optind < argc)
 		return usage_error(argc, argv, "unexpected argument '" + printable(argv[optind]) + "'");
+	// One run is the boot install or node-problem-detector's question, never both (issue 46: --npd
+	// used to answer and --boot went unheeded).
+	if (a.boot && a.npd)
+		return usage_error(argc, argv, "--boot and --npd cannot be combined (see --help)");
 	return 0;
 }
 

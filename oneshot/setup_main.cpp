@@ -74,7 +74,10 @@ void print_help()
 		std::snprintf(line, sizeof line, "  %-16s", v.name);
 		commands += line + std::string(v.help) + "\n";
 	}
-	std::printf("Usage: unbounded-nvidia-setup [OPTIONS] [COMMAND]\n\n"
+	std::printf("Usage: unbounded-nvidia-setup [--root DIR] [--config FILE] [--json] [COMMAND]\n"
+		    "       unbounded-nvidia-setup setup --boot\n"
+		    "       unbounded-nvidia-setup verify [--json|--npd[=CONDITION]]\n"
+		    "       unbounded-nvidia-setup generate-cdi [--output FILE|-]\n\n"
 		    "Builds the NVIDIA driver root and CDI spec of a Kubernetes GPU machine.\n\n"
 		    "Commands:\n"
 		    "%s\n"
@@ -85,13 +88,15 @@ void print_help()
 		    "  --boot          setup: the boot unit's run: try again while the host is not ready (up to\n"
 		    "                  staging_timeout), record the units a failure holds back for the refresh\n"
 		    "  --output FILE   generate-cdi: write the spec to FILE ('-' for stdout, the default)\n"
-		    "  --npd[=COND]    verify: node-problem-detector plugin protocol (exit 0 OK, 1 problem,\n"
-		    "                  2 unknown; one line): COND ready (default: the problem is not ready) or\n"
+		    "  --npd[=CONDITION]\n"
+		    "                  verify: node-problem-detector plugin protocol (exit 0 OK, 1 problem,\n"
+		    "                  2 unknown; one line): CONDITION ready (default: the problem is not ready) or\n"
 		    "                  outcomes separated by commas (not-ready, staging-gone, staging-inconsistent,\n"
 		    "                  pending-host-reboot, gpus-missing)\n"
 		    "  -h --help       show this help\n"
 		    "  --version       show the version\n\n"
-		    "Exit status: 0 ready (or nothing to do), 1 not ready, 2 usage or configuration error.\n",
+		    "Exit status: 0 ready (or nothing to do), 1 not ready, 2 usage or configuration error.\n\n"
+		    "See unbounded-nvidia-setup(8).\n",
 		    commands.c_str(), std::string(DEFAULT_CONFIG_PATH).c_str());
 }
 
@@ -114,7 +119,9 @@ std::vector<std::string> split_npd_outcomes(const std::string &list)
 	}
 }
 
-int parse_args(int argc, char **argv, Args &a)
+// The options and the command, as given; 0 to go on, -1 for a clean exit (--help, --version), else
+// the exit status.
+int read_options(int argc, char **argv, Args &a)
 {
 	enum {
 		OPT_ROOT = 0x100,
@@ -137,20 +144,21 @@ int parse_args(int argc, char **argv, Args &a)
 		{nullptr, 0, nullptr, 0},
 	};
 	opterr = 0;
+	bool command_given = false;
 	int c;
 	while ((c = getopt_long(argc, argv, "+h", opts, nullptr)) >= 0 || optind < argc) {
 		if (c < 0) {
 			// A command; options may follow it ("verify --json").
-			if (a.command != "setup" || std::string(argv[optind]) == "") {
+			if (command_given || std::string(argv[optind]) == "") {
 				std::fprintf(stderr, "unbounded-nvidia-setup: unexpected argument '%s'\n", argv[optind]);
 				return EXIT_USAGE;
 			}
 			a.command = argv[optind++];
+			command_given = true;
 			if (!find_verb(a.command)) {
 				std::fprintf(stderr, "unbounded-nvidia-setup: unknown command '%s' (see --help)\n", a.command.c_str());
 				return EXIT_USAGE;
 			}
-			a.command += "\x01";  // marks "given", stripped below
 			continue;
 		}
 		switch (c) {
@@ -171,19 +179,26 @@ int parse_args(int argc, char **argv, Args &a)
 			return EXIT_USAGE;
 		}
 	}
-	if (!a.command.empty() && a.command.back() == '\x01')
-		a.command.pop_back();
-	// "ready", or outcomes separated by commas: one rule per node condition (a monitor whose rules
-	// share a condition flaps under node-problem-detectors that apply results one at a time).
-	bool npd_known = a.npd == "ready";
-	if (!npd_known && !a.npd.empty()) {
-		npd_known = true;
-		for (const auto &o : split_npd_outcomes(a.npd))
-			npd_known = npd_known && (o == "not-ready" || o == "staging-gone" || o == "staging-inconsistent" ||
-						  o == "pending-host-reboot" || o == "gpus-missing");
-	}
+	return 0;
+}
+
+// "ready", or outcomes separated by commas: one rule per node condition (a monitor whose rules
+// share a condition flaps under node-problem-detectors that apply results one at a time).
+bool npd_condition_known(const std::string &npd)
+{
+	if (npd == "ready")
+		return true;
+	for (const auto &o : split_npd_outcomes(npd))
+		if (o != "not-ready" && o != "staging-gone" && o != "staging-inconsistent" && o != "pending-host-reboot" && o != "gpus-missing")
+			return false;
+	return true;
+}
+
+// The options against the command they apply to; 0 or EXIT_USAGE.
+int check_options(const Args &a)
+{
 	const Verb &verb = *find_verb(a.command);
-	if (!a.npd.empty() && (!(verb.options & TAKES_NPD) || a.json || !npd_known)) {
+	if (!a.npd.empty() && (!(verb.options & TAKES_NPD) || a.json || !npd_condition_known(a.npd))) {
 		std::fprintf(stderr, "unbounded-nvidia-setup: --npd[=ready|not-ready|staging-gone|staging-inconsistent|"
 				     "pending-host-reboot|gpus-missing] applies to verify, without --json\n");
 		return EXIT_USAGE;
@@ -201,6 +216,14 @@ int parse_args(int argc, char **argv, Args &a)
 		return EXIT_USAGE;
 	}
 	return 0;
+}
+
+// 0 to go on, -1 for a clean exit (--help, --version), else the exit status.
+int parse_args(int argc, char **argv, Args &a)
+{
+	if (int r = read_options(argc, argv, a); r != 0)
+		return r;
+	return check_options(a);
 }
 
 // VmHWM of this process image (getrusage's ru_maxrss would include the parent's memory from before

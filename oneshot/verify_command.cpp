@@ -119,6 +119,25 @@ std::string judge_staging(const Context &ctx, Report &report, const RunSnapshot 
 	return {};
 }
 
+// No staging and no driver root: a machine without NVIDIA GPUs (nothing to verify), or one configured
+// with GPUs whose host bound nothing (broken, not a CPU node). nullopt: there is a driver to verify.
+std::optional<int> verify_without_driver(const Context &ctx, Report &report, const StagingState &staging)
+{
+	struct stat st = {};
+	if (staging.nvidia_machine || ::lstat(ctx.real(ctx.config.driver_root).c_str(), &st) == 0)
+		return std::nullopt;
+	if (!configured_gpu_machine(ctx.config).empty()) {
+		report.outcome = "staging-gone";
+		report.problems.push_back(Problem{ctx.config.staging, nothing_bound_message(ctx.config)});
+		log::error("Not ready: " + report.problems.back().message,
+			   {{"MESSAGE_ID", message_id::STAGING_GONE}, {"UNBOUNDED_NVIDIA_PATH", ctx.config.staging}});
+		return EXIT_NOT_READY;
+	}
+	report.outcome = "no-gpu";
+	log::info("Not an NVIDIA machine and no driver root: nothing to verify.");
+	return EXIT_READY;
+}
+
 }  // namespace
 
 std::optional<Problem> check_device_plugin(const Context &ctx, const SpecRead &spec, const std::string &driver_version)
@@ -149,20 +168,8 @@ int run_verify(const Context &ctx, Report &report)
 		lock = RunLock::wait_shared(ctx.real(std::string(RUN_DIR) + "/lock"), std::chrono::minutes(2));
 	}
 	StagingState staging = probe_staging(ctx);
-	struct stat st = {};
-	if (!staging.nvidia_machine && ::lstat(ctx.real(ctx.config.driver_root).c_str(), &st) < 0) {
-		if (!configured_gpu_machine(ctx.config).empty()) {
-			// A GPU machine that lost its binds is broken, not a CPU node.
-			report.outcome = "staging-gone";
-			report.problems.push_back(Problem{ctx.config.staging, nothing_bound_message(ctx.config)});
-			log::error("Not ready: " + report.problems.back().message,
-				   {{"MESSAGE_ID", message_id::STAGING_GONE}, {"UNBOUNDED_NVIDIA_PATH", ctx.config.staging}});
-			return EXIT_NOT_READY;
-		}
-		report.outcome = "no-gpu";
-		log::info("Not an NVIDIA machine and no driver root: nothing to verify.");
-		return EXIT_READY;
-	}
+	if (auto rc = verify_without_driver(ctx, report, staging))
+		return *rc;
 	// Read once: the checks, the consumer check and the look at staging take what it holds.
 	const RunSnapshot snap = [&] {
 		PhaseTimer t(report, "snapshot");

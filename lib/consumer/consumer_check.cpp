@@ -322,6 +322,21 @@ void problem(ConsumerReport &out, const char *check, const char *id, std::string
 	out.findings.push_back(ConsumerFinding{check, id, Problem{std::move(path), std::move(message)}, false});
 }
 
+// cdi_spec_dirs must hold our spec's directory, or containerd never reads the spec.
+void check_spec_dir_listed(const ContainerdView &v, const Context &ctx, ConsumerReport &out)
+{
+	const std::string ours = normalize_run_path(fs::dirname(ctx.config.cdi_spec));
+	const bool listed = std::any_of(v.cdi_spec_dirs.begin(), v.cdi_spec_dirs.end(),
+					[&](const std::string &d) { return normalize_run_path(d) == ours; });
+	if (listed)
+		return;
+	const std::string file = v.cdi_spec_dirs_from.starts_with("/") ? v.cdi_spec_dirs_from : v.config;
+	problem(out, "cdi-spec-dirs", message_id::CONTAINERD_CDI_OFF, file,
+		"containerd reads CDI specs from " + join_dirs(v.cdi_spec_dirs) + " (cdi_spec_dirs in " + printable(file) +
+			"), not from " + fs::dirname(ctx.config.cdi_spec) + " where " + ctx.config.cdi_spec + " is: add it to cdi_spec_dirs under " +
+			v.cdi_section);
+}
+
 void check_containerd(const ContainerdView &v, const Context &ctx, ConsumerReport &out)
 {
 	json &j = out.containerd;
@@ -389,16 +404,7 @@ void check_containerd(const ContainerdView &v, const Context &ctx, ConsumerRepor
 				printable(v.cdi_enabled_from) + "): pods get no GPU from " + ctx.config.cdi_spec + ". Set enable_cdi = true under " +
 				v.cdi_section + " in " + printable(file) + " and restart containerd");
 	}
-	const std::string ours = normalize_run_path(fs::dirname(ctx.config.cdi_spec));
-	const bool listed = std::any_of(v.cdi_spec_dirs.begin(), v.cdi_spec_dirs.end(),
-					[&](const std::string &d) { return normalize_run_path(d) == ours; });
-	if (!listed) {
-		const std::string file = v.cdi_spec_dirs_from.starts_with("/") ? v.cdi_spec_dirs_from : v.config;
-		problem(out, "cdi-spec-dirs", message_id::CONTAINERD_CDI_OFF, file,
-			"containerd reads CDI specs from " + join_dirs(v.cdi_spec_dirs) + " (cdi_spec_dirs in " + printable(file) +
-				"), not from " + fs::dirname(ctx.config.cdi_spec) + " where " + ctx.config.cdi_spec + " is: add it to cdi_spec_dirs under " +
-				v.cdi_section);
-	}
+	check_spec_dir_listed(v, ctx, out);
 }
 
 void check_versions(const ContainerdView &v, const std::vector<SpecFile> &specs, ConsumerReport &out)

@@ -430,6 +430,40 @@ private:
 		}
 	}
 
+	// A version-1 file's plugins under their URIs, as 2.x's v1Migrate renames them.
+	json renamed_v1_plugins(const File &f, const json &fp)
+	{
+		json renamed = json::object();
+		for (const auto &[k, v] : fp.items()) {
+			// Two names of one plugin (cri and its URI): v1Migrate keeps whichever Go's map
+			// order gives last, so containerd itself does not read the file one way.
+			if (renamed.contains(v1_plugin_uri(k))) {
+				out_.ambiguous = true;
+				out_.warnings.push_back("containerd " + std::to_string(major_) + ".x reads both [plugins." + k + "] and [plugins.\"" +
+							v1_plugin_uri(k) + "\"] of " + f.path +
+							" as one table, either one, in no fixed order: whether it uses CDI is not known");
+			}
+			renamed[v1_plugin_uri(k)] = v;
+		}
+		return renamed;
+	}
+
+	// ValidateVersion, on the merged lists: a version-1 file's names were renamed to URIs first.
+	void validate_plugin_uris()
+	{
+		for (const auto &f : files_) {
+			const bool renamed = renamed_[f.path];
+			for (const char *list : {"disabled_plugins", "required_plugins"})
+				if (f.doc.contains(list))
+					for (const auto &p : f.doc[list]) {
+						const std::string name = !p.is_string() ? p.dump() : renamed ? v1_plugin_uri(p.get<std::string>())
+													     : p.get<std::string>();
+						if (name.find('.') == std::string::npos)
+							throw Refused{f.path, "invalid plugin URI \"" + printable(name) + "\" in " + f.path + ", expect io.containerd.x.vx"};
+					}
+		}
+	}
+
 	void merge_v2()
 	{
 		long version = 3;  // 2.x's default configuration
@@ -442,21 +476,8 @@ private:
 			// MigrateConfigTo(merged version so far): from 0 or 1 up to it, renaming a version-1
 			// file's plugins on the way past 1, never down.
 			const bool v1_file = (fv == 0 || fv == 1) && version >= 2;
-			if (v1_file) {
-				json renamed = json::object();
-				for (const auto &[k, v] : fp.items()) {
-					// Two names of one plugin (cri and its URI): v1Migrate keeps whichever Go's map
-					// order gives last, so containerd itself does not read the file one way.
-					if (renamed.contains(v1_plugin_uri(k))) {
-						out_.ambiguous = true;
-						out_.warnings.push_back("containerd " + std::to_string(major_) + ".x reads both [plugins." + k + "] and [plugins.\"" +
-									v1_plugin_uri(k) + "\"] of " + f.path +
-									" as one table, either one, in no fixed order: whether it uses CDI is not known");
-					}
-					renamed[v1_plugin_uri(k)] = v;
-				}
-				fp = std::move(renamed);
-			}
+			if (v1_file)
+				fp = renamed_v1_plugins(f, fp);
 			if ((fv == 0 || fv == 1) && version > fv)
 				fv = version;
 			renamed_[f.path] = v1_file;
@@ -480,18 +501,7 @@ private:
 				version = fv;
 		}
 		out_.version = version;
-		// ValidateVersion, on the merged lists: a version-1 file's names were renamed to URIs first.
-		for (const auto &f : files_) {
-			const bool renamed = renamed_[f.path];
-			for (const char *list : {"disabled_plugins", "required_plugins"})
-				if (f.doc.contains(list))
-					for (const auto &p : f.doc[list]) {
-						const std::string name = !p.is_string() ? p.dump() : renamed ? v1_plugin_uri(p.get<std::string>())
-													     : p.get<std::string>();
-						if (name.find('.') == std::string::npos)
-							throw Refused{f.path, "invalid plugin URI \"" + printable(name) + "\" in " + f.path + ", expect io.containerd.x.vx"};
-					}
-		}
+		validate_plugin_uris();
 		if (version > 3)
 			throw Refused{last_setting("version"), "expected containerd config version equal to or less than `3`, got `" +
 								       std::to_string(version) + "`"};

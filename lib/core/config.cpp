@@ -436,7 +436,7 @@ std::vector<std::string> apply_license_environment(LicensingConfig &lic, const E
 		auto d = parse_duration(*v);
 		if (!d || d->count() < 1000)
 			warnings.push_back("Ignoring VGPU_LICENSE_RELOAD_INTERVAL='" + printable(*v) +
-					   "': not a number of seconds of at least 1; using " + format_duration(lic.reload_interval));
+					   "': not a duration of at least 1s; using " + format_duration(lic.reload_interval));
 		else
 			lic.reload_interval = *d;
 	}

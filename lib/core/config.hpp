@@ -112,9 +112,9 @@ Result<Millis> parse_duration(std::string_view text);
 std::string format_duration(Millis d);
 
 // The knobs of the driver container's watcher, VGPU_LICENSE_AUTO_RELOAD (anything but "true" switches
-// the reloader off) and VGPU_LICENSE_RELOAD_INTERVAL (seconds), override the config file when set. A
-// value that is not understood is ignored with a warning (returned): a typo must never switch
-// rotation off.
+// the reloader off) and VGPU_LICENSE_RELOAD_INTERVAL (a duration of at least 1s, read by
+// parse_duration()), override the config file when set. A value that is not understood is ignored
+// with a warning (returned): a typo must never switch rotation off.
 inline constexpr const char *LICENSE_ENVIRONMENT_FILE = "/etc/default/unbounded-nvidia-license-reload";
 using EnvLookup = std::function<std::optional<std::string>(const char *name)>;
 std::vector<std::string> apply_license_environment(LicensingConfig &lic, const EnvLookup &env);

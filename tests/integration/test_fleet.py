@@ -396,6 +396,17 @@ class TestLicenseCondition(unittest.TestCase):
             self.assertTrue(r.stdout.startswith("unknown: "), r.stdout)
             self.assertLessEqual(len(r.stdout.strip()), 80)
 
+    def test_boot_and_npd_together_are_a_usage_error(self):
+        """Issue 46: --boot --npd once answered the condition and ignored --boot. Either order, one
+        clear line on stderr, and node-problem-detector's one line on stdout."""
+        m = MachineRoot(self)
+        self.state(m, "licensed", 60)
+        for args in (["--boot", "--npd"], ["--npd", "--boot"]):
+            r = subprocess.run([LICENSE_BIN, "--root", m.path, *args], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertEqual(r.stderr, "unbounded-nvidia-license-reload: --boot and --npd cannot be combined (see --help)\n")
+            self.assertEqual(r.stdout, "unknown: --boot and --npd cannot be combined (see --help)\n")
+
     def test_a_condition_that_fires_at_once_is_a_configuration_error(self):
         """Issue 34: not_acquired_after 0 would raise the condition at every pending moment."""
         m = MachineRoot(self)

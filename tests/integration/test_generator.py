@@ -199,17 +199,19 @@ class TestGolden(unittest.TestCase):
         self.assertTrue(os.path.lexists(os.path.join(out, "multi-user.target.wants/unbounded-nvidia-refresh.path")))
 
     def test_interval_from_the_environment(self):
-        r, out, _ = self.generate("04-licensing-configured", env={"VGPU_LICENSE_RELOAD_INTERVAL": "90"})
-        self.assertEqual(r.returncode, 0, r.stderr)
-        with open(os.path.join(out, "unbounded-nvidia-license-reload.timer.d/50-unbounded-nvidia-interval.conf")) as f:
-            self.assertIn("OnUnitInactiveSec=90s", f.read())
+        """A duration, as the configuration's (issue 46: it was documented as seconds); a bare number is seconds."""
+        for value, interval in (("90", "90s"), ("2m", "120s"), ("1m30s", "90s")):
+            r, out, _ = self.generate("04-licensing-configured", env={"VGPU_LICENSE_RELOAD_INTERVAL": value})
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(os.path.join(out, "unbounded-nvidia-license-reload.timer.d/50-unbounded-nvidia-interval.conf")) as f:
+                self.assertIn(f"OnUnitInactiveSec={interval}\n", f.read())
 
     def test_a_bad_interval_knob_warns_and_keeps_rotation_on(self):
         """Issue 13: VGPU_LICENSE_RELOAD_INTERVAL=soon (PID 1's environment) must not switch rotation off."""
         for bad in ("soon", "0.5", "0"):
             r, out, _ = self.generate("04-licensing-configured", env={"VGPU_LICENSE_RELOAD_INTERVAL": bad})
             self.assertEqual(r.returncode, 0, r.stderr)
-            self.assertIn(f"Ignoring VGPU_LICENSE_RELOAD_INTERVAL='{bad}': not a number of seconds of at least 1; using", r.stderr)
+            self.assertIn(f"Ignoring VGPU_LICENSE_RELOAD_INTERVAL='{bad}': not a duration of at least 1s; using", r.stderr)
             self.assertNotIn("setup will report", r.stderr)
             self.assertTrue(os.path.lexists(os.path.join(out, "timers.target.wants/unbounded-nvidia-license-reload.timer")))
             with open(os.path.join(out, "unbounded-nvidia-license-reload.timer.d/50-unbounded-nvidia-interval.conf")) as f:

@@ -435,9 +435,22 @@ TEST_CASE("the kill switch and the interval knob", "[license]")
 	CHECK(lic.auto_reload);
 }
 
+TEST_CASE("the interval knob is a duration, as the configuration's are (issue 46)", "[license]")
+{
+	const std::pair<const char *, long> cases[] = {{"90", 90'000}, {"2m", 120'000}, {"1m30s", 90'000}, {"1500ms", 1'500}, {"1s", 1'000}};
+	for (const auto &[text, ms] : cases) {
+		LicensingConfig lic;
+		auto env = [value = text](const char *n) -> std::optional<std::string> {
+			return std::string_view(n) == "VGPU_LICENSE_RELOAD_INTERVAL" ? std::optional<std::string>(value) : std::nullopt;
+		};
+		CHECK(apply_license_environment(lic, env).empty());
+		CHECK(lic.reload_interval == Millis(ms));
+	}
+}
+
 TEST_CASE("a bad interval knob is ignored with a warning, never switching rotation off", "[license]")
 {
-	for (const char *bad : {"soon", "0.5", "0", "-5", "30x"}) {
+	for (const char *bad : {"soon", "0.5", "0", "-5", "30x", "500ms"}) {
 		LicensingConfig lic;
 		lic.reload_interval = 45s;  // from the config file
 		auto env = [bad](const char *n) -> std::optional<std::string> {
@@ -446,7 +459,7 @@ TEST_CASE("a bad interval knob is ignored with a warning, never switching rotati
 		auto w = apply_license_environment(lic, env);
 		REQUIRE(w.size() == 1);
 		CHECK(w[0] == std::string("Ignoring VGPU_LICENSE_RELOAD_INTERVAL='") + bad +
-				      "': not a number of seconds of at least 1; using 45s");
+				      "': not a duration of at least 1s; using 45s");
 		CHECK(lic.reload_interval == 45s);
 		CHECK(lic.auto_reload);
 	}

@@ -1,6 +1,7 @@
 """What the Python test tiers share: the integration harness (fake machine roots, the TAP runner), the
 CDI schema check, Debian's real NVIDIA packages unpacked as hosts, the base classes of the CDI and
-setup tests, and the booted machines of the system tiers.
+setup tests, the booted machines of the system tiers, and the man pages' sources as the documentation
+checks read them.
 
 Test modules import from this package only, never from one another (tests/unit/test_python_imports.py
 holds that; a tier's own helper modules beside its tests, as tests/containerd/pods.py, are not test modules). Meson puts tests/lib on PYTHONPATH for every Python test; a script run by hand does the same:

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""The code's shape (issue 46's acceptance): no function of the programs (lib/, oneshot/, generator/,
+fuzz/) is over 70 lines, counted from the first line of its signature to its closing brace, as the
+commits that cut the long ones counted them.
+
+A function is found as .clang-format writes one (tests/unit/check_format.sh holds every file to it):
+its opening brace alone on a line (BraceWrapping AfterFunction; control statements, classes,
+namespaces and lambdas keep theirs on the line they open), at the indentation of its signature's
+first line, with continuation lines indented deeper; it ends at the first '}' alone at that
+indentation. A member function defined in its class is found the same way, one tab in. Lambdas and
+local classes count in the function that holds them."""
+
+import os
+import re
+import unittest
+
+from unbounded_tests import TESTS_DIR
+from unbounded_tests.harness import main
+
+SOURCE_ROOT = os.path.dirname(TESTS_DIR)
+TOPS = ("lib", "oneshot", "generator", "fuzz")
+MAX_LINES = 70
+
+
+def functions(text):
+    """[(first line, last line, signature's first line)] of the functions in a C++ file's text."""
+    lines = text.split("\n")
+    found = []
+    i = 1
+    while i < len(lines):
+        m = re.fullmatch(r"(\t*)\{", lines[i])
+        if not m:
+            i += 1
+            continue
+        indent = m.group(1)
+        head = i - 1
+        while head > 0 and lines[head].startswith(indent + "\t"):  # the signature's continuation lines
+            head -= 1
+        signature = lines[head]
+        rest = signature[len(indent):]
+        if (not signature.startswith(indent) or rest[:1] in ("", "\t", "/", "#", "}")
+                or signature.rstrip().endswith((";", "{", "}"))):
+            i += 1  # a block of some other kind
+            continue
+        end = i + 1
+        while end < len(lines) and lines[end] != indent + "}":
+            end += 1
+        found.append((head + 1, end + 1, signature.strip()))
+        i = end + 1
+    return found
+
+
+def source_files():
+    for top in TOPS:
+        for dirpath, dirnames, filenames in os.walk(os.path.join(SOURCE_ROOT, top)):
+            dirnames.sort()
+            for name in sorted(filenames):
+                if name.endswith((".cpp", ".hpp", ".h", ".c")):
+                    yield os.path.join(dirpath, name)
+
+
+class TestCodeShape(unittest.TestCase):
+    def test_the_finder_finds_functions_as_clang_format_writes_them(self):
+        text = ("namespace x {\n"
+                "\n"
+                "// a comment\n"
+                "int short_one() { return 1; }\n"
+                "Result<void> two_lines(int a,\n"
+                "\t\t       int b)\n"
+                "{\n"
+                "\tif (a) {\n"
+                "\t\treturn {};\n"
+                "\t}\n"
+                "\t{\n"
+                "\t\tint scoped = 0;\n"
+                "\t}\n"
+                "\tauto f = [&] {\n"
+                "\t\treturn b;\n"
+                "\t};\n"
+                "}\n"
+                "class C {\n"
+                "public:\n"
+                "\tint member() const\n"
+                "\t{\n"
+                "\t\treturn 2;\n"
+                "\t}\n"
+                "};\n"
+                "}  // namespace x\n")
+        self.assertEqual(functions(text), [(5, 17, "Result<void> two_lines(int a,"), (20, 23, "int member() const")])
+
+    def test_no_function_is_over_70_lines(self):
+        count, long_ones = 0, []
+        for path in source_files():
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            for first, last, signature in functions(text):
+                count += 1
+                if last - first + 1 > MAX_LINES:
+                    long_ones.append(f"{os.path.relpath(path, SOURCE_ROOT)}:{first}: {last - first + 1} lines: {signature}")
+        self.assertGreater(count, 500, "fewer functions found than the programs have: has the layout changed?")
+        self.assertEqual(long_ones, [], f"functions over {MAX_LINES} lines: cut them along the steps they have")
+
+
+if __name__ == "__main__":
+    main()
