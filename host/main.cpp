@@ -23,8 +23,8 @@ constexpr const char *PROGRAM = "unbounded-nvidia-host";
 
 void help()
 {
-	std::printf("Usage: %s [--root DIR] [--json] binds MACHINE [--gpus LIST] [--licensing DIR] [--credentials]\n"
-		    "                             [--enabled=yes|no|auto] [--no-optix] [--print|--check]\n"
+	std::printf("Usage: %s [--root DIR] [--json] binds MACHINE [--gpus LIST] [--licensing DIR] [--credentials] [--enabled=V] "
+		    "[--no-optix] [--print|--check]\n"
 		    "       %s [--root DIR] [--json] check\n\n"
 		    "The host's half of unbounded-nvidia-setup: run on the host, as root.\n\n"
 		    "Commands:\n"
@@ -43,7 +43,7 @@ void help()
 		    "  --print         print the files' lines instead of writing them\n"
 		    "  --check         compare the files with what is needed; name each missing or superfluous line\n"
 		    "  -h, --help      show this help\n\n"
-		    "Exit status: 0 done, ready or up to date; 1 not ready, or the files differ (--check); 2 usage error.\n"
+		    "Exit status: 0 done, up to date or ready, 1 not ready or the files differ (--check), 2 usage error.\n"
 		    "See unbounded-nvidia-host(8).\n",
 		    PROGRAM, PROGRAM);
 }

@@ -13,6 +13,7 @@ from unbounded_tests.harness import GENERATOR, SETUP, main
 from unbounded_tests.man_pages import man_page, section, terms
 
 LICENSE_BIN = os.environ.get("LICENSE_BIN", "")
+HOST_BIN = os.environ.get("HOST_BIN", "")
 OPTION = re.compile(r"(?<![\w-])(--?[a-z][a-z-]*)")
 # Shown by every program and not part of any synopsis.
 EVERYWHERE = {"-h", "--help", "--version"}
@@ -108,6 +109,20 @@ class TestSetup(CliCase):
 class TestLicenseReload(CliCase):
     binary = LICENSE_BIN
     page = "unbounded-nvidia-license-reload.8"
+
+    def test_help_options_are_the_man_page_options(self):
+        self.check_options_match()
+
+    def test_usage_lines_are_the_synopsis(self):
+        self.check_usage_is_the_synopsis()
+
+    def test_help_ends_with_exit_status_and_man_page(self):
+        self.check_help_ends_with_exit_status_and_man_page()
+
+
+class TestHost(CliCase):
+    binary = HOST_BIN
+    page = "unbounded-nvidia-host.8"
 
     def test_help_options_are_the_man_page_options(self):
         self.check_options_match()
