@@ -111,7 +111,10 @@ std::string judge_staging(const Context &ctx, Report &report, const RunSnapshot 
 std::optional<Problem> check_device_plugin(const Context &ctx, const SpecRead &spec, const std::string &driver_version)
 {
 	const std::string &path = ctx.config.device_plugin_spec;
-	auto details = verify_device_plugin_spec(ctx, spec, driver_version);
+	std::optional<Problem> wiring;  // generated from another root: a restart writes the same spec again
+	auto details = verify_device_plugin_spec(ctx, spec, driver_version, &wiring);
+	if (wiring)
+		return wiring;
 	if (details.empty())
 		return std::nullopt;
 	// A spec naming files of another driver, after a refresh swapped the root, is the usual case.

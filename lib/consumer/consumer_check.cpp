@@ -539,7 +539,9 @@ public:
 	void operator()(const SpecFile &s, const json &doc)
 	{
 		const bool claim = s.name.starts_with(DRA_PREFIX);
-		if (!claim && !mounts_under(doc, ctx_.config.driver_root))
+		// The device plugin's own spec has its check, and its own advice (verify_command.cpp).
+		if (!claim && (normalize_run_path(s.path) == normalize_run_path(ctx_.config.device_plugin_spec) ||
+			       !mounts_under(doc, ctx_.config.driver_root)))
 			return;
 		claims_ += claim;
 		if (checked_ == MAX_CHECKED || scan_.out_of_time()) {
@@ -551,11 +553,22 @@ public:
 			return;
 		}
 		checked_++;
+		const std::string uid = claim ? printable(s.name.substr(DRA_PREFIX.size(), s.name.size() - DRA_PREFIX.size() - 5)) : "";
+		// The DRA driver's kubelet plugin rewrites its spec's paths from /driver-root to its
+		// nvidiaDriverRoot (cmd/gpu-kubelet-plugin/cdi.go), "/" unless told.
+		if (auto w = claim ? generated_from_another_root(doc, ctx_.config.driver_root) : std::nullopt; w && !w->device_node) {
+			const std::string why = "it mounts " + printable(w->host_path) + ", outside " + ctx_.config.driver_root;
+			stale_.push_back(json{{"file", printable(s.path)}, {"claim", uid}, {"problem", why}});
+			scan_.warn("dra-stale", message_id::DRA_CLAIM_SPEC_STALE, printable(s.path),
+				   "The CDI spec of the DRA claim " + uid + " was generated from another driver root: " + why +
+					   ". Set the DRA driver's Helm value nvidiaDriverRoot (NVIDIA_DRIVER_ROOT of its kubelet plugins) to " +
+					   ctx_.config.driver_root);
+			return;
+		}
 		std::vector<Problem> problems;
 		check_cdi_host_paths(ctx_, doc, printable(s.path), problems, FOREIGN_SPEC_BUDGET);
 		if (problems.empty())
 			return;
-		const std::string uid = claim ? printable(s.name.substr(DRA_PREFIX.size(), s.name.size() - DRA_PREFIX.size() - 5)) : "";
 		stale_.push_back(json{{"file", printable(s.path)}, {"claim", claim ? json(uid) : json(nullptr)}, {"problem", problems.front().message}});
 		scan_.warn("dra-stale", message_id::DRA_CLAIM_SPEC_STALE, printable(s.path),
 			   "The CDI spec of " + (claim ? "the DRA claim " + uid : printable(s.path)) + " is stale: " + problems.front().message +

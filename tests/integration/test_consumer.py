@@ -613,5 +613,70 @@ class TestDraClaims(ConsumerCase):
         self.assertTrue(any("/var/run/cdi/someone-else.json is stale" in w for w in r.result["warnings"]), r.result["warnings"])
 
 
+
+class TestKubernetesWiring(ConsumerCase):
+    """Issue 45, item 5: what verify finds on the machine that shows the NVIDIA device plugin or the DRA
+    driver wired to another driver root names the setting to change."""
+
+    def plugin(self, m, edit):
+        spec = json.loads(plugin_spec(m, V1))
+        edit(spec)
+        write(m.p(PLUGIN_SPEC), json.dumps(spec))
+
+    def test_a_device_plugin_spec_generated_from_another_driver_root(self):
+        # nvidiaDriverRoot left at "/" on a machine with a driver of its own in /usr/lib: every hostPath
+        # exists and names the driver's version, and pods would get that driver, not the root setup keeps.
+        m = self.machine()
+        for lib in ("libcuda.so", "libnvidia-ml.so"):
+            write(m.p(f"/usr/lib/{ARCH}/{lib}.{V1}"), "not ours")
+
+        def from_slash(spec):
+            for mount in spec["containerEdits"]["mounts"]:
+                mount["hostPath"] = mount["containerPath"] = mount["hostPath"].replace("/run/nvidia/driver/lib", "/usr/lib")
+
+        self.plugin(m, from_slash)
+        r = self.assertNotReady(m, PLUGIN_SPEC, f"/usr/lib/{ARCH}/libcuda.so.{V1}", "generated from the driver root /,",
+                                "to /run/nvidia/driver", "nvidiaDriverRoot", "NVIDIA_DRIVER_ROOT", "hostPaths.driverInstallDir")
+        self.assertNotIn("so it writes a current spec", r.result["problems"][0]["message"])
+        # setup warns the same (it never fails on the plugin's spec)
+        s = m.setup()
+        self.assertEqual(s.returncode, 0, s.stderr)
+        self.assertTrue(any("nvidiaDriverRoot" in w for w in s.result["warnings"]), s.result["warnings"])
+
+    def test_device_plugin_device_nodes_under_the_driver_root(self):
+        # Helm's nvidiaDriverRoot=/run/nvidia/driver without nvidiaDevRoot: the plugin's device root follows
+        # its driver root, and its nodes are /run/nvidia/driver/dev/..., which our root never has.
+        m = self.machine()
+
+        def dev_under_root(spec):
+            for edits in [spec["containerEdits"]] + [d["containerEdits"] for d in spec["devices"]]:
+                for node in edits["deviceNodes"]:
+                    node["hostPath"] = "/run/nvidia/driver" + node["path"]
+
+        self.plugin(m, dev_under_root)
+        r = self.assertNotReady(m, PLUGIN_SPEC, "/run/nvidia/driver/dev/nvidia", "nvidiaDevRoot", "NVIDIA_DEV_ROOT", "device root to /")
+        self.assertNotIn("so it writes a current spec", r.result["problems"][0]["message"])
+
+    def test_a_device_plugin_spec_of_our_root_is_not_judged_wired_wrong(self):
+        m = self.machine()
+        write(m.p(PLUGIN_SPEC), plugin_spec(m, V1))
+        self.assertReady(m)
+        write(m.p(PLUGIN_SPEC), plugin_spec(m, V2))  # stale: the advice stays a restart
+        self.assertNotReady(m, PLUGIN_SPEC, "does not match driver", "so it writes a current spec")
+
+    def test_a_dra_claim_spec_generated_from_another_driver_root(self):
+        # The DRA driver's nvidiaDriverRoot defaults to "/": its claim's spec mounts the machine's /usr/lib.
+        m = self.machine()
+        write(m.p(f"/usr/lib/{ARCH}/libcuda.so.{V1}"), "not ours")
+        path = f"/var/run/cdi/k8s.gpu.nvidia.com-claim_{CLAIM_UID}.yaml"
+        write(m.p(path), dra_claim_spec(V1).replace("/run/nvidia/driver/lib", "/usr/lib"))
+        r = self.assertReady(m)  # claims come and go: a warning, as a stale claim's
+        found = [w for w in r.result["warnings"] if CLAIM_UID in w]
+        self.assertEqual(len(found), 1, r.result["warnings"])
+        self.assertIn("generated from another driver root", found[0])
+        self.assertIn("nvidiaDriverRoot", found[0])
+        self.assertEqual([s["claim"] for s in r.result["dra_claims"]["stale"]], [CLAIM_UID])
+
+
 if __name__ == "__main__":
     main()
