@@ -317,6 +317,16 @@ private:
 
 std::string runtime_name(const ContainerdView &v) { return v.runtime == "cri-o" ? "CRI-O" : "containerd"; }
 
+// Whether `path` names anything in the machine (lstat, its directory opened inside the root).
+bool exists_in_root(const Context &ctx, const std::string &path)
+{
+	const UniqueFd root(::open(ctx.root.empty() ? "/" : ctx.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+	auto dir = root ? open_confined(root.get(), fs::dirname(path), ConfinedOpen{Confinement::InRoot, O_PATH | O_DIRECTORY, true})
+			: fail(Error{});
+	struct stat st = {};
+	return dir && ::fstatat(dir->get(), fs::basename(path).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
 void problem(ConsumerReport &out, const char *check, const char *id, std::string path, std::string message)
 {
 	out.findings.push_back(ConsumerFinding{check, id, Problem{std::move(path), std::move(message)}, false});
@@ -389,16 +399,21 @@ void check_containerd(const ContainerdView &v, const Context &ctx, ConsumerRepor
 				printable(v.cdi_enabled_from) + "): pods get no GPU from " + ctx.config.cdi_spec + ". Set enable_cdi = true under " +
 				v.cdi_section + " in " + printable(file) + " and restart containerd");
 	}
-	const std::string ours = normalize_run_path(fs::dirname(ctx.config.cdi_spec));
-	const bool listed = std::any_of(v.cdi_spec_dirs.begin(), v.cdi_spec_dirs.end(),
-					[&](const std::string &d) { return normalize_run_path(d) == ours; });
-	if (!listed) {
+	// Our spec's directory, and the device plugin's when it has written its spec there (its cdi-cri and
+	// cdi-annotations strategies name its devices, which the runtime finds only there).
+	auto needs = [&](const std::string &spec, const std::string &whose) {
+		const std::string dir = fs::dirname(spec);
+		if (std::any_of(v.cdi_spec_dirs.begin(), v.cdi_spec_dirs.end(),
+				[&](const std::string &d) { return normalize_run_path(d) == normalize_run_path(dir); }))
+			return;
 		const std::string file = v.cdi_spec_dirs_from.starts_with("/") ? v.cdi_spec_dirs_from : v.config;
 		problem(out, "cdi-spec-dirs", message_id::CONTAINERD_CDI_OFF, file,
-			"containerd reads CDI specs from " + join_dirs(v.cdi_spec_dirs) + " (cdi_spec_dirs in " + printable(file) +
-				"), not from " + fs::dirname(ctx.config.cdi_spec) + " where " + ctx.config.cdi_spec + " is: add it to cdi_spec_dirs under " +
-				v.cdi_section);
-	}
+			runtime_name(v) + " reads CDI specs from " + join_dirs(v.cdi_spec_dirs) + " (cdi_spec_dirs in " + printable(file) +
+				"), not from " + dir + " where " + whose + spec + " is: add it to cdi_spec_dirs under " + v.cdi_section);
+	};
+	needs(ctx.config.cdi_spec, "");
+	if (exists_in_root(ctx, ctx.config.device_plugin_spec))
+		needs(ctx.config.device_plugin_spec, "the NVIDIA device plugin's spec ");
 }
 
 void check_versions(const ContainerdView &v, const std::vector<SpecFile> &specs, ConsumerReport &out)
@@ -591,11 +606,7 @@ constexpr const char *SCHEMA_OVERRIDE = "/etc/cdi/schema/schema.json";
 
 void check_schema_override(const Context &ctx, ConsumerReport &out)
 {
-	const UniqueFd root(::open(ctx.root.empty() ? "/" : ctx.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-	auto dir = root ? open_confined(root.get(), fs::dirname(SCHEMA_OVERRIDE), ConfinedOpen{Confinement::InRoot, O_PATH | O_DIRECTORY, true})
-			: fail(Error{});
-	struct stat st = {};
-	if (!dir || ::fstatat(dir->get(), "schema.json", &st, AT_SYMLINK_NOFOLLOW) < 0)
+	if (!exists_in_root(ctx, SCHEMA_OVERRIDE))
 		return;
 	problem(out, "cdi-schema", message_id::CDI_SPEC_SHADOWED, SCHEMA_OVERRIDE,
 		std::string(SCHEMA_OVERRIDE) + " exists: the CDI library of containerd, CRI-O and podman validates every spec against it instead of "

@@ -562,7 +562,9 @@ class TestNewerConsumers(ConsumerCase):
     def test_a_crio_drop_in_without_our_directory(self):
         m = self.crio_machine(conf='[crio.runtime]\ncdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]\n',
                               drop_ins={"10-cdi.conf": '[crio.runtime]\ncdi_spec_dirs = ["/var/run/cdi"]\n'})
-        self.assertNotReady(m, "/etc/crio/crio.conf.d/10-cdi.conf", "reads CDI specs from /var/run/cdi", "[crio.runtime]")
+        # The runtime the message names is CRI-O, and the setting is its cdi_spec_dirs (issue 45, item 5).
+        self.assertNotReady(m, "/etc/crio/crio.conf.d/10-cdi.conf", "CRI-O reads CDI specs from /var/run/cdi",
+                            "(cdi_spec_dirs in /etc/crio/crio.conf.d/10-cdi.conf)", "[crio.runtime]")
 
     def test_a_crio_config_it_cannot_parse(self):
         m = self.crio_machine(drop_ins={"10-cdi.conf": "[crio.runtime\n"})
@@ -616,7 +618,8 @@ class TestDraClaims(ConsumerCase):
 
 class TestKubernetesWiring(ConsumerCase):
     """Issue 45, item 5: what verify finds on the machine that shows the NVIDIA device plugin or the DRA
-    driver wired to another driver root names the setting to change."""
+    driver wired to another driver root, or the container runtime to spec directories without theirs,
+    names the setting to change."""
 
     def plugin(self, m, edit):
         spec = json.loads(plugin_spec(m, V1))
@@ -676,6 +679,14 @@ class TestKubernetesWiring(ConsumerCase):
         self.assertIn("generated from another driver root", found[0])
         self.assertIn("nvidiaDriverRoot", found[0])
         self.assertEqual([s["claim"] for s in r.result["dra_claims"]["stale"]], [CLAIM_UID])
+
+    def test_containerd_that_does_not_read_the_device_plugins_directory(self):
+        m = self.machine("1.7.24", f'version = 2\n{CRI_17}\n  enable_cdi = true\n  cdi_spec_dirs = ["/etc/cdi"]\n')
+        self.assertReady(m)  # no spec of the device plugin: nothing needs /var/run/cdi
+        write(m.p(PLUGIN_SPEC), plugin_spec(m, V1))
+        r = self.assertNotReady(m, CONFIG, "containerd reads CDI specs from /etc/cdi", "not from /var/run/cdi",
+                                "k8s.device-plugin.nvidia.com-gpu.json", "add it to cdi_spec_dirs", CRI_17)
+        self.assertEqual(r.result["consumer_findings"]["cdi-spec-dirs"], 1)
 
 
 if __name__ == "__main__":
