@@ -4,8 +4,10 @@
 #include "cdi_check.hpp"
 #include "confined_open.hpp"
 #include "containerd.hpp"
+#include "containerd_config.hpp"
 #include "message_ids.hpp"
 #include "side_specs.hpp"
+#include "toml_reader.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -613,6 +615,60 @@ void check_schema_override(const Context &ctx, ConsumerReport &out)
 					       "its own schema, and refuses what it refuses; verify cannot tell which specs pass. Remove it");
 }
 
+// nvidia-container-runtime's configuration (nvidia-container-toolkit's api/config/v1/config.go and
+// runtime.go: one file, its path fixed unless the runtime's environment moves it). It decides what a
+// pod it runs that names its GPUs in NVIDIA_VISIBLE_DEVICES gets: our spec only with mode "cdi" (the
+// default "auto" is jit-cdi on a GPU machine since 1.18, internal/info/auto.go, a spec it makes
+// itself), modes.cdi.spec-dirs holding our directory and modes.cdi.default-kind our kind (the
+// names it qualifies, internal/modifier/cdi.go). Warnings: pods of the device plugin's CDI
+// strategies, and of the DRA driver, never pass through it.
+constexpr const char *NVIDIA_RUNTIME_CONFIG = "/etc/nvidia-container-runtime/config.toml";
+
+void check_nvidia_runtime(const Context &ctx, ConsumerReport &out)
+{
+	const std::string file = NVIDIA_RUNTIME_CONFIG;
+	auto warn = [&](const std::string &message) {
+		out.findings.push_back(ConsumerFinding{"nvidia-runtime", message_id::NVIDIA_RUNTIME_NOT_OURS, Problem{file, printable(message)}, true});
+	};
+	const UniqueFd root(::open(ctx.root.empty() ? "/" : ctx.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+	if (!root)
+		return;
+	auto text = read_runtime_config(root.get(), file, 1u << 20);
+	auto doc = text ? parse_toml_bounded(*text, file, ParseLimits{32, 100000}) : fail(text.error());
+	if (!doc) {
+		if (doc.error().errnum != ENOENT)
+			warn(file + " cannot be read (" + doc.error().message + "): nvidia-container-runtime fails on it, and on every pod it runs");
+		return;
+	}
+	auto at = [](const nlohmann::json &t, const char *key) -> const nlohmann::json * {
+		return t.is_object() && t.contains(key) ? &t[key] : nullptr;
+	};
+	const nlohmann::json *runtime = at(*doc, "nvidia-container-runtime");
+	const nlohmann::json *mode = runtime ? at(*runtime, "mode") : nullptr;
+	const std::string m = mode && mode->is_string() ? mode->get<std::string>().substr(0, 64) : "auto";
+	const std::string pods = ": a pod it runs that names its GPUs in NVIDIA_VISIBLE_DEVICES (the device plugin's envvar strategy, "
+				 "the GPU Operator's own pods) ";
+	if (m != "cdi") {
+		warn("nvidia-container-runtime's mode is \"" + m + "\" in " + file + pods +
+		     "gets what that mode builds itself (\"auto\" is jit-cdi from nvidia-container-toolkit 1.18: a spec made from "
+		     "nvidia-container-cli.root), not " +
+		     ctx.config.cdi_spec + ": set mode = \"cdi\" under [nvidia-container-runtime]");
+		return;
+	}
+	const nlohmann::json *modes = at(*runtime, "modes");
+	const nlohmann::json *cdi = modes ? at(*modes, "cdi") : nullptr;
+	const std::string ours = normalize_run_path(fs::dirname(ctx.config.cdi_spec));
+	if (const nlohmann::json *dirs = cdi ? at(*cdi, "spec-dirs") : nullptr;
+	    dirs && !(dirs->is_array() && std::any_of(dirs->begin(), dirs->end(), [&](const nlohmann::json &d) {
+			      return d.is_string() && normalize_run_path(d.get<std::string>()) == ours;
+		      })))
+		warn("nvidia-container-runtime.modes.cdi.spec-dirs in " + file + " does not list " + fs::dirname(ctx.config.cdi_spec) + pods +
+		     "gets none of " + ctx.config.cdi_spec + "'s devices: add it there");
+	if (const nlohmann::json *kind = cdi ? at(*cdi, "default-kind") : nullptr; kind && !(kind->is_string() && *kind == CDI_KIND))
+		warn("nvidia-container-runtime.modes.cdi.default-kind in " + file + " is not " + CDI_KIND + pods +
+		     "gets devices of that kind, not " + ctx.config.cdi_spec + "'s: set it to " + CDI_KIND + " or remove it");
+}
+
 }  // namespace
 
 std::size_t ConsumerReport::count(std::string_view check) const
@@ -648,6 +704,7 @@ ConsumerReport check_consumer(const Context &ctx, const KnownSpecs *known, const
 	scan.foreign = [&](const SpecFile &s, const json &doc) { dra(s, doc); };
 	scan.run();
 	check_schema_override(ctx, out);
+	check_nvidia_runtime(ctx, out);
 	check_versions(view, scan.specs, out);
 	check_shadowing(scan.specs, view.max_cdi_version, out);
 	out.dra = dra.result();

@@ -615,11 +615,13 @@ class TestDraClaims(ConsumerCase):
         self.assertTrue(any("/var/run/cdi/someone-else.json is stale" in w for w in r.result["warnings"]), r.result["warnings"])
 
 
+NVIDIA_RUNTIME = "/etc/nvidia-container-runtime/config.toml"
+
 
 class TestKubernetesWiring(ConsumerCase):
-    """Issue 45, item 5: what verify finds on the machine that shows the NVIDIA device plugin or the DRA
-    driver wired to another driver root, or the container runtime to spec directories without theirs,
-    names the setting to change."""
+    """Issue 45, item 5: what verify finds on the machine that shows the NVIDIA device plugin, the container
+    runtime or nvidia-container-runtime wired to another driver root or spec directory names the setting to
+    change (unbounded-nvidia-setup(8), KUBERNETES, says where each was read upstream)."""
 
     def plugin(self, m, edit):
         spec = json.loads(plugin_spec(m, V1))
@@ -687,6 +689,62 @@ class TestKubernetesWiring(ConsumerCase):
         r = self.assertNotReady(m, CONFIG, "containerd reads CDI specs from /etc/cdi", "not from /var/run/cdi",
                                 "k8s.device-plugin.nvidia.com-gpu.json", "add it to cdi_spec_dirs", CRI_17)
         self.assertEqual(r.result["consumer_findings"]["cdi-spec-dirs"], 1)
+
+    def runtime_config(self, m, text):
+        write(m.p(NVIDIA_RUNTIME), text)
+        r = self.assertReady(m)  # warnings: pods of the device plugin's cdi strategies never pass it
+        return [w for w in r.result["warnings"] if NVIDIA_RUNTIME in w], r
+
+    def test_nvidia_container_runtime_in_cdi_mode_reading_our_spec(self):
+        m = self.machine()
+        found, r = self.runtime_config(m, '[nvidia-container-runtime]\nmode = "cdi"\n\n[nvidia-container-cli]\nroot = "/"\n')
+        self.assertEqual(found, [])
+        self.assertEqual(r.result["consumer_findings"]["nvidia-runtime"], 0)
+
+    def test_nvidia_container_runtime_not_in_cdi_mode(self):
+        m = self.machine()
+        # nvidia-ctk's own default file says "auto", which the runtime resolves to jit-cdi; none at all is "auto" too.
+        for text in ('[nvidia-container-runtime]\nmode = "auto"\n', '[nvidia-container-cli]\nroot = "/run/nvidia/driver"\n',
+                     'nvidia-container-runtime.mode = "legacy"\n'):
+            found, r = self.runtime_config(m, text)
+            self.assertEqual(len(found), 1, (text, r.result["warnings"]))
+            self.assertIn('set mode = "cdi" under [nvidia-container-runtime]', found[0])
+            self.assertEqual(r.result["consumer_findings"]["nvidia-runtime"], 1)
+
+    def test_nvidia_container_runtime_spec_dirs_without_ours(self):
+        m = self.machine()
+        found, _ = self.runtime_config(m, '[nvidia-container-runtime]\nmode = "cdi"\n'
+                                          '[nvidia-container-runtime.modes.cdi]\nspec-dirs = ["/var/run/cdi"]\n')
+        self.assertEqual(len(found), 1, found)
+        self.assertIn("nvidia-container-runtime.modes.cdi.spec-dirs", found[0])
+        self.assertIn("/etc/cdi", found[0])
+
+    def test_nvidia_container_runtime_default_kind_of_another_vendor(self):
+        m = self.machine()
+        found, _ = self.runtime_config(m, '[nvidia-container-runtime]\nmode = "cdi"\n'
+                                          '[nvidia-container-runtime.modes.cdi]\ndefault-kind = "k8s.device-plugin.nvidia.com/gpu"\n')
+        self.assertEqual(len(found), 1, found)
+        self.assertIn("nvidia-container-runtime.modes.cdi.default-kind", found[0])
+
+    def test_nvidia_container_runtime_config_hostile(self):
+        m = self.machine()
+        # A link resolves inside the machine root, as the runtime in the machine reads it.
+        write(m.p("/opt/nvidia/config.toml"), '[nvidia-container-runtime]\nmode = "legacy"\n')
+        os.makedirs(m.p("/etc/nvidia-container-runtime"), exist_ok=True)
+        os.symlink("/opt/nvidia/config.toml", m.p(NVIDIA_RUNTIME))
+        r = self.assertReady(m)
+        self.assertTrue(any('mode = "cdi"' in w for w in r.result["warnings"]), r.result["warnings"])
+        # A FIFO does not hang verify, and a file that is no TOML is said, not guessed at.
+        os.unlink(m.p(NVIDIA_RUNTIME))
+        os.mkfifo(m.p(NVIDIA_RUNTIME))
+        start = time.monotonic()
+        r = self.assertReady(m)
+        self.assertLess(time.monotonic() - start, 20)
+        self.assertEqual(r.result["consumer_findings"]["nvidia-runtime"], 1)
+        os.unlink(m.p(NVIDIA_RUNTIME))
+        found, _ = self.runtime_config(m, "[nvidia-container-runtime\n")
+        self.assertEqual(len(found), 1, found)
+        self.assertIn("cannot be read", found[0])
 
 
 if __name__ == "__main__":
