@@ -143,7 +143,10 @@ std::optional<int> verify_without_driver(const Context &ctx, Report &report, con
 std::optional<Problem> check_device_plugin(const Context &ctx, const SpecRead &spec, const std::string &driver_version)
 {
 	const std::string &path = ctx.config.device_plugin_spec;
-	auto details = verify_device_plugin_spec(ctx, spec, driver_version);
+	std::optional<Problem> wiring;  // generated from another root: a restart writes the same spec again
+	auto details = verify_device_plugin_spec(ctx, spec, driver_version, &wiring);
+	if (wiring)
+		return wiring;
 	if (details.empty())
 		return std::nullopt;
 	// A spec naming files of another driver, after a refresh swapped the root, is the usual case.

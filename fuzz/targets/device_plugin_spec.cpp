@@ -1,7 +1,7 @@
 // The JSON spec the NVIDIA device plugin (and the DRA driver) write into /var/run/cdi, from a pod:
 // read capped at MAX_SPEC_BYTES, checked without building first (check_json_bounded), structure,
-// core mounts and host paths under a fake root. Contract: a spec over the cap is one problem;
-// every problem is one printable line.
+// the root it was generated from, core mounts and host paths under a fake root. Contract: a spec
+// over the cap is one problem; every problem is one printable line.
 #define FUZZ_NAME "device_plugin_spec"
 #include "fuzz_target.hpp"
 
@@ -24,7 +24,10 @@ FUZZ_TARGET
 		FUZZ_REQUIRE_LINE(p[0].message);
 	}
 	fuzz::write_file(ctx.root + path, text);
-	for (const auto &p : verify_device_plugin_spec(ctx, path, "535.104.05"))
+	std::optional<Problem> wiring;  // a spec generated from another root: one problem naming the settings
+	for (const auto &p : verify_device_plugin_spec(ctx, path, "535.104.05", &wiring))
 		FUZZ_REQUIRE_LINE(p.message);
+	if (wiring)
+		FUZZ_REQUIRE_LINE(wiring->message);
 	return 0;
 }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <climits>
 #include <map>
 #include <fcntl.h>
 #include <set>
@@ -479,12 +480,60 @@ std::vector<Problem> verify_cdi_spec(const Context &ctx, const SpecRead &file, c
 	return problems;
 }
 
-std::vector<Problem> verify_device_plugin_spec(const Context &ctx, const std::string &path, const std::string &driver_version)
+std::vector<Problem> verify_device_plugin_spec(const Context &ctx, const std::string &path, const std::string &driver_version,
+					       std::optional<Problem> *wiring)
 {
-	return verify_device_plugin_spec(ctx, read_spec(ctx, path, MAX_SPEC_BYTES), driver_version);
+	return verify_device_plugin_spec(ctx, read_spec(ctx, path, MAX_SPEC_BYTES), driver_version, wiring);
 }
 
-std::vector<Problem> verify_device_plugin_spec(const Context &ctx, const SpecRead &file, const std::string &driver_version)
+std::optional<WrongRoot> generated_from_another_root(const json &doc, const std::string &driver_root)
+{
+	const std::string root = driver_root.ends_with('/') ? driver_root.substr(0, driver_root.size() - 1) : driver_root;
+	auto str = [](const json &o, const char *key) {
+		return o.is_object() && o.contains(key) && o[key].is_string() ? o[key].get<std::string>() : std::string();
+	};
+	std::optional<WrongRoot> node, outside;
+	bool inside = false;  // a core library from the root: generated from it, whatever else it mounts
+	auto edits = [&](const json &e) {
+		if (!e.is_object())
+			return;
+		if (e.contains("mounts") && e["mounts"].is_array())
+			for (const auto &m : e["mounts"]) {
+				const std::string host = str(m, "hostPath"), base = fs::basename(host);
+				if (host.size() > PATH_MAX || !(base.starts_with("libcuda.so.") || base.starts_with("libnvidia-ml.so.")))
+					continue;
+				if (host.starts_with(root + "/")) {
+					inside = true;
+					continue;
+				}
+				if (outside)
+					continue;
+				// nvcdi's containerPath is the hostPath less the root it was given.
+				const std::string ctr = str(m, "containerPath");
+				const bool known = ctr.starts_with("/") && host.ends_with(ctr);
+				const std::string from = known ? host.substr(0, host.size() - ctr.size()) : std::string();
+				outside = WrongRoot{false, host, known ? (from.empty() ? "/" : from) : ""};
+			}
+		if (!node && e.contains("deviceNodes") && e["deviceNodes"].is_array())
+			for (const auto &d : e["deviceNodes"])
+				if (const std::string host = str(d, "hostPath"); host.size() <= PATH_MAX && host.starts_with(root + "/dev/")) {
+					node = WrongRoot{true, host, root};
+					break;
+				}
+	};
+	if (doc.contains("containerEdits"))
+		edits(doc["containerEdits"]);
+	if (doc.contains("devices") && doc["devices"].is_array())
+		for (const auto &d : doc["devices"])
+			if (d.is_object() && d.contains("containerEdits"))
+				edits(d["containerEdits"]);
+	if (node)
+		return node;
+	return inside ? std::nullopt : outside;
+}
+
+std::vector<Problem> verify_device_plugin_spec(const Context &ctx, const SpecRead &file, const std::string &driver_version,
+					       std::optional<Problem> *wiring)
 {
 	std::vector<Problem> problems;
 	const std::string &path = file.path;
@@ -507,6 +556,26 @@ std::vector<Problem> verify_device_plugin_spec(const Context &ctx, const SpecRea
 	check_cdi_structure(doc, path, problems);
 	if (!problems.empty())
 		return problems;
+	// k8s-device-plugin generates its spec inside its pod from /driver-root, the hostPath mount of its
+	// driver root, and rewrites the paths to that root (internal/cdi/cdi.go); its device root is its
+	// --dev-root, which defaults to the driver root (api/config/v1/config.go).
+	if (wiring)
+		if (auto w = generated_from_another_root(doc, ctx.config.driver_root)) {
+			const std::string &root = ctx.config.driver_root;
+			*wiring = Problem{
+				path, w->device_node
+					      ? printable("The NVIDIA device plugin's CDI spec " + path + " takes device nodes from " + w->host_path +
+							  ": its device root followed its driver root, and " + root +
+							  " has no dev/. Set the device plugin's device root to / (Helm value nvidiaDevRoot, its "
+							  "NVIDIA_DEV_ROOT or --dev-root) and restart its pod")
+					      : printable("The NVIDIA device plugin's CDI spec " + path + " mounts " + w->host_path + ", outside " + root +
+							  (w->root.empty() ? std::string(": it was generated from another driver root,")
+									   : ": it was generated from the driver root " + w->root + ",") +
+							  " not from the one setup keeps current. Set the device plugin's driver root to " + root +
+							  " (Helm value nvidiaDriverRoot, its NVIDIA_DRIVER_ROOT or --driver-root; with the GPU Operator, "
+							  "hostPaths.driverInstallDir) and restart its pod")};
+			return problems;
+		}
 	check_core_mounts(doc, path, driver_version, problems);
 	check_cdi_host_paths(ctx, doc, path, problems, FOREIGN_SPEC_BUDGET);
 	return problems;

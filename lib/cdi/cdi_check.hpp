@@ -58,9 +58,24 @@ std::vector<Problem> verify_cdi_spec(const Context &ctx, const std::string &path
 std::vector<Problem> verify_cdi_spec(const Context &ctx, const SpecRead &file, const std::string &driver_version,
 				     const CdiSpec *expected, const std::string &kind = CDI_KIND);
 
-// The device plugin's JSON spec, when it exists.
-std::vector<Problem> verify_device_plugin_spec(const Context &ctx, const std::string &path,
-					       const std::string &driver_version);
-std::vector<Problem> verify_device_plugin_spec(const Context &ctx, const SpecRead &file, const std::string &driver_version);
+// A spec another writer generated from the driver root with nvcdi (the device plugin, the DRA driver)
+// whose paths say it was told another root: the first device node whose hostPath is under
+// `driver_root`/dev/ (a device root that followed the driver root, which has no dev/); else, when no
+// mount of libcuda.so.* or libnvidia-ml.so.* has its hostPath under `driver_root`, the first that
+// has not, and the root it came from (the hostPath less its containerPath, "" when that cannot be
+// told). Paths are compared as written: nvcdi writes them with symlinks resolved.
+struct WrongRoot {
+	bool device_node = false;
+	std::string host_path, root;
+};
+std::optional<WrongRoot> generated_from_another_root(const nlohmann::ordered_json &doc, const std::string &driver_root);
+
+// The device plugin's JSON spec, when it exists. With `wiring`: set when the spec was generated from
+// another root (generated_from_another_root), a problem naming the plugin's settings; the spec's
+// other problems, which follow from that, are then not listed.
+std::vector<Problem> verify_device_plugin_spec(const Context &ctx, const std::string &path, const std::string &driver_version,
+					       std::optional<Problem> *wiring = nullptr);
+std::vector<Problem> verify_device_plugin_spec(const Context &ctx, const SpecRead &file, const std::string &driver_version,
+					       std::optional<Problem> *wiring = nullptr);
 
 }  // namespace unbounded

@@ -4,8 +4,10 @@
 #include "cdi_check.hpp"
 #include "confined_open.hpp"
 #include "containerd.hpp"
+#include "containerd_config.hpp"
 #include "message_ids.hpp"
 #include "side_specs.hpp"
+#include "toml_reader.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -317,24 +319,39 @@ private:
 
 std::string runtime_name(const ContainerdView &v) { return v.runtime == "cri-o" ? "CRI-O" : "containerd"; }
 
+// Whether `path` names anything in the machine (lstat, its directory opened inside the root).
+bool exists_in_root(const Context &ctx, const std::string &path)
+{
+	const UniqueFd root(::open(ctx.root.empty() ? "/" : ctx.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+	auto dir = root ? open_confined(root.get(), fs::dirname(path), ConfinedOpen{Confinement::InRoot, O_PATH | O_DIRECTORY, true})
+			: fail(Error{});
+	struct stat st = {};
+	return dir && ::fstatat(dir->get(), fs::basename(path).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
 void problem(ConsumerReport &out, const char *check, const char *id, std::string path, std::string message)
 {
 	out.findings.push_back(ConsumerFinding{check, id, Problem{std::move(path), std::move(message)}, false});
 }
 
 // cdi_spec_dirs must hold our spec's directory, or containerd never reads the spec.
+// Our spec's directory, and the device plugin's when it has written its spec there (its cdi-cri and
+// cdi-annotations strategies name its devices, which the runtime finds only there).
 void check_spec_dir_listed(const ContainerdView &v, const Context &ctx, ConsumerReport &out)
 {
-	const std::string ours = normalize_run_path(fs::dirname(ctx.config.cdi_spec));
-	const bool listed = std::any_of(v.cdi_spec_dirs.begin(), v.cdi_spec_dirs.end(),
-					[&](const std::string &d) { return normalize_run_path(d) == ours; });
-	if (listed)
-		return;
-	const std::string file = v.cdi_spec_dirs_from.starts_with("/") ? v.cdi_spec_dirs_from : v.config;
-	problem(out, "cdi-spec-dirs", message_id::CONTAINERD_CDI_OFF, file,
-		"containerd reads CDI specs from " + join_dirs(v.cdi_spec_dirs) + " (cdi_spec_dirs in " + printable(file) +
-			"), not from " + fs::dirname(ctx.config.cdi_spec) + " where " + ctx.config.cdi_spec + " is: add it to cdi_spec_dirs under " +
-			v.cdi_section);
+	auto needs = [&](const std::string &spec, const std::string &whose) {
+		const std::string dir = fs::dirname(spec);
+		if (std::any_of(v.cdi_spec_dirs.begin(), v.cdi_spec_dirs.end(),
+				[&](const std::string &d) { return normalize_run_path(d) == normalize_run_path(dir); }))
+			return;
+		const std::string file = v.cdi_spec_dirs_from.starts_with("/") ? v.cdi_spec_dirs_from : v.config;
+		problem(out, "cdi-spec-dirs", message_id::CONTAINERD_CDI_OFF, file,
+			runtime_name(v) + " reads CDI specs from " + join_dirs(v.cdi_spec_dirs) + " (cdi_spec_dirs in " + printable(file) +
+				"), not from " + dir + " where " + whose + spec + " is: add it to cdi_spec_dirs under " + v.cdi_section);
+	};
+	needs(ctx.config.cdi_spec, "");
+	if (exists_in_root(ctx, ctx.config.device_plugin_spec))
+		needs(ctx.config.device_plugin_spec, "the NVIDIA device plugin's spec ");
 }
 
 void check_containerd(const ContainerdView &v, const Context &ctx, ConsumerReport &out)
@@ -545,7 +562,9 @@ public:
 	void operator()(const SpecFile &s, const json &doc)
 	{
 		const bool claim = s.name.starts_with(DRA_PREFIX);
-		if (!claim && !mounts_under(doc, ctx_.config.driver_root))
+		// The device plugin's own spec has its check, and its own advice (verify_command.cpp).
+		if (!claim && (normalize_run_path(s.path) == normalize_run_path(ctx_.config.device_plugin_spec) ||
+			       !mounts_under(doc, ctx_.config.driver_root)))
 			return;
 		claims_ += claim;
 		if (checked_ == MAX_CHECKED || scan_.out_of_time()) {
@@ -557,11 +576,22 @@ public:
 			return;
 		}
 		checked_++;
+		const std::string uid = claim ? printable(s.name.substr(DRA_PREFIX.size(), s.name.size() - DRA_PREFIX.size() - 5)) : "";
+		// The DRA driver's kubelet plugin rewrites its spec's paths from /driver-root to its
+		// nvidiaDriverRoot (cmd/gpu-kubelet-plugin/cdi.go), "/" unless told.
+		if (auto w = claim ? generated_from_another_root(doc, ctx_.config.driver_root) : std::nullopt; w && !w->device_node) {
+			const std::string why = "it mounts " + printable(w->host_path) + ", outside " + ctx_.config.driver_root;
+			stale_.push_back(json{{"file", printable(s.path)}, {"claim", uid}, {"problem", why}});
+			scan_.warn("dra-stale", message_id::DRA_CLAIM_SPEC_STALE, printable(s.path),
+				   "The CDI spec of the DRA claim " + uid + " was generated from another driver root: " + why +
+					   ". Set the DRA driver's Helm value nvidiaDriverRoot (NVIDIA_DRIVER_ROOT of its kubelet plugins) to " +
+					   ctx_.config.driver_root);
+			return;
+		}
 		std::vector<Problem> problems;
 		check_cdi_host_paths(ctx_, doc, printable(s.path), problems, FOREIGN_SPEC_BUDGET);
 		if (problems.empty())
 			return;
-		const std::string uid = claim ? printable(s.name.substr(DRA_PREFIX.size(), s.name.size() - DRA_PREFIX.size() - 5)) : "";
 		stale_.push_back(json{{"file", printable(s.path)}, {"claim", claim ? json(uid) : json(nullptr)}, {"problem", problems.front().message}});
 		scan_.warn("dra-stale", message_id::DRA_CLAIM_SPEC_STALE, printable(s.path),
 			   "The CDI spec of " + (claim ? "the DRA claim " + uid : printable(s.path)) + " is stale: " + problems.front().message +
@@ -584,15 +614,65 @@ constexpr const char *SCHEMA_OVERRIDE = "/etc/cdi/schema/schema.json";
 
 void check_schema_override(const Context &ctx, ConsumerReport &out)
 {
-	const UniqueFd root(::open(ctx.root.empty() ? "/" : ctx.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-	auto dir = root ? open_confined(root.get(), fs::dirname(SCHEMA_OVERRIDE), ConfinedOpen{Confinement::InRoot, O_PATH | O_DIRECTORY, true})
-			: fail(Error{});
-	struct stat st = {};
-	if (!dir || ::fstatat(dir->get(), "schema.json", &st, AT_SYMLINK_NOFOLLOW) < 0)
+	if (!exists_in_root(ctx, SCHEMA_OVERRIDE))
 		return;
 	problem(out, "cdi-schema", message_id::CDI_SPEC_SHADOWED, SCHEMA_OVERRIDE,
 		std::string(SCHEMA_OVERRIDE) + " exists: the CDI library of containerd, CRI-O and podman validates every spec against it instead of "
 					       "its own schema, and refuses what it refuses; verify cannot tell which specs pass. Remove it");
+}
+
+// nvidia-container-runtime's configuration (nvidia-container-toolkit's api/config/v1/config.go and
+// runtime.go: one file, its path fixed unless the runtime's environment moves it). It decides what a
+// pod it runs that names its GPUs in NVIDIA_VISIBLE_DEVICES gets: our spec only with mode "cdi" (the
+// default "auto" is jit-cdi on a GPU machine since 1.18, internal/info/auto.go, a spec it makes
+// itself), modes.cdi.spec-dirs holding our directory and modes.cdi.default-kind our kind (the
+// names it qualifies, internal/modifier/cdi.go). Warnings: pods of the device plugin's CDI
+// strategies, and of the DRA driver, never pass through it.
+constexpr const char *NVIDIA_RUNTIME_CONFIG = "/etc/nvidia-container-runtime/config.toml";
+
+void check_nvidia_runtime(const Context &ctx, ConsumerReport &out)
+{
+	const std::string file = NVIDIA_RUNTIME_CONFIG;
+	auto warn = [&](const std::string &message) {
+		out.findings.push_back(ConsumerFinding{"nvidia-runtime", message_id::NVIDIA_RUNTIME_NOT_OURS, Problem{file, printable(message)}, true});
+	};
+	const UniqueFd root(::open(ctx.root.empty() ? "/" : ctx.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+	if (!root)
+		return;
+	auto text = read_runtime_config(root.get(), file, 1u << 20);
+	auto doc = text ? parse_toml_bounded(*text, file, ParseLimits{32, 100000}) : fail(text.error());
+	if (!doc) {
+		if (doc.error().errnum != ENOENT)
+			warn(file + " cannot be read (" + doc.error().message + "): nvidia-container-runtime fails on it, and on every pod it runs");
+		return;
+	}
+	auto at = [](const nlohmann::json &t, const char *key) -> const nlohmann::json * {
+		return t.is_object() && t.contains(key) ? &t[key] : nullptr;
+	};
+	const nlohmann::json *runtime = at(*doc, "nvidia-container-runtime");
+	const nlohmann::json *mode = runtime ? at(*runtime, "mode") : nullptr;
+	const std::string m = mode && mode->is_string() ? mode->get<std::string>().substr(0, 64) : "auto";
+	const std::string pods = ": a pod it runs that names its GPUs in NVIDIA_VISIBLE_DEVICES (the device plugin's envvar strategy, "
+				 "the GPU Operator's own pods) ";
+	if (m != "cdi") {
+		warn("nvidia-container-runtime's mode is \"" + m + "\" in " + file + pods +
+		     "gets what that mode builds itself (\"auto\" is jit-cdi from nvidia-container-toolkit 1.18: a spec made from "
+		     "nvidia-container-cli.root), not " +
+		     ctx.config.cdi_spec + ": set mode = \"cdi\" under [nvidia-container-runtime]");
+		return;
+	}
+	const nlohmann::json *modes = at(*runtime, "modes");
+	const nlohmann::json *cdi = modes ? at(*modes, "cdi") : nullptr;
+	const std::string ours = normalize_run_path(fs::dirname(ctx.config.cdi_spec));
+	if (const nlohmann::json *dirs = cdi ? at(*cdi, "spec-dirs") : nullptr;
+	    dirs && !(dirs->is_array() && std::any_of(dirs->begin(), dirs->end(), [&](const nlohmann::json &d) {
+			      return d.is_string() && normalize_run_path(d.get<std::string>()) == ours;
+		      })))
+		warn("nvidia-container-runtime.modes.cdi.spec-dirs in " + file + " does not list " + fs::dirname(ctx.config.cdi_spec) + pods +
+		     "gets none of " + ctx.config.cdi_spec + "'s devices: add it there");
+	if (const nlohmann::json *kind = cdi ? at(*cdi, "default-kind") : nullptr; kind && !(kind->is_string() && *kind == CDI_KIND))
+		warn("nvidia-container-runtime.modes.cdi.default-kind in " + file + " is not " + CDI_KIND + pods +
+		     "gets devices of that kind, not " + ctx.config.cdi_spec + "'s: set it to " + CDI_KIND + " or remove it");
 }
 
 }  // namespace
@@ -630,6 +710,7 @@ ConsumerReport check_consumer(const Context &ctx, const KnownSpecs *known, const
 	scan.foreign = [&](const SpecFile &s, const json &doc) { dra(s, doc); };
 	scan.run();
 	check_schema_override(ctx, out);
+	check_nvidia_runtime(ctx, out);
 	check_versions(view, scan.specs, out);
 	check_shadowing(scan.specs, view.max_cdi_version, out);
 	out.dra = dra.result();

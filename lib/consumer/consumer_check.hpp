@@ -34,10 +34,11 @@ struct ConsumerFinding {
 // limits), cdi-crash (a spec the CDI library panics on), config-refused (containerd refuses its configuration and does not start), cdi-schema (a
 // file that replaces the CDI schema of every runtime). Warnings: second-spec (another spec of our
 // kind that does not take our devices), dra-stale, containerd-config (unreadable, or the version
-// unknown), cdi-scan (a directory too full or slow to read whole).
+// unknown), cdi-scan (a directory too full or slow to read whole), nvidia-runtime
+// (nvidia-container-runtime's configuration gives NVIDIA_VISIBLE_DEVICES another spec than ours).
 inline constexpr const char *CONSUMER_CHECKS[] = {"cdi-disabled", "cdi-spec-dirs", "cdi-version", "shadowed", "unjudged", "cdi-crash",
 						  "config-refused", "cdi-schema", "second-spec", "dra-stale", "containerd-config",
-						  "cdi-scan"};
+						  "cdi-scan", "nvidia-runtime"};
 
 struct ConsumerReport {
 	std::vector<ConsumerFinding> findings;

@@ -30,6 +30,8 @@ inline constexpr const char *CDI_VERSION_REFUSED = "f7bdc2d4002e4779907f0b8d59ef
 inline constexpr const char *CDI_SPEC_SHADOWED = "c8fdcdb042c947a0b4f51bc3dfe48bc5";
 inline constexpr const char *DRA_CLAIM_SPEC_STALE = "ca4f2b522335499d8673c32f16a7b3a3";
 inline constexpr const char *CONTAINERD_CONFIG_UNKNOWN = "c9b01f03c7b7455f8a9bdeea4f62e074";
+// nvidia-container-runtime's configuration gives NVIDIA_VISIBLE_DEVICES a spec other than ours (a warning).
+inline constexpr const char *NVIDIA_RUNTIME_NOT_OURS = "ef766c6f35c34f3c8eab66f2189418af";
 // nvidia-gridd's license state, logged by the reloader when it changes (license_state.hpp).
 inline constexpr const char *LICENSE_ACQUIRED = "1ffeb0bd3c444ea7a8826604fb437cd2";
 inline constexpr const char *LICENSE_NOT_ACQUIRED = "3287c0ed1ead40f7a65c4c30fa39ca8e";

@@ -562,7 +562,9 @@ class TestNewerConsumers(ConsumerCase):
     def test_a_crio_drop_in_without_our_directory(self):
         m = self.crio_machine(conf='[crio.runtime]\ncdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]\n',
                               drop_ins={"10-cdi.conf": '[crio.runtime]\ncdi_spec_dirs = ["/var/run/cdi"]\n'})
-        self.assertNotReady(m, "/etc/crio/crio.conf.d/10-cdi.conf", "reads CDI specs from /var/run/cdi", "[crio.runtime]")
+        # The runtime the message names is CRI-O, and the setting is its cdi_spec_dirs (issue 45, item 5).
+        self.assertNotReady(m, "/etc/crio/crio.conf.d/10-cdi.conf", "CRI-O reads CDI specs from /var/run/cdi",
+                            "(cdi_spec_dirs in /etc/crio/crio.conf.d/10-cdi.conf)", "[crio.runtime]")
 
     def test_a_crio_config_it_cannot_parse(self):
         m = self.crio_machine(drop_ins={"10-cdi.conf": "[crio.runtime\n"})
@@ -611,6 +613,138 @@ class TestDraClaims(ConsumerCase):
         write(m.p("/var/run/cdi/someone-else.json"), dra_claim_spec(V2).replace("k8s.gpu.nvidia.com/claim", "example.com/gpu"))
         r = self.assertReady(m)
         self.assertTrue(any("/var/run/cdi/someone-else.json is stale" in w for w in r.result["warnings"]), r.result["warnings"])
+
+
+NVIDIA_RUNTIME = "/etc/nvidia-container-runtime/config.toml"
+
+
+class TestKubernetesWiring(ConsumerCase):
+    """Issue 45, item 5: what verify finds on the machine that shows the NVIDIA device plugin, the container
+    runtime or nvidia-container-runtime wired to another driver root or spec directory names the setting to
+    change (unbounded-nvidia-setup(8), KUBERNETES, says where each was read upstream)."""
+
+    def plugin(self, m, edit):
+        spec = json.loads(plugin_spec(m, V1))
+        edit(spec)
+        write(m.p(PLUGIN_SPEC), json.dumps(spec))
+
+    def test_a_device_plugin_spec_generated_from_another_driver_root(self):
+        # nvidiaDriverRoot left at "/" on a machine with a driver of its own in /usr/lib: every hostPath
+        # exists and names the driver's version, and pods would get that driver, not the root setup keeps.
+        m = self.machine()
+        for lib in ("libcuda.so", "libnvidia-ml.so"):
+            write(m.p(f"/usr/lib/{ARCH}/{lib}.{V1}"), "not ours")
+
+        def from_slash(spec):
+            for mount in spec["containerEdits"]["mounts"]:
+                mount["hostPath"] = mount["containerPath"] = mount["hostPath"].replace("/run/nvidia/driver/lib", "/usr/lib")
+
+        self.plugin(m, from_slash)
+        r = self.assertNotReady(m, PLUGIN_SPEC, f"/usr/lib/{ARCH}/libcuda.so.{V1}", "generated from the driver root /,",
+                                "to /run/nvidia/driver", "nvidiaDriverRoot", "NVIDIA_DRIVER_ROOT", "hostPaths.driverInstallDir")
+        self.assertNotIn("so it writes a current spec", r.result["problems"][0]["message"])
+        # setup warns the same (it never fails on the plugin's spec)
+        s = m.setup()
+        self.assertEqual(s.returncode, 0, s.stderr)
+        self.assertTrue(any("nvidiaDriverRoot" in w for w in s.result["warnings"]), s.result["warnings"])
+
+    def test_device_plugin_device_nodes_under_the_driver_root(self):
+        # Helm's nvidiaDriverRoot=/run/nvidia/driver without nvidiaDevRoot: the plugin's device root follows
+        # its driver root, and its nodes are /run/nvidia/driver/dev/..., which our root never has.
+        m = self.machine()
+
+        def dev_under_root(spec):
+            for edits in [spec["containerEdits"]] + [d["containerEdits"] for d in spec["devices"]]:
+                for node in edits["deviceNodes"]:
+                    node["hostPath"] = "/run/nvidia/driver" + node["path"]
+
+        self.plugin(m, dev_under_root)
+        r = self.assertNotReady(m, PLUGIN_SPEC, "/run/nvidia/driver/dev/nvidia", "nvidiaDevRoot", "NVIDIA_DEV_ROOT", "device root to /")
+        self.assertNotIn("so it writes a current spec", r.result["problems"][0]["message"])
+
+    def test_a_device_plugin_spec_of_our_root_is_not_judged_wired_wrong(self):
+        m = self.machine()
+        write(m.p(PLUGIN_SPEC), plugin_spec(m, V1))
+        self.assertReady(m)
+        write(m.p(PLUGIN_SPEC), plugin_spec(m, V2))  # stale: the advice stays a restart
+        self.assertNotReady(m, PLUGIN_SPEC, "does not match driver", "so it writes a current spec")
+
+    def test_a_dra_claim_spec_generated_from_another_driver_root(self):
+        # The DRA driver's nvidiaDriverRoot defaults to "/": its claim's spec mounts the machine's /usr/lib.
+        m = self.machine()
+        write(m.p(f"/usr/lib/{ARCH}/libcuda.so.{V1}"), "not ours")
+        path = f"/var/run/cdi/k8s.gpu.nvidia.com-claim_{CLAIM_UID}.yaml"
+        write(m.p(path), dra_claim_spec(V1).replace("/run/nvidia/driver/lib", "/usr/lib"))
+        r = self.assertReady(m)  # claims come and go: a warning, as a stale claim's
+        found = [w for w in r.result["warnings"] if CLAIM_UID in w]
+        self.assertEqual(len(found), 1, r.result["warnings"])
+        self.assertIn("generated from another driver root", found[0])
+        self.assertIn("nvidiaDriverRoot", found[0])
+        self.assertEqual([s["claim"] for s in r.result["dra_claims"]["stale"]], [CLAIM_UID])
+
+    def test_containerd_that_does_not_read_the_device_plugins_directory(self):
+        m = self.machine("1.7.24", f'version = 2\n{CRI_17}\n  enable_cdi = true\n  cdi_spec_dirs = ["/etc/cdi"]\n')
+        self.assertReady(m)  # no spec of the device plugin: nothing needs /var/run/cdi
+        write(m.p(PLUGIN_SPEC), plugin_spec(m, V1))
+        r = self.assertNotReady(m, CONFIG, "containerd reads CDI specs from /etc/cdi", "not from /var/run/cdi",
+                                "k8s.device-plugin.nvidia.com-gpu.json", "add it to cdi_spec_dirs", CRI_17)
+        self.assertEqual(r.result["consumer_findings"]["cdi-spec-dirs"], 1)
+
+    def runtime_config(self, m, text):
+        write(m.p(NVIDIA_RUNTIME), text)
+        r = self.assertReady(m)  # warnings: pods of the device plugin's cdi strategies never pass it
+        return [w for w in r.result["warnings"] if NVIDIA_RUNTIME in w], r
+
+    def test_nvidia_container_runtime_in_cdi_mode_reading_our_spec(self):
+        m = self.machine()
+        found, r = self.runtime_config(m, '[nvidia-container-runtime]\nmode = "cdi"\n\n[nvidia-container-cli]\nroot = "/"\n')
+        self.assertEqual(found, [])
+        self.assertEqual(r.result["consumer_findings"]["nvidia-runtime"], 0)
+
+    def test_nvidia_container_runtime_not_in_cdi_mode(self):
+        m = self.machine()
+        # nvidia-ctk's own default file says "auto", which the runtime resolves to jit-cdi; none at all is "auto" too.
+        for text in ('[nvidia-container-runtime]\nmode = "auto"\n', '[nvidia-container-cli]\nroot = "/run/nvidia/driver"\n',
+                     'nvidia-container-runtime.mode = "legacy"\n'):
+            found, r = self.runtime_config(m, text)
+            self.assertEqual(len(found), 1, (text, r.result["warnings"]))
+            self.assertIn('set mode = "cdi" under [nvidia-container-runtime]', found[0])
+            self.assertEqual(r.result["consumer_findings"]["nvidia-runtime"], 1)
+
+    def test_nvidia_container_runtime_spec_dirs_without_ours(self):
+        m = self.machine()
+        found, _ = self.runtime_config(m, '[nvidia-container-runtime]\nmode = "cdi"\n'
+                                          '[nvidia-container-runtime.modes.cdi]\nspec-dirs = ["/var/run/cdi"]\n')
+        self.assertEqual(len(found), 1, found)
+        self.assertIn("nvidia-container-runtime.modes.cdi.spec-dirs", found[0])
+        self.assertIn("/etc/cdi", found[0])
+
+    def test_nvidia_container_runtime_default_kind_of_another_vendor(self):
+        m = self.machine()
+        found, _ = self.runtime_config(m, '[nvidia-container-runtime]\nmode = "cdi"\n'
+                                          '[nvidia-container-runtime.modes.cdi]\ndefault-kind = "k8s.device-plugin.nvidia.com/gpu"\n')
+        self.assertEqual(len(found), 1, found)
+        self.assertIn("nvidia-container-runtime.modes.cdi.default-kind", found[0])
+
+    def test_nvidia_container_runtime_config_hostile(self):
+        m = self.machine()
+        # A link resolves inside the machine root, as the runtime in the machine reads it.
+        write(m.p("/opt/nvidia/config.toml"), '[nvidia-container-runtime]\nmode = "legacy"\n')
+        os.makedirs(m.p("/etc/nvidia-container-runtime"), exist_ok=True)
+        os.symlink("/opt/nvidia/config.toml", m.p(NVIDIA_RUNTIME))
+        r = self.assertReady(m)
+        self.assertTrue(any('mode = "cdi"' in w for w in r.result["warnings"]), r.result["warnings"])
+        # A FIFO does not hang verify, and a file that is no TOML is said, not guessed at.
+        os.unlink(m.p(NVIDIA_RUNTIME))
+        os.mkfifo(m.p(NVIDIA_RUNTIME))
+        start = time.monotonic()
+        r = self.assertReady(m)
+        self.assertLess(time.monotonic() - start, 20)
+        self.assertEqual(r.result["consumer_findings"]["nvidia-runtime"], 1)
+        os.unlink(m.p(NVIDIA_RUNTIME))
+        found, _ = self.runtime_config(m, "[nvidia-container-runtime\n")
+        self.assertEqual(len(found), 1, found)
+        self.assertIn("cannot be read", found[0])
 
 
 if __name__ == "__main__":
