@@ -8,7 +8,7 @@
 #                      (not in CI: the arm64 tier is its release build, the package tier its plain one)
 #   make check-sanitizers  ASan+UBSan build, unit and integration tiers, every report fatal
 #   make check-fuzz    every libFuzzer target briefly, and a parser broken on purpose caught (fuzz/)
-#   make soak          the randomized tiers for SOAK_MINUTES (60) with fresh seeds (not in CI)
+#   make soak          the randomized tiers (oracle, stateful) for SOAK_MINUTES (60) with fresh seeds (not in CI)
 #   make gpu-check     on a machine with an NVIDIA GPU and driver only (never CI): the real thing
 BUILD ?= build
 # Warnings are errors in CI's builds (CI=true), never in a user's: a newer compiler's new warning must
@@ -22,7 +22,7 @@ BUILD_DEPS := meson ninja-build g++ pkg-config libsystemd-dev libmount-dev nlohm
 	libyaml-cpp-dev libtomlplusplus-dev catch2 systemd scdoc
 # systemd-journal-remote: the unit tier writes a journal file for the sd-journal reader of nvidia-gridd.
 # clang-format-14: the format suite holds the C++ files to .clang-format.
-TEST_DEPS := python3 python3-jsonschema python3-yaml util-linux strace systemd-journal-remote clang-format-14
+TEST_DEPS := python3 python3-jsonschema python3-yaml python3-hypothesis util-linux strace systemd-journal-remote clang-format-14
 # The system tier boots a mkosi image with systemd-nspawn.
 SYSTEM_DEPS := systemd-container mkosi debootstrap
 PACKAGE_DEPS := debhelper dpkg-dev fakeroot lintian man-db groff-base git
@@ -112,10 +112,12 @@ check-fuzz: fuzz-build
 	fuzz/run-fuzzers.py --expect-failure $(BUILD_FUZZ) $(CHECK_FUZZ_SECONDS) mountinfo-broken
 
 # Long runs of the randomized tiers, fresh seeds until SOAK_MINUTES are up: the differential test of
-# verify against the real CDI library (tests/oracle/). Root, like make check's booted tiers.
+# verify against the real CDI library (tests/oracle/), and the stateful sequences (tests/stateful/).
+# Root, like make check's booted tiers.
 SOAK_MINUTES ?= 60
 soak: build
-	env ORACLE_MINUTES=$(SOAK_MINUTES) ORACLE_SEED=random meson test -C $(BUILD) --suite oracle --print-errorlogs --timeout-multiplier 0
+	env ORACLE_MINUTES=$(SOAK_MINUTES) ORACLE_SEED=random STATEFUL_MINUTES=$(SOAK_MINUTES) \
+		meson test -C $(BUILD) --suite oracle --suite stateful --print-errorlogs --timeout-multiplier 0
 
 # A real GPU: lay out a machine root from this host's own driver, build the driver root from it and
 # prove it works (tests/gpu/gpu_check.py). Exit 2 without a GPU.
