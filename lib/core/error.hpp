@@ -28,15 +28,15 @@ template <typename T = void> using Result = std::expected<T, Error>;
 std::string errno_string(int errnum);
 
 // "what: strerror(errnum)", like systemd's log_error_errno(r, "Failed to ...: %m").
-[[gnu::cold]] Error errno_error(int errnum, std::string_view what);
-[[gnu::cold]] inline Error last_errno_error(std::string_view what) { return errno_error(errno, what); }
+Error errno_error(int errnum, std::string_view what);
+inline Error last_errno_error(std::string_view what) { return errno_error(errno, what); }
 
-[[gnu::cold]] Error make_error(std::string message, int exit_code = EXIT_NOT_READY, int errnum = 0);
-[[gnu::cold]] inline Error usage_error(std::string message) { return make_error(std::move(message), EXIT_USAGE); }
+Error make_error(std::string message, int exit_code = EXIT_NOT_READY, int errnum = 0);
+inline Error usage_error(std::string message) { return make_error(std::move(message), EXIT_USAGE); }
 
 // Prefixes the message with more context, keeping errno and exit code.
-[[gnu::cold]] Error with_context(Error e, std::string_view context);
+Error with_context(Error e, std::string_view context);
 
-[[gnu::cold]] inline std::unexpected<Error> fail(Error e) { return std::unexpected<Error>(std::move(e)); }
+inline std::unexpected<Error> fail(Error e) { return std::unexpected<Error>(std::move(e)); }
 
 }  // namespace unbounded

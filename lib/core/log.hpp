@@ -45,8 +45,8 @@ std::string machine_view(std::string_view text);
 // spec may hold any byte), at most 80 characters, never cut inside a UTF-8 character.
 std::string npd_line(std::string_view text);
 
-[[gnu::cold]] inline void error(std::string_view m, const Fields &f = {}) { emit(Level::Error, m, f); }
-[[gnu::cold]] inline void warning(std::string_view m, const Fields &f = {}) { emit(Level::Warning, m, f); }
+inline void error(std::string_view m, const Fields &f = {}) { emit(Level::Error, m, f); }
+inline void warning(std::string_view m, const Fields &f = {}) { emit(Level::Warning, m, f); }
 inline void notice(std::string_view m, const Fields &f = {}) { emit(Level::Notice, m, f); }
 inline void info(std::string_view m, const Fields &f = {}) { emit(Level::Info, m, f); }
 inline void debug(std::string_view m, const Fields &f = {}) { emit(Level::Debug, m, f); }
