@@ -72,8 +72,12 @@ in_root apt-get build-dep -y -q --no-install-recommends /build/unbounded-nvidia-
 in_root useradd --create-home --home-dir /home/builder --shell /bin/sh builder
 in_root chown builder: /build
 in_root chown -R builder: /build/unbounded-nvidia-setup
-say "dpkg-buildpackage -us -uc -b as builder, DEB_BUILD_OPTIONS=${DEB_BUILD_OPTIONS:-}"
-in_root runuser -u builder -- env HOME=/home/builder USER=builder LOGNAME=builder \
+# The build has no network, as on Debian's buildds (Policy 4.9): a network namespace of its own with
+# only the loopback interface, up (the host's ip, iproute2: the tree need not have it).
+say "dpkg-buildpackage -us -uc -b as builder, offline, DEB_BUILD_OPTIONS=${DEB_BUILD_OPTIONS:-}"
+unshare --net sh -c 'ip link set lo up && exec "$@"' sh \
+	chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C.UTF-8 \
+	runuser -u builder -- env HOME=/home/builder USER=builder LOGNAME=builder \
 	DEB_BUILD_OPTIONS="${DEB_BUILD_OPTIONS:-}" \
 	sh -c 'cd /build/unbounded-nvidia-setup && exec dpkg-buildpackage -us -uc -b'
 say "built"

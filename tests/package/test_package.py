@@ -71,9 +71,15 @@ class TestPackage(unittest.TestCase):
 
     def test_builds(self):
         out = self.build.stdout + (self.build.stderr or "")
-        # The first lines that say what went wrong (apt's, meson's, a failed test's), then the end.
+        # The first lines that say what went wrong (apt's, meson's, a failed test's with the comment
+        # lines after it that give its reason), then the end.
         marks = ("E: ", "ERROR", "error:", "not ok ", "FAIL", "Unmet build dependencies", "chroot-build: ")
-        first = [l for l in out.splitlines() if any(m in l for m in marks)][:40]
+        first, reason = [], False
+        for line in out.splitlines():
+            reason = ("not ok " in line) or (reason and line.startswith("#"))
+            if reason or any(m in line for m in marks):
+                first.append(line)
+        first = first[:40]
         self.assertEqual(self.build.returncode, 0, "\n".join(first) + "\n...\n" + out[-3000:])
         self.assertTrue(os.path.exists(self.deb))
 
