@@ -25,7 +25,11 @@ BUILD_DEPS := meson ninja-build g++ pkg-config libsystemd-dev libmount-dev nlohm
 TEST_DEPS := python3 python3-jsonschema python3-yaml python3-hypothesis util-linux strace systemd-journal-remote clang-format-14
 # The system tier boots a mkosi image with systemd-nspawn.
 SYSTEM_DEPS := systemd-container mkosi debootstrap
-PACKAGE_DEPS := debhelper dpkg-dev fakeroot lintian man-db groff-base git
+# The package tier builds the .deb in a debootstrapped bookworm chroot that holds only its Build-Depends
+# (tests/package/chroot-build.sh: debhelper and the rest are installed there, not here); lintian checks
+# the .deb here, man-db and groff-base render the man pages; iproute2 brings up the offline build's
+# loopback.
+PACKAGE_DEPS := debootstrap iproute2 dpkg-dev lintian man-db groff-base git
 # The fleet tests check the metrics files with promtool and scrape them with node_exporter.
 FLEET_DEPS := prometheus prometheus-node-exporter
 # The consumer tier runs containers from the spec with Debian's podman (and runc: crun 1.8 refuses

@@ -6,27 +6,42 @@ lowest CPU and I/O priority, beside make check: an image build is mostly downloa
 packages, which overlaps the compile, and the tiers then find their images built (a tier that comes
 to an image still being built waits on the cache's lock, then uses it; one whose build failed here
 builds it again itself and reports the failure). No test machine boots while this runs (BUILDER_LOCK):
-mkosi's apt runs in an nspawn container, and two nspawn containers are never run side by side. Usage: PYTHONPATH=tests/lib tests/build-images.py [NAME...]"""
+mkosi's apt runs in an nspawn container, and two nspawn containers are never run side by side. Then,
+with the lock given back (debootstrap runs no container), the package tier's build chroot
+(image.buildd_tree). Usage: PYTHONPATH=tests/lib tests/build-images.py [NAME...]"""
 
 import fcntl
+import subprocess
 import sys
 import time
 
-from unbounded_tests.image import BUILDER_LOCK, IMAGES, base_image
+from unbounded_tests.image import BUILDER_LOCK, IMAGES, base_image, buildd_tree
+
+PACKAGE_CHROOT = "package-chroot"
+
+
+def build(name, make):
+    t0 = time.monotonic()
+    try:
+        path = make()
+        print(f"image {name}: {path} ({time.monotonic() - t0:.0f} s)", flush=True)
+        return 0
+    except (RuntimeError, OSError, subprocess.CalledProcessError) as e:
+        print(f"image {name}: failed after {time.monotonic() - t0:.0f} s: {e}", flush=True)
+        return 1
 
 
 def main(names):
+    names = names or [*IMAGES, PACKAGE_CHROOT]
     failed = 0
-    lock = open(BUILDER_LOCK, "a")  # held until the process ends: test machines boot after it
+    lock = open(BUILDER_LOCK, "a")  # held while images are built: test machines boot after them
     fcntl.flock(lock, fcntl.LOCK_EX)
-    for name in names or IMAGES:
-        t0 = time.monotonic()
-        try:
-            path = base_image(*IMAGES[name])
-            print(f"image {name}: {path} ({time.monotonic() - t0:.0f} s)", flush=True)
-        except (RuntimeError, OSError) as e:
-            print(f"image {name}: failed after {time.monotonic() - t0:.0f} s: {e}", flush=True)
-            failed += 1
+    for name in names:
+        if name != PACKAGE_CHROOT:
+            failed += build(name, lambda: base_image(*IMAGES[name]))
+    lock.close()
+    if PACKAGE_CHROOT in names:
+        failed += build(PACKAGE_CHROOT, buildd_tree)
     return 1 if failed else 0
 
 

@@ -11,6 +11,7 @@
 
 #include <catch2/catch.hpp>
 #include <fcntl.h>
+#include <iostream>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -134,8 +135,14 @@ TEST_CASE("the discovery memo is believed only from our own file, entry by entry
 	}
 	SECTION("a memo owned by someone else is not believed at all")
 	{
-		if (::geteuid() != 0)
-			FAIL("needs root to give the file to another user (CI runs as root)");
+		// Only root gives a file to another user. The unit tier needs no privileges: a Debian buildd
+		// builds the package and runs this tier as a user (the package tier does too,
+		// tests/package/chroot-build.sh), so such a run says what it left out; make check runs as root.
+		if (::geteuid() != 0) {
+			std::cout << "# a memo owned by someone else: not run as UID " << ::geteuid()
+				  << " (only root gives a file to another user; make check runs it as root)\n";
+			return;
+		}
 		REQUIRE(::chown((t / DiscoveryCache::FILE_NAME).c_str(), 65534, 65534) == 0);
 		std::string why;
 		auto c = DiscoveryCache::load(dir->get(), "cache", &why);

@@ -84,3 +84,37 @@ def base_image(workdir=SOURCE, cache=CACHE):
             _failures[workdir] = f"mkosi build of a directory image failed ({r.returncode}), log {log}:\n{tail}"
             raise RuntimeError(_failures[workdir])
         return image
+
+
+# The package tier's build chroot (tests/package/chroot-build.sh): what a Debian buildd's chroot holds
+# before a build, Essential, apt and build-essential, and nothing of this machine's.
+PACKAGE_CACHE = os.environ.get("UNBOUNDED_PACKAGE_CACHE", "/var/tmp/unbounded-nvidia-package")
+BOOKWORM_MIRROR = "http://deb.debian.org/debian"
+
+
+def buildd_tree(cache=PACKAGE_CACHE):
+    """Path of `debootstrap --variant=buildd bookworm`, made once (about two minutes cold, with its
+    package lists) and cached: the package tier only reads it, as the lower layer of an overlay. It
+    is made again when debootstrap's version changes; remove the cache to start from today's
+    bookworm (apt-get build-dep takes the Build-Depends from today's lists in any case)."""
+    os.makedirs(cache, exist_ok=True)
+    version = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "debootstrap"], capture_output=True, text=True).stdout
+    key = hashlib.sha256(f"bookworm buildd {BOOKWORM_MIRROR} {version}".encode()).hexdigest()[:16]
+    root = os.path.join(cache, f"bookworm-buildd-{key}")
+    with open(os.path.join(cache, "lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.isfile(os.path.join(root, ".complete")):
+            return root
+        for old in os.listdir(cache):
+            if old.startswith("bookworm-buildd-"):
+                shutil.rmtree(os.path.join(cache, old), ignore_errors=True)
+        log = os.path.join(cache, "debootstrap.log")
+        with open(log, "w") as f:
+            r = subprocess.run(["debootstrap", "--variant=buildd", "bookworm", root, BOOKWORM_MIRROR],
+                               stdout=f, stderr=subprocess.STDOUT)
+        if r.returncode != 0:
+            raise RuntimeError(f"debootstrap of the build chroot failed ({r.returncode}), log {log}:\n{open(log).read()[-2000:]}")
+        # debootstrap's downloads are not part of the tree (the tier binds its own apt cache there)
+        subprocess.run(["chroot", root, "apt-get", "clean"], check=True)
+        open(os.path.join(root, ".complete"), "w").close()
+        return root
