@@ -1,7 +1,7 @@
 # Two entry points for people and CI; both install what a fresh Debian bookworm machine lacks.
 #   make demo    build, assemble a demo machine root, run setup on it, show the result
 #   make check   build and run every meson test suite: unit, format, integration, system, consumer,
-#                oracle, containerd, package, tools
+#                oracle, stateful, containerd, package, tools
 #   make check-arm64   cross-build for arm64 (--buildtype=release) and run the unit and integration
 #                      tiers under qemu-user
 #   make check-builds  a packager's builds: --buildtype=release, and plain with dpkg-buildflags; unit tier
