@@ -78,6 +78,15 @@ bool owned(const SettingLine &l)
 	return l.section == "Exec" && l.key == "SystemCallFilter" && l.value == "bpf";
 }
 
+std::vector<SettingLine> setting_lines(std::string_view text)
+{
+	std::vector<SettingLine> out;
+	for (const auto &l : parse(text))
+		if (l.setting)
+			out.push_back(*l.setting);
+	return out;
+}
+
 std::vector<SettingLine> owned_lines(std::string_view text)
 {
 	std::vector<SettingLine> out;
@@ -87,18 +96,39 @@ std::vector<SettingLine> owned_lines(std::string_view text)
 	return out;
 }
 
+// Which lines of `lines` go out: not ours, and not the header (with its blank lines) of a section that
+// held nothing but ours and is not the first of its name, where ours go now.
+std::vector<bool> kept_lines(const std::vector<Line> &lines)
+{
+	std::vector<bool> keep(lines.size(), true);
+	std::vector<std::string> seen;
+	for (std::size_t i = 0; i < lines.size(); i++) {
+		if (lines[i].setting && owned(*lines[i].setting))
+			keep[i] = false;
+		if (!lines[i].header)
+			continue;
+		const bool first = std::find(seen.begin(), seen.end(), lines[i].section) == seen.end();
+		seen.push_back(lines[i].section);
+		std::size_t end = i + 1;
+		bool only_ours = true;
+		for (; end < lines.size() && !lines[end].header; end++)
+			if (!trim(lines[end].raw).empty() && !(lines[end].setting && owned(*lines[end].setting)))
+				only_ours = false;
+		if (!first && only_ours)
+			for (std::size_t k = i; k < end; k++)
+				keep[k] = false;
+	}
+	return keep;
+}
+
 std::string merge_settings(std::string_view existing, const std::vector<SettingLine> &ours)
 {
 	const auto lines = parse(existing);
-	std::vector<std::string> sections;  // of our lines, in order of first appearance
-	for (const auto &o : ours)
-		if (std::find(sections.begin(), sections.end(), o.section) == sections.end())
-			sections.push_back(o.section);
+	const auto keep = kept_lines(lines);
 	std::vector<std::string> placed;
 	std::string out;
 	const auto place = [&](const std::string &section) {
-		if (std::find(sections.begin(), sections.end(), section) == sections.end() ||
-		    std::find(placed.begin(), placed.end(), section) != placed.end())
+		if (std::find(placed.begin(), placed.end(), section) != placed.end())
 			return;
 		for (const auto &o : ours)
 			if (o.section == section)
@@ -106,27 +136,26 @@ std::string merge_settings(std::string_view existing, const std::vector<SettingL
 		placed.push_back(section);
 	};
 	for (std::size_t i = 0; i < lines.size(); i++) {
-		const auto &l = lines[i];
-		if (l.setting && owned(*l.setting))
-			continue;
-		out += l.raw + "\n";
-		// The end of a section: the next header, or the file's end. Blank lines at the section's
-		// end stay after our lines.
+		if (keep[i])
+			out += lines[i].raw + "\n";
+		// At the end of a section (the next header, or the end of the file), ours go after its last
+		// line that is not blank: the blank lines before the next header stay between the two.
 		const bool last_of_section = i + 1 == lines.size() || lines[i + 1].header;
-		if (last_of_section && !l.section.empty()) {
-			while (out.ends_with("\n\n"))
-				out.pop_back();
-			place(l.section);
-			if (i + 1 < lines.size())
-				out += "\n";
-		}
+		if (!last_of_section || lines[i].section.empty() || std::find(placed.begin(), placed.end(), lines[i].section) != placed.end())
+			continue;
+		std::size_t blanks = 0;
+		while (out.size() >= 2 + blanks && out[out.size() - 1 - blanks] == '\n' && out[out.size() - 2 - blanks] == '\n')
+			blanks++;
+		out.resize(out.size() - blanks);
+		place(lines[i].section);
+		out.append(blanks, '\n');
 	}
-	for (const auto &s : sections)
-		if (std::find(placed.begin(), placed.end(), s) == placed.end()) {
-			if (!out.empty())
+	for (const auto &o : ours)
+		if (std::find(placed.begin(), placed.end(), o.section) == placed.end()) {
+			if (!out.empty() && !out.ends_with("\n\n"))
 				out += "\n";
-			out += "[" + s + "]\n";
-			place(s);
+			out += "[" + o.section + "]\n";
+			place(o.section);
 		}
 	return out;
 }

@@ -28,5 +28,7 @@ SettingsDiff diff_settings(std::string_view existing, const std::vector<SettingL
 
 // The lines of `text` that are ours (in file order): what a .nspawn file applies of this tool.
 std::vector<SettingLine> owned_lines(std::string_view text);
+// Every KEY=VALUE line of `text`, with its section, as systemd's parser reads them.
+std::vector<SettingLine> setting_lines(std::string_view text);
 
 }  // namespace unbounded::host
