@@ -233,7 +233,7 @@ bool valid_machine_name(std::string_view name)
 	if (name.empty() || name.size() > 64 || name[0] == '.' || name[0] == '-')
 		return false;
 	return std::all_of(name.begin(), name.end(), [](char c) {
-		return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
+		return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.';
 	});
 }
 
@@ -260,6 +260,8 @@ Result<HostBinds> plan_binds(const Context &ctx, const BindsOptions &opt)
 {
 	if (opt.licensing && !plain_path(*opt.licensing))
 		return fail(usage_error("--licensing " + *opt.licensing + ": an absolute path of letters, digits and / . _ - + only"));
+	if (opt.licensing && !is_dir(ctx, *opt.licensing))  // nspawn refuses to start a machine over a missing bind
+		return fail(usage_error("--licensing " + *opt.licensing + " is not a directory on this host"));
 	const auto module = read_kernel_module(ctx);
 	if (!module.version)
 		return fail(make_error("No NVIDIA kernel module is loaded on this host (" + module.unknown_reason + ")"));

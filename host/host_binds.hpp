@@ -50,7 +50,7 @@ std::vector<std::string> candidate_directories(const Context &ctx);
 
 Result<HostBinds> plan_binds(const Context &ctx, const BindsOptions &opt);
 
-// systemd's rule for machine names (hostname-like: letters, digits, '-', '_', '.', at most 64).
+// systemd's rule for machine names (hostname_is_valid(): letters, digits, '-' and '.', at most 64).
 bool valid_machine_name(std::string_view name);
 
 // The drop-in's text: [Service] with one DeviceAllow= per node or major.

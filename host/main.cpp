@@ -9,6 +9,7 @@
 #include "preflight.hpp"
 
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -94,10 +95,13 @@ int parse_args(int argc, char **argv, Args &a)
 				return EXIT_USAGE;
 			if (arg == "--root")
 				a.root = v;
-			else if (arg == "--gpus")
-				a.binds.gpus = split_list(v);
-			else
+			else if (arg == "--licensing")
 				a.binds.licensing = v;
+			else if ((a.binds.gpus = split_list(v)).empty()) {
+				// An empty list must never mean every GPU: `--gpus "$GPUS"` with nothing in it.
+				std::fprintf(stderr, "%s: --gpus names no GPU (see --help)\n", PROGRAM);
+				return EXIT_USAGE;
+			}
 		} else if (arg == "--credentials") {
 			a.binds.credentials = true;
 		} else if (arg.starts_with("--enabled=")) {
@@ -124,7 +128,7 @@ int parse_args(int argc, char **argv, Args &a)
 	const bool binds = a.command == "binds";
 	const char *problem = a.command != "binds" && a.command != "check"    ? "a command is needed: binds or check"
 			      : binds && a.binds.machine.empty()              ? "binds needs a MACHINE name"
-			      : binds && !valid_machine_name(a.binds.machine) ? "MACHINE must be a machine name (letters, digits, '-', '_', '.')"
+			      : binds && !valid_machine_name(a.binds.machine) ? "MACHINE must be a machine name (letters, digits, '-', '.')"
 			      : a.print && a.check                            ? "--print and --check exclude each other"
 			      : !binds && (a.print || a.check || a.binds.credentials || a.binds.enabled || a.binds.licensing || !a.binds.gpus.empty())
 				      ? "only binds takes --gpus, --licensing, --credentials, --enabled, --print and --check"
@@ -182,6 +186,16 @@ int report_binds(const Args &a, const HostBinds &b, const nlohmann::json &extra)
 	return extra.value("up_to_date", true) ? EXIT_READY : EXIT_NOT_READY;
 }
 
+// The DeviceAllow= values of a drop-in's text.
+std::vector<std::string> owned_device_allow(const std::string &text)
+{
+	std::vector<std::string> out;
+	for (const auto &l : setting_lines(text))
+		if (l.section == "Service" && l.key == "DeviceAllow")
+			out.push_back(l.value);
+	return out;
+}
+
 int check_binds(const Context &ctx, const Args &a, const HostBinds &b)
 {
 	const std::string &m = a.binds.machine;
@@ -198,13 +212,21 @@ int check_binds(const Context &ctx, const Args &a, const HostBinds &b)
 		lines.push_back("missing in " + nspawn_path(m) + ": [" + l.section + "] " + l.text());
 	for (const auto &l : d.superfluous)
 		lines.push_back("superfluous in " + nspawn_path(m) + ": [" + l.section + "] " + l.text());
-	const std::string want = device_allow_dropin(b);
-	if (*dropin != want) {
+	const std::string dropin_path = dropin_dir(m) + "/" + DROPIN_NAME;
+	if (dropin->empty()) {
+		lines.push_back(dropin_path + " is missing");
+	} else if (*dropin != device_allow_dropin(b)) {
+		// The drop-in is ours whole: its DeviceAllow= lines compared both ways, then anything else.
+		const std::size_t before = lines.size();
+		const auto present = owned_device_allow(*dropin);
 		for (const auto &dev : b.device_allow)
-			if (dropin->find("DeviceAllow=" + dev + "\n") == std::string::npos)
-				lines.push_back("missing in " + dropin_dir(m) + "/" + DROPIN_NAME + ": DeviceAllow=" + dev);
-		if (lines.empty() || dropin->empty())
-			lines.push_back(dropin_dir(m) + "/" + DROPIN_NAME + (dropin->empty() ? " is missing" : " differs from what binds writes"));
+			if (std::find(present.begin(), present.end(), dev) == present.end())
+				lines.push_back("missing in " + dropin_path + ": DeviceAllow=" + dev);
+		for (const auto &dev : present)
+			if (std::find(b.device_allow.begin(), b.device_allow.end(), dev) == b.device_allow.end())
+				lines.push_back("superfluous in " + dropin_path + ": DeviceAllow=" + dev);
+		if (lines.size() == before)
+			lines.push_back(dropin_path + " differs from what binds writes");
 	}
 	if (!a.json)
 		for (const auto &l : lines)
@@ -221,23 +243,30 @@ int write_binds(const Context &ctx, const Args &a, const HostBinds &b)
 		return EXIT_NOT_READY;
 	}
 	const fs::AtomicWriteOptions opts{0644, true, true, false};
-	bool changed = false;
+	// Both prepared before either is renamed into place: a full disk changes neither, and the machine
+	// never binds a node its device cgroup does not allow.
+	std::vector<std::pair<std::string, fs::PreparedWrite>> prepared;
 	for (const auto &[dir, name, text] : {std::tuple{std::string("/etc/systemd/nspawn"), m + ".nspawn", merge_settings(*nspawn, b.nspawn)},
 					      std::tuple{dropin_dir(m), std::string(DROPIN_NAME), device_allow_dropin(b)}}) {
-		if (auto r = fs::mkdir_p(ctx.real(dir), 0755); !r) {
-			std::fprintf(stderr, "%s\n", r.error().message.c_str());
-			return EXIT_NOT_READY;
-		}
-		auto w = fs::write_file_atomic(ctx.real(dir + "/" + name), text, opts);
+		const std::string path = dir + "/" + name;
+		auto made = fs::mkdir_p(ctx.real(dir), 0755);
+		auto w = made ? fs::prepare_file_atomic(ctx.real(path), text, opts) : fail(made.error());
 		if (!w) {
-			std::fprintf(stderr, "Failed to write %s/%s: %s\n", dir.c_str(), name.c_str(), w.error().message.c_str());
+			std::fprintf(stderr, "Failed to write %s: %s\n", path.c_str(), w.error().message.c_str());
 			return EXIT_NOT_READY;
 		}
-		if (*w == fs::WriteOutcome::Written) {
-			changed = true;
-			if (!a.json)
-				std::printf("Wrote %s/%s\n", dir.c_str(), name.c_str());
+		prepared.emplace_back(path, std::move(*w));
+	}
+	bool changed = false;
+	for (auto &[path, w] : prepared) {
+		const bool written = w.outcome() == fs::WriteOutcome::Written;
+		if (auto r = w.commit(); !r) {
+			std::fprintf(stderr, "Failed to write %s: %s\n", path.c_str(), r.error().message.c_str());
+			return EXIT_NOT_READY;
 		}
+		changed = changed || written;
+		if (written && !a.json)
+			std::printf("Wrote %s\n", path.c_str());
 	}
 	if (!a.json)
 		std::printf(changed ? "Run `systemctl daemon-reload`, then restart the machine (machinectl reboot %s) for the binds to apply.\n"

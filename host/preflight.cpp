@@ -49,10 +49,11 @@ struct Checker {
 	bool process_running(std::string_view comm) const;
 };
 
-// "0000:18:00.0": the only names /sys/bus/pci/devices has.
+// "0000:18:00.0", or a wider domain ("10000:e1:00.0" behind Intel VMD): the names /sys/bus/pci/devices has.
 bool pci_name(std::string_view n)
 {
-	return n.size() == 12 && n[4] == ':' && n[7] == ':' && n[10] == '.' &&
+	const std::size_t d = n.size() - 8;  // the domain's digits, before ":bb:dd.f"
+	return n.size() >= 12 && n.size() <= 16 && n[d] == ':' && n[d + 3] == ':' && n[d + 6] == '.' &&
 	       std::all_of(n.begin(), n.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) || c == ':' || c == '.'; });
 }
 

@@ -288,6 +288,9 @@ class TestBindsDevices(HostCase):
                            (["binds", "gpu1", "--print", "--licensing", "/srv/a:b"], "--licensing"),
                            (["binds", "gpu1", "--print", "--licensing", "/srv/%n"], "--licensing"),
                            (["binds", "gpu1", "--enabled=maybe"], "--enabled"),
+                           (["binds", "gpu1", "--print", "--gpus", ","], "--gpus names no GPU"),
+                           (["binds", "gpu_1", "--print"], "machine name"),
+                           (["binds", "gpu1", "--print", "--licensing", "/srv/none"], "is not a directory"),
                            (["check", "--gpus", "1"], "only binds")):
             r = self.host(*args, root=host.root)
             self.assertEqual(r.returncode, 2, (args, r.stderr))
@@ -327,7 +330,28 @@ class TestNspawnFiles(HostCase):
         self.assertIn("superfluous in /etc/systemd/nspawn/gpu1.nspawn: [Files] Bind=/dev/nvidia7", c.stdout)
         os.unlink(self.dropin)
         c = self.host("binds", "gpu1", "--check", root=self.h.root)
-        self.assertIn("DeviceAllow=/dev/nvidiactl rwm", c.stdout)
+        self.assertIn("/etc/systemd/system/systemd-nspawn@gpu1.service.d/50-unbounded-nvidia.conf is missing", c.stdout)
+
+    def test_a_second_run_changes_nothing(self):
+        for run in range(3):
+            r = self.host("binds", "gpu1", root=self.h.root)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(self.nspawn) as f:
+                text = f.read()
+            if run:
+                self.assertIn("up to date", r.stdout)
+                self.assertEqual(text, first)
+            first = text
+        self.assertEqual(text.count("[Files]"), 1, text)
+
+    def test_a_superfluous_device_allow_is_named(self):
+        self.assertEqual(self.host("binds", "gpu1", root=self.h.root).returncode, 0)
+        with open(self.dropin, "a") as f:
+            f.write("DeviceAllow=/dev/nvidia7 rwm\n")
+        c = self.host("binds", "gpu1", "--check", root=self.h.root)
+        self.assertEqual(c.returncode, 1)
+        self.assertIn("superfluous in /etc/systemd/system/systemd-nspawn@gpu1.service.d/50-unbounded-nvidia.conf: "
+                      "DeviceAllow=/dev/nvidia7 rwm", c.stdout)
 
     def test_a_symlinked_nspawn_file_is_refused_and_left_alone(self):
         os.makedirs(os.path.dirname(self.nspawn))
@@ -444,10 +468,11 @@ class TestPreflight(HostCase):
         vendor = os.path.join(self.pci(), "vendor")
         os.unlink(vendor)
         os.mkfifo(vendor)  # would block a reader that opened it without O_NONBLOCK
-        write(self.h.p("/proc/4242/comm"), "nvidia-persiste\n")
-        os.unlink(self.h.p("/proc/4242/comm"))
+        os.unlink(self.h.p("/run/nvidia-persistenced/socket"))  # so that the processes are looked at
+        os.makedirs(self.h.p("/proc/4242"))
         os.mkfifo(self.h.p("/proc/4242/comm"))
         self.assertFinding("error", "pci", "No NVIDIA display or 3D controller")
+        self.assertIn("nvidia-persistenced is not running", self.check()[1][("warning", "persistence")])
         os.unlink(vendor)
         os.symlink("/proc/self/environ", vendor)
         self.assertFinding("error", "pci", "No NVIDIA display or 3D controller")
@@ -455,8 +480,14 @@ class TestPreflight(HostCase):
         write(vendor, "0x10de\n" + "x" * (1 << 20))  # larger than any sysfs attribute
         self.assertFinding("error", "pci", "No NVIDIA display or 3D controller")
         write(vendor, "0x10de\n")
+        # A link out of the root, to a function that would be an unbound GPU if it were followed there.
+        decoy = tempfile.mkdtemp(prefix="decoy-", dir=self.tmp)
+        write(os.path.join(decoy, "vendor"), "0x10de\n")
+        write(os.path.join(decoy, "class"), "0x030200\n")
         os.unlink(self.h.p("/sys/bus/pci/devices/0000:18:00.0"))
-        os.symlink("../../../../../../../etc", self.h.p("/sys/bus/pci/devices/0000:18:00.0"))  # out of the root
+        os.symlink("../../../" * 12 + decoy.lstrip("/"), self.h.p("/sys/bus/pci/devices/0000:18:00.0"))
+        self.assertFinding("error", "pci", "No NVIDIA display or 3D controller")
+        os.symlink(decoy, self.h.p("/sys/bus/pci/devices/0000:19:00.0"))  # absolute: the root's own path, not the host's
         self.assertFinding("error", "pci", "No NVIDIA display or 3D controller")
 
 
@@ -509,6 +540,14 @@ class TestCredentials(unittest.TestCase):
         self.assertIn("assigned by credential unbounded-nvidia.gpus", text)
         self.assertIn("not offered: 19:00.0", text)
 
+    def test_an_assigned_gpu_missing_is_named_even_when_the_count_is_met(self):
+        m = self.machine(count=2, gpus="GPU-00000000-1111-2222-3333-444455556666,GPU-0000000f-1111-2222-3333-444455556666",
+                         expected_gpus="2")
+        m.setup()
+        rc, j = self.verify(m)
+        self.assertEqual(rc, 1, j)
+        self.assertIn("not offered: GPU-0000000f-1111-2222-3333-444455556666", " ".join(p["message"] for p in j["problems"]))
+
     def test_systemd_252_s_link_to_nspawn_s_directory_is_followed_inside_the_root(self):
         m = self.machine()
         write(m.p("/run/host/credentials/unbounded-nvidia.expected_gpus"), "3\n", 0o400)
@@ -529,6 +568,15 @@ class TestCredentials(unittest.TestCase):
         rc, j = self.verify(m, env={"CREDENTIALS_DIRECTORY": d})
         self.assertEqual(rc, 0, j)
         self.assertEqual(j["settings"]["expected_gpus"]["from"], f"credential unbounded-nvidia.expected_gpus ({d})")
+
+    def test_the_unit_s_credentials_do_not_hide_the_host_s(self):
+        m = self.machine(expected_gpus="3")
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d, True)
+        write(os.path.join(d, "some-other.credential"), "x\n")
+        m.setup()
+        rc, j = self.verify(m, env={"CREDENTIALS_DIRECTORY": d})
+        self.assertEqual(j["settings"]["expected_gpus"]["from"], f"credential unbounded-nvidia.expected_gpus ({self.CREDS})")
 
     def test_a_bad_or_hostile_credential_is_a_usage_error_naming_it(self):
         for value in ("many", "0", "99999"):
