@@ -22,44 +22,63 @@ std::string trimmed(std::string s)
 	return s.substr(b, s.find_last_not_of(WHITESPACE) - b + 1);
 }
 
-// The credentials directory, open: $CREDENTIALS_DIRECTORY as it is (the service manager made it), or
-// the system credentials under the root, links followed but never out of it.
-Result<UniqueFd> open_credentials(const std::string &root, const char *env_dir, std::string &display)
+// The system credentials under the root, links followed but never out of it (systemd 252 makes
+// @system a link to nspawn's /run/host/credentials). Absent or not visible: an invalid fd.
+Result<UniqueFd> open_system_credentials(const std::string &root)
 {
-	if (env_dir && env_dir[0] == '/') {
-		display = env_dir;
-		return fs::open_dir(env_dir);
-	}
-	display = SYSTEM_CREDENTIALS_DIR;
 	auto r = fs::open_dir(root.empty() ? "/" : root);
 	if (!r)
 		return fail(r.error());
+	// Not there, or not visible: a sandboxed unit's mount namespace may hide /run/credentials
+	// (EACCES, seen in the system tier on systemd 252), where only what the unit imported is seen.
 	auto c = chase(r->get(), SYSTEM_CREDENTIALS_DIR, ChaseHow{Chase::InRoot | Chase::OpenLast, nullptr, {}});
 	if (!c)
-		return fail(c.error().error);
-	UniqueFd fd(::openat(c->fd.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-	if (!fd)
-		return fail(last_errno_error("Failed to open " + display));
-	return fd;
+		return UniqueFd();
+	return UniqueFd(::openat(c->fd.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+}
+
+struct CredentialDirs {
+	int unit;  // $CREDENTIALS_DIRECTORY's, or -1
+	std::string unit_display;
+	int system;  // /run/credentials/@system's, or -1
+};
+
+// unbounded-nvidia.KEY from the first directory that has it: false when none does.
+Result<bool> read_credential(const CredentialDirs &dirs, const char *key, std::string &value, std::string &origin)
+{
+	const std::string name = std::string("unbounded-nvidia.") + key;
+	for (const auto &[fd, display] :
+	     {std::pair<int, std::string>{dirs.unit, dirs.unit_display}, std::pair<int, std::string>{dirs.system, SYSTEM_CREDENTIALS_DIR}}) {
+		if (fd < 0)
+			continue;
+		auto text = fs::read_file_at(fd, name, display + "/" + name, MAX_CREDENTIAL_BYTES);
+		if (!text && text.error().errnum == ENOENT)
+			continue;
+		origin = "credential " + name + " (" + display + ")";
+		if (!text)
+			return fail(usage_error(origin + ": " + text.error().message));
+		value = trimmed(*text);
+		return true;
+	}
+	return false;
 }
 
 }  // namespace
 
 Result<void> apply_credentials(Config &cfg, const std::string &root, const char *env_dir)
 {
-	std::string dir_display;
-	auto dir = open_credentials(root, env_dir, dir_display);
-	if (!dir)
-		return {};  // none passed: the file and the defaults stand
-	const auto read = [&](const char *key, std::string &value, std::string &origin) -> Result<bool> {
-		const std::string name = std::string("unbounded-nvidia.") + key;
-		auto text = fs::read_file_at(dir->get(), name, dir_display + "/" + name, MAX_CREDENTIAL_BYTES);
-		if (!text)
-			return text.error().errnum == ENOENT ? Result<bool>(false) : fail(usage_error("credential " + text.error().message));
-		value = trimmed(*text);
-		origin = "credential " + name + " (" + dir_display + ")";
-		return true;
-	};
+	// A unit's own credentials first ($CREDENTIALS_DIRECTORY: an operator's LoadCredential= or
+	// ImportCredential=), then, for each one not there, the system's: a unit that was given some other
+	// credential must still see the host's.
+	UniqueFd unit_dir;
+	if (env_dir && env_dir[0] == '/')
+		if (auto d = fs::open_dir(env_dir))
+			unit_dir = std::move(*d);
+	auto system_dir = open_system_credentials(root);
+	if (!system_dir)
+		return fail(system_dir.error());
+	const CredentialDirs dirs{unit_dir.get(), env_dir ? env_dir : "", system_dir->get()};
+	const auto read = [&](const char *key, std::string &value, std::string &origin) { return read_credential(dirs, key, value, origin); };
 	std::string value, origin;
 	const auto bad = [&](const std::string &what) { return fail(usage_error(origin + ": '" + printable(value) + "' is not " + what)); };
 	if (auto r = read("enabled", value, origin); !r)
