@@ -205,10 +205,13 @@ std::string exec_setup(const std::string &command)
 	return "ExecStart=" + unit_path_value(SETUP_BINARY_PATH).value_or("/usr/bin/unbounded-nvidia-setup") + " " + command + "\n";
 }
 
-// setup's and refresh's sandbox: they write the same directories.
+// setup's and refresh's sandbox: they write the same directories. Their mount namespace hides
+// /run/credentials/@system: the host's settings (credentials.hpp) reach them only as credentials of
+// their own. One the host did not pass is skipped (checked on systemd 252 and 257).
 std::string setup_sandbox(const Config &cfg)
 {
-	return sandbox_text(SandboxProfile::Setup, setup_writable_dirs(cfg), "0755", {cfg.metrics_dir});
+	return "LoadCredential=unbounded-nvidia.enabled\nLoadCredential=unbounded-nvidia.expected_gpus\nLoadCredential=unbounded-nvidia.gpus\n" +
+	       sandbox_text(SandboxProfile::Setup, setup_writable_dirs(cfg), "0755", {cfg.metrics_dir});
 }
 
 // The head of a oneshot of ours that runs once per boot, before containerd and kubelet.
