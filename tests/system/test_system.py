@@ -285,6 +285,21 @@ class TestHostBinds(SystemCase):
         self.assertReadyFor(m, V1)
 
 
+class TestCredentials(SystemCase):
+    def test_a_credential_the_host_passed_reaches_the_sandboxed_setup_and_verify(self):
+        """Issue 45, item 4, on systemd 252: setup's unit loads the host's credentials (LoadCredential=; its
+        mount namespace hides /run/credentials/@system), verify reads the system's."""
+        m = self.gpu_machine("credentials", gpus=1)
+        m.binds.append("--set-credential=unbounded-nvidia.expected_gpus:2")
+        m.boot()
+        setup = " ".join(msg for _, _, msg in m.messages("_SYSTEMD_UNIT=unbounded-nvidia-setup.service"))
+        self.assertIn("expected_gpus is 2 but the machine offers 1 GPU(s)", setup)
+        verify = m.json("/var/lib/standin/containerd/verify.json")
+        self.assertEqual(verify["outcome"], "gpus-missing", verify)
+        self.assertEqual(verify["settings"]["expected_gpus"],
+                         {"value": 2, "from": "credential unbounded-nvidia.expected_gpus (/run/credentials/@system)"})
+
+
 class TestSelfRepair(SystemCase):
     """A boot whose setup failed because the host was not ready heals by itself once it is: the refresh
     that builds a ready root starts containerd, then kubelet (kubeadm-shaped: no Requires=containerd),
