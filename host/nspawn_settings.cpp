@@ -1,21 +1,13 @@
 #include "nspawn_settings.hpp"
 
+#include "format.hpp"
+
 #include <algorithm>
 #include <optional>
 
 namespace unbounded::host {
 
 namespace {
-
-constexpr std::string_view WHITESPACE = " \t\r";
-
-std::string_view trim(std::string_view s)
-{
-	const auto b = s.find_first_not_of(WHITESPACE);
-	if (b == std::string_view::npos)
-		return {};
-	return s.substr(b, s.find_last_not_of(WHITESPACE) - b + 1);
-}
 
 struct Line {
 	std::string raw;
@@ -37,13 +29,13 @@ std::vector<Line> parse(std::string_view text)
 		Line l;
 		l.raw = std::string(text.substr(pos, end - pos));
 		pos = end + 1;
-		const auto t = trim(l.raw);
+		const auto t = trim_blanks(l.raw);
 		if (t.starts_with('[') && t.ends_with(']')) {
 			section = std::string(t.substr(1, t.size() - 2));
 			l.header = true;
 		} else if (!t.empty() && t[0] != '#' && t[0] != ';') {
 			if (const auto eq = t.find('='); eq != std::string_view::npos)
-				l.setting = SettingLine{section, std::string(trim(t.substr(0, eq))), std::string(trim(t.substr(eq + 1)))};
+				l.setting = SettingLine{section, std::string(trim_blanks(t.substr(0, eq))), std::string(trim_blanks(t.substr(eq + 1)))};
 		}
 		l.section = section;
 		lines.push_back(std::move(l));
@@ -112,7 +104,7 @@ std::vector<bool> kept_lines(const std::vector<Line> &lines)
 		std::size_t end = i + 1;
 		bool only_ours = true;
 		for (; end < lines.size() && !lines[end].header; end++)
-			if (!trim(lines[end].raw).empty() && !(lines[end].setting && owned(*lines[end].setting)))
+			if (!trim_blanks(lines[end].raw).empty() && !(lines[end].setting && owned(*lines[end].setting)))
 				only_ours = false;
 		if (!first && only_ours)
 			for (std::size_t k = i; k < end; k++)

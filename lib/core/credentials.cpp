@@ -12,15 +12,7 @@ namespace unbounded {
 
 namespace {
 
-constexpr std::string_view WHITESPACE = " \t\r\n";
-
-std::string trimmed(std::string s)
-{
-	const auto b = s.find_first_not_of(WHITESPACE);
-	if (b == std::string::npos)
-		return {};
-	return s.substr(b, s.find_last_not_of(WHITESPACE) - b + 1);
-}
+std::string trimmed(const std::string &s) { return std::string(trim_blanks(s)); }
 
 // The system credentials under the root, links followed but never out of it (systemd 252 makes
 // @system a link to nspawn's /run/host/credentials). Absent or not visible: an invalid fd.

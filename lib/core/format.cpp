@@ -105,4 +105,13 @@ std::string concat(std::initializer_list<std::string_view> parts)
 	return out;
 }
 
+std::string_view trim_blanks(std::string_view s)
+{
+	constexpr std::string_view blanks = " \t\r\n";
+	const auto b = s.find_first_not_of(blanks);
+	if (b == std::string_view::npos)
+		return {};
+	return s.substr(b, s.find_last_not_of(blanks) - b + 1);
+}
+
 }  // namespace unbounded

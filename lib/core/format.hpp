@@ -25,5 +25,7 @@ bool numeric_name_less(std::string_view a, std::string_view b);
 // The parts joined, sized once. Why not a chain of operator+: g++ 12 at -O3 for aarch64 inlines such
 // chains into memcpy calls it then warns about (-Wrestrict, a false positive that -Werror makes fatal).
 std::string concat(std::initializer_list<std::string_view> parts);
+// `s` without the blanks (spaces, tabs, CR and LF) at either end.
+std::string_view trim_blanks(std::string_view s);
 
 }  // namespace unbounded

@@ -92,46 +92,32 @@ class CliCase(unittest.TestCase):
         self.assertTrue(text.endswith(f"\nSee {self.page.rsplit('.', 1)[0]}({self.page.rsplit('.', 1)[1]}).\n"), text)
 
 
-class TestSetup(CliCase):
+class CliChecks:
+    """The three checks, for each binary's case (a mixin: CliCase itself names no binary)."""
+
+    def test_help_options_are_the_man_page_options(self):
+        self.check_options_match()
+
+    def test_usage_lines_are_the_synopsis(self):
+        self.check_usage_is_the_synopsis()
+
+    def test_help_ends_with_exit_status_and_man_page(self):
+        self.check_help_ends_with_exit_status_and_man_page()
+
+
+class TestSetup(CliChecks, CliCase):
     binary = SETUP
     page = "unbounded-nvidia-setup.8"
 
-    def test_help_options_are_the_man_page_options(self):
-        self.check_options_match()
 
-    def test_usage_lines_are_the_synopsis(self):
-        self.check_usage_is_the_synopsis()
-
-    def test_help_ends_with_exit_status_and_man_page(self):
-        self.check_help_ends_with_exit_status_and_man_page()
-
-
-class TestLicenseReload(CliCase):
+class TestLicenseReload(CliChecks, CliCase):
     binary = LICENSE_BIN
     page = "unbounded-nvidia-license-reload.8"
 
-    def test_help_options_are_the_man_page_options(self):
-        self.check_options_match()
 
-    def test_usage_lines_are_the_synopsis(self):
-        self.check_usage_is_the_synopsis()
-
-    def test_help_ends_with_exit_status_and_man_page(self):
-        self.check_help_ends_with_exit_status_and_man_page()
-
-
-class TestHost(CliCase):
+class TestHost(CliChecks, CliCase):
     binary = HOST_BIN
     page = "unbounded-nvidia-host.8"
-
-    def test_help_options_are_the_man_page_options(self):
-        self.check_options_match()
-
-    def test_usage_lines_are_the_synopsis(self):
-        self.check_usage_is_the_synopsis()
-
-    def test_help_ends_with_exit_status_and_man_page(self):
-        self.check_help_ends_with_exit_status_and_man_page()
 
 
 class TestGenerator(unittest.TestCase):
