@@ -559,11 +559,16 @@ class TestCredentials(unittest.TestCase):
         os.symlink("/run/host/credentials", m.p(self.CREDS))  # absolute: the root's, not this machine's /run
         self.assertEqual(self.verify(m)[1]["settings"]["expected_gpus"]["value"], 3)
 
-    def test_credentials_directory_of_the_unit_comes_first(self):
-        m = self.machine(expected_gpus="3")
+    def unit_credentials(self, name, value):
+        """A unit's own $CREDENTIALS_DIRECTORY holding one credential."""
         d = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, d, True)
-        write(os.path.join(d, "unbounded-nvidia.expected_gpus"), "1\n")
+        write(os.path.join(d, name), value + "\n")
+        return d
+
+    def test_credentials_directory_of_the_unit_comes_first(self):
+        m = self.machine(expected_gpus="3")
+        d = self.unit_credentials("unbounded-nvidia.expected_gpus", "1")
         m.setup()
         rc, j = self.verify(m, env={"CREDENTIALS_DIRECTORY": d})
         self.assertEqual(rc, 0, j)
@@ -571,11 +576,9 @@ class TestCredentials(unittest.TestCase):
 
     def test_the_unit_s_credentials_do_not_hide_the_host_s(self):
         m = self.machine(expected_gpus="3")
-        d = tempfile.mkdtemp()
-        self.addCleanup(shutil.rmtree, d, True)
-        write(os.path.join(d, "some-other.credential"), "x\n")
+        d = self.unit_credentials("some-other.credential", "x")
         m.setup()
-        rc, j = self.verify(m, env={"CREDENTIALS_DIRECTORY": d})
+        _, j = self.verify(m, env={"CREDENTIALS_DIRECTORY": d})
         self.assertEqual(j["settings"]["expected_gpus"]["from"], f"credential unbounded-nvidia.expected_gpus ({self.CREDS})")
 
     def test_a_bad_or_hostile_credential_is_a_usage_error_naming_it(self):
