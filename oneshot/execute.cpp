@@ -77,8 +77,12 @@ void record_status(const Context &ctx, const Report &report)
 		log::warning(dir.error().message + ", not recording the result");
 	else if (auto w = fs::write_file_atomic_at(dir->get(), "status.json", status, report.to_json(),
 						   {.mode = 0644, .fsync = false, .skip_if_unchanged = false});
-		 !w)
-		log::warning(w.error().message + ", not recording the result");
+		 !w) {
+		// An older run's record must not stand for this one (a full /run kept a "ready" there after a
+		// refresh that failed): no record says "unknown", which is true. Unlinking needs no room.
+		const bool removed = ::unlinkat(dir->get(), "status.json", 0) == 0;
+		log::warning(w.error().message + ", not recording the result" + (removed ? " (the previous run's record is removed)" : ""));
+	}
 }
 
 void record_metrics(const Context &ctx, const Report &report, double duration_seconds)
