@@ -28,14 +28,17 @@ import sys
 import time
 import unittest
 
+import yaml
+
 from hypothesis import HealthCheck, Phase, settings, strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from unbounded_tests.harness import SETUP, V1, V2, MachineRoot, fixture, main, preload_env, snapshot
+from unbounded_tests.harness import (ARCH, IS_ROOT, PLUGIN_SPEC, SETUP, V1, V2, MachineRoot, fixture, main, make_chardev,
+                                     plugin_spec, preload_env, snapshot, write)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-STATS = {"sequences": 0, "steps": 0, "runs": 0}
+STATS = {"sequences": 0, "steps": 0, "runs": 0, "ready": 0, "live": 0}
 EXAMPLES = os.path.join(HERE, "examples")
 VERSIONS = (V1, V2)
 MINORS = range(3)
@@ -47,10 +50,11 @@ BROKEN = os.environ.get("STATEFUL_BROKEN", "")
 
 # Where a run may be killed: any system call early, or the calls of the copy, the swap and the spec's
 # write late in the run (inject=all alone would only ever stop the first few dozen calls).
-KILLS = st.none() | st.tuples(st.just("all"), st.integers(min_value=1, max_value=40)) | st.tuples(
+# A third of the runs is killed: the others are what shows a fleet's machines coming back.
+KILLS = st.one_of(st.none(), st.none(), st.tuples(st.just("all"), st.integers(min_value=1, max_value=40)) | st.tuples(
     st.sampled_from(["copy_file_range,sendfile,write", "fsync,fdatasync,syncfs", "renameat2,renameat,rename", "unlinkat,rmdir",
                      "symlinkat,linkat,mkdirat"]),
-    st.integers(min_value=1, max_value=12))
+    st.integers(min_value=1, max_value=12)))
 
 
 def uuid(minor):
@@ -61,61 +65,227 @@ def bus(minor):
     return f"0000:{0x18 + minor:02x}:00.0"
 
 
+# The specs setup writes (the IMEX, NVSwitch, GDRCopy and GDS ones beside the main one).
+OUR_SPECS = ("/etc/cdi/nvidia.yaml", "/etc/cdi/nvidia-imex-channel.yaml", "/etc/cdi/nvidia-nvswitch.yaml",
+             "/etc/cdi/nvidia-gdrcopy.yaml", "/etc/cdi/nvidia-gds.yaml")
+IMEX_SPEC = OUR_SPECS[1]
+DAEMONS = {"persistenced": "/run/nvidia-persistenced/socket", "fabricmanager": "/run/nvidia-fabricmanager/socket"}
+METRICS = "/var/lib/prometheus/node-exporter"
+STATUS = "/run/unbounded-nvidia/status.json"
+# Another tenant's file in the machine's /run (a GPU operator leaves its validations in /run/nvidia),
+# which a full /run is full of here.
+FILLER = "/run/nvidia/validations/filler"
+# Run in a private mount namespace (main() makes one when root): the machine's /run can be a small tmpfs.
+IN_PRIVATE_MOUNTS = os.environ.get("STATEFUL_PRIVATE_MOUNTS") == "1"
+RUN_SIZE_KIB = 4096
+CRI_17 = '[plugins."io.containerd.grpc.v1.cri"]'
+# containerd as a node may have it: not installed, 1.7 with CDI off (its default) or on, 2.1 (on by default).
+CONTAINERD = {"none": None, "1.7-cdi-off": ("1.7.24~ds1-6", None),
+              "1.7-cdi-on": ("1.7.24~ds1-6", f"version = 2\n{CRI_17}\n  enable_cdi = true\n"), "2.1": ("2.1.9+ds1-5", None)}
+# Specs someone else leaves in /var/run/cdi: one that shadows ours (nvidia-cdi-refresh's, defining
+# nvidia.com/gpu=all and =0), a second spec of our kind that meets none of our names, the device plugin's.
+FOREIGN = ("none", "shadowing", "second", "device-plugin")
+
+
+def gpu_spec(devices):
+    return json.dumps({"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu",
+                       "devices": [{"name": d, "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia0"}]}} for d in devices]})
+
+
+def dpkg_status(version):
+    return f"Package: containerd\nStatus: install ok installed\nArchitecture: amd64\nVersion: {version}\nDescription: daemon\n"
+
+
+def spec_doc(path):
+    with open(path) as f:
+        return yaml.safe_load(f)
+
+
+def edits(doc):
+    """Every containerEdits of a spec: the spec's own and each device's."""
+    yield doc.get("containerEdits") or {}
+    for d in doc.get("devices") or []:
+        yield d.get("containerEdits") or {}
+
+
 class FleetDay(RuleBasedStateMachine):
-    @initialize()
-    def machine(self):
+    @initialize(healthy=st.sampled_from([True, True, False]))
+    def machine(self, healthy=False):
+        """A machine booted ready on a host that staged V1 and loaded its module, with one GPU (as most
+        of a fleet is when its day starts), or on a host that has done nothing yet."""
         self.m = MachineRoot()
         self.m.add_control_nodes()
+        # The machine's /run a tmpfs of RUN_SIZE_KIB (staging, the driver root, status.json on it), in
+        # the test's own mount namespace (main() re-executes it in one when root).
+        self.sized = IN_PRIVATE_MOUNTS
+        if self.sized:
+            os.makedirs(self.m.p("/run"))
+            subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={RUN_SIZE_KIB}k,mode=0755", "tmpfs", self.m.p("/run")], check=True)
+            # Staging is the host's bind, on the host's file system: a full /run leaves it be.
+            os.makedirs(self.m.p("/.host-staging"))
+            os.makedirs(self.m.p("/run/host-nvidia"))
+            subprocess.run(["mount", "--bind", self.m.p("/.host-staging"), self.m.p("/run/host-nvidia")], check=True)
+        os.makedirs(self.m.p(METRICS))
         # No waiting: a host that has not staged is an event of its own here, not something to wait out.
         self.m.config("staging_timeout: 0s\nrefresh:\n  settle_time: 0s\n  settle_limit: 0s\n")
         self.staged = None  # the version staged completely, "half", or None
         self.module = None
         self.gpus = set()
+        self.mig = {}  # GPU minor -> its compute instances
+        self.imex = set()
+        self.nvswitches = False
+        self.daemons = set()
+        self.filled = False
+        self.containerd = "none"
+        self.foreign = "none"
+        self.last = None  # the last setup's or refresh's JSON (status.json's), None after a killed one
+        self.last_metrics = None  # the last run's of any command but verify (the metrics')
         STATS["sequences"] += 1
+        if healthy:
+            self.host_staging(V1, "complete")
+            self.host_loads_module(V1)
+            self.gpu_change(0, True)
+            self.boot_setup(None)
 
     def teardown(self):
+        if self.sized:
+            subprocess.run(["umount", "-R", "-l", self.m.p("/run")], check=False)
         self.m.cleanup()
 
     # -- the host --------------------------------------------------------------------------------
-    @rule(version=st.sampled_from(VERSIONS))
-    def host_stages(self, version):
-        self.m.clear_staging()
-        self.m.stage_all(version, unrelated=False)
-        self.staged = version
-
-    @rule(version=st.sampled_from(VERSIONS))
-    def host_half_upgrade(self, version):
-        """libcuda of `version` beside a libnvidia-ml of the other: a host caught mid-upgrade."""
-        self.m.clear_staging()
-        self.m.stage_all(version, unrelated=False)
-        other = V2 if version == V1 else V1
-        d = self.m.p("/run/host-nvidia/0")
-        os.rename(os.path.join(d, f"libnvidia-ml.so.{version}"), os.path.join(d, f"libnvidia-ml.so.{other}"))
-        self.staged = "half"
-
-    @rule()
-    def host_unbinds_staging(self):
+    @rule(version=st.sampled_from(VERSIONS), how=st.sampled_from(["complete", "half", "unbound"]))
+    def host_staging(self, version, how):
+        """The host stages `version` completely, or half (libcuda of `version` beside a libnvidia-ml of
+        the other: caught mid-upgrade), or unbinds its staging."""
         self.m.clear_staging()
         self.staged = None
+        if how == "unbound":
+            return
+        self.m.stage_all(version, unrelated=False)
+        self.staged = version
+        if how == "half":
+            other = V2 if version == V1 else V1
+            d = self.m.p("/run/host-nvidia/0")
+            os.rename(os.path.join(d, f"libnvidia-ml.so.{version}"), os.path.join(d, f"libnvidia-ml.so.{other}"))
+            self.staged = "half"
 
     @rule(version=st.sampled_from(VERSIONS))
     def host_loads_module(self, version):
         self.m.set_proc_version(version)
         self.module = version
 
-    @rule(minor=st.sampled_from(MINORS))
-    def gpu_arrives(self, minor):
-        if os.path.lexists(self.m.p(f"/dev/nvidia{minor}")):
-            os.unlink(self.m.p(f"/dev/nvidia{minor}"))
-        self.m.add_gpu(minor, bus(minor), uuid(minor))
-        self.gpus.add(minor)
-
-    @rule(minor=st.sampled_from(MINORS))
-    def gpu_falls_off(self, minor):
+    @rule(minor=st.sampled_from(MINORS), present=st.booleans())
+    def gpu_change(self, minor, present):
+        """A GPU (its /proc entry and node) arrives, or falls off the bus."""
         shutil.rmtree(self.m.p(f"/proc/driver/nvidia/gpus/{bus(minor)}"), ignore_errors=True)
         if os.path.lexists(self.m.p(f"/dev/nvidia{minor}")):
             os.unlink(self.m.p(f"/dev/nvidia{minor}"))
         self.gpus.discard(minor)
+        self.mig_off(minor)
+        if present:
+            self.m.add_gpu(minor, bus(minor), uuid(minor))
+            self.gpus.add(minor)
+
+    def write_proc_devices(self):
+        self.m.write_proc_devices(fabric=self.nvswitches)
+
+    @precondition(lambda self: self.gpus)
+    @rule(data=st.data(), instances=st.integers(min_value=0, max_value=3))
+    def mig_change(self, data, instances):
+        """The host's operator makes `instances` GPU instances of one compute instance each on a GPU,
+        or (0) turns MIG off there."""
+        minor = data.draw(st.sampled_from(sorted(self.gpus)))
+        self.mig_off(minor)
+        if instances:
+            self.m.add_mig(minor, {gi: [0] for gi in range(7, 7 + instances)})
+            self.write_proc_devices()
+            self.mig[minor] = instances
+
+    def mig_off(self, minor):
+        shutil.rmtree(self.m.p(f"/proc/driver/nvidia/capabilities/gpu{minor}"), ignore_errors=True)
+        for gi in range(15):
+            for ci in (None, *range(8)):
+                node = self.m.p(f"/dev/nvidia-caps/nvidia-cap{MachineRoot.cap_minor(minor, gi, ci)}")
+                if os.path.lexists(node):
+                    os.unlink(node)
+        self.mig.pop(minor, None)
+
+    @rule(channels=st.sets(st.integers(min_value=0, max_value=3), max_size=3))
+    def imex_channels_change(self, channels):
+        shutil.rmtree(self.m.p("/dev/nvidia-caps-imex-channels"), ignore_errors=True)
+        if channels:
+            self.m.add_imex_channels(sorted(channels))
+            self.write_proc_devices()
+        self.imex = set(channels)
+
+    @rule(present=st.booleans())
+    def nvswitches_change(self, present):
+        for name in ("nvidia-nvswitch0", "nvidia-nvswitch1", "nvidia-nvswitchctl"):
+            if os.path.lexists(self.m.p(f"/dev/{name}")):
+                os.unlink(self.m.p(f"/dev/{name}"))
+        self.nvswitches = present
+        if present:
+            self.m.add_fabric(nvswitches=(0, 1))
+        self.write_proc_devices()
+
+    @rule(daemon=st.sampled_from(sorted(DAEMONS)), running=st.booleans())
+    def daemon_change(self, daemon, running):
+        """nvidia-persistenced or the fabric manager starts (its socket appears) or stops (it goes)."""
+        import socket
+        path = self.m.p(DAEMONS[daemon])
+        if os.path.lexists(path):
+            os.unlink(path)
+        if running:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with socket.socket(socket.AF_UNIX) as s:
+                s.bind(path)
+            self.daemons.add(daemon)
+        else:
+            self.daemons.discard(daemon)
+
+    @precondition(lambda self: self.sized)
+    @rule(free_kib=st.sampled_from([None, 0, 64, 400, 900]))
+    def run_space(self, free_kib):
+        """Another tenant fills the machine's /run, leaving free_kib, or (None) frees it."""
+        path = self.m.p(FILLER)
+        if os.path.exists(path):
+            os.unlink(path)
+        self.filled = free_kib is not None
+        if not self.filled:
+            return
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        st_ = os.statvfs(self.m.p("/run"))
+        room = st_.f_bavail * st_.f_frsize - free_kib * 1024
+        with open(path, "wb") as f:
+            try:
+                f.write(b"\0" * max(room, 0))
+            except OSError:
+                pass  # full already
+
+    @rule(kind=st.sampled_from(sorted(CONTAINERD)))
+    def containerd_change(self, kind):
+        for path in ("/var/lib/dpkg/status", "/etc/containerd/config.toml"):
+            if os.path.exists(self.m.p(path)):
+                os.unlink(self.m.p(path))
+        if CONTAINERD[kind]:
+            version, config = CONTAINERD[kind]
+            write(self.m.p("/var/lib/dpkg/status"), dpkg_status(version))
+            if config:
+                write(self.m.p("/etc/containerd/config.toml"), config)
+        self.containerd = kind
+
+    @rule(kind=st.sampled_from(FOREIGN), version=st.sampled_from(VERSIONS))
+    def foreign_spec_change(self, kind, version):
+        for path in ("/var/run/cdi/nvidia.yaml", "/var/run/cdi/extra.yaml", PLUGIN_SPEC):
+            if os.path.exists(self.m.p(path)):
+                os.unlink(self.m.p(path))
+        if kind == "shadowing":
+            write(self.m.p("/var/run/cdi/nvidia.yaml"), gpu_spec(["all", "0"]))
+        elif kind == "second":
+            write(self.m.p("/var/run/cdi/extra.yaml"), gpu_spec(["gpu-extra"]))
+        elif kind == "device-plugin":
+            write(self.m.p(PLUGIN_SPEC), plugin_spec(self.m, version))
+        self.foreign = kind
 
     # -- the machine -----------------------------------------------------------------------------
     def run(self, *args, kill_at=None):
@@ -133,44 +303,71 @@ class FleetDay(RuleBasedStateMachine):
         before = self.outside()
         r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
         after = self.outside()
-        assert before == after, f"untouched: {' '.join(args)} changed staging, /proc or /dev"
+        assert before == after, f"untouched: {' '.join(args)} changed staging, /proc, /dev, /var/run/cdi or another tenant's /run"
         return r
 
     def outside(self):
-        """Staging, /proc and /dev, without /dev/char: its major:minor links to the driver's nodes are
-        setup's own (as nvidia-ctk's create-dev-char-symlinks makes them, lib/cdi/dev_char.hpp)."""
-        out = {p: snapshot(self.m.p(p)) for p in ("/run/host-nvidia", "/proc", "/dev")}
+        """Staging, /proc, /dev, /var/run/cdi and another tenant's files in /run/nvidia, without
+        /dev/char: its major:minor links to the driver's nodes are setup's own (as nvidia-ctk's
+        create-dev-char-symlinks makes them, lib/cdi/dev_char.hpp). The filler's content is not read."""
+        out = {p: snapshot(self.m.p(p)) for p in ("/run/host-nvidia", "/proc", "/dev", "/var/run/cdi")}
         out["/dev"] = {k: v for k, v in (out["/dev"] or {}).items() if k != "char" and not k.startswith("char/")}
+        filler = self.m.p(FILLER)
+        out["filler"] = os.path.getsize(filler) if os.path.exists(filler) else None
         return out
 
     def can_go_live(self):
-        return self.staged in VERSIONS and self.staged == self.module and bool(self.gpus)
+        return self.staged in VERSIONS and self.staged == self.module and bool(self.gpus) and not self.filled
+
+    def consumers_take_it(self):
+        """containerd (or, without one, the CDI library's defaults) would give pods our devices."""
+        if self.containerd == "1.7-cdi-off" or self.foreign == "shadowing":
+            return False
+        if self.foreign == "device-plugin":
+            with open(self.m.p(PLUGIN_SPEC)) as f:
+                return all(os.path.exists(self.m.p(m["hostPath"])) for m in json.load(f)["containerEdits"]["mounts"])
+        return True
 
     @rule(kill_at=KILLS)
     def boot_setup(self, kill_at):
-        r = self.run("setup", kill_at=kill_at)
-        if kill_at is None:
-            self.after_run("setup", r)
+        r = self.run("--json", "setup", kill_at=kill_at)
+        self.after_run("setup", r, kill_at)
 
     @rule(kill_at=KILLS)
     def refresh(self, kill_at):
-        r = self.run("refresh", kill_at=kill_at)
-        if kill_at is None:
-            self.after_run("refresh", r)
+        r = self.run("--json", "refresh", kill_at=kill_at)
+        self.after_run("refresh", r, kill_at)
 
-    def after_run(self, verb, r):
+    @rule(kill_at=KILLS)
+    def cleanup(self, kill_at):
+        """The cleanup unit's run (a machine that is no NVIDIA machine any more), at any time: it removes
+        our specs; whatever verify says next must still be true."""
+        r = self.run("--json", "cleanup", kill_at=kill_at)
+        self.last_metrics = json.loads(r.stdout) if kill_at is None else None
+        if kill_at is None:
+            assert r.returncode == 0, f"cleanup failed: {r.stderr[-600:]}"
+            for spec in OUR_SPECS:
+                assert not os.path.exists(self.m.p(spec)), f"cleanup left {spec}"
+
+    def after_run(self, verb, r, kill_at):
+        if kill_at is not None:  # its records may be written or not: unknown until the next run
+            self.last = self.last_metrics = None
+            return
+        result = json.loads(r.stdout) if r.stdout.strip() else None
+        assert result is not None, f"{verb} printed no JSON (exit {r.returncode}): {r.stderr[-600:]}"
+        self.last = self.last_metrics = result
         if self.can_go_live():
             assert r.returncode == 0, f"live: {verb} failed though the host staged the module's version {self.module}: {r.stderr[-600:]}"
-            v = self.run("--json", "verify")
-            assert v.returncode == 0, f"live: verify after a good {verb} is not ready: {v.stdout[-800:]}"
+            if self.consumers_take_it():
+                STATS["live"] += 1
+                v = self.run("--json", "verify")
+                assert v.returncode == 0, f"live: verify after a good {verb} is not ready: {v.stdout[-800:]}"
         if r.returncode == 0:
-            leftovers = [n for n in os.listdir(self.m.p("/run/nvidia")) if n != "driver"] if os.path.isdir(self.m.p("/run/nvidia")) else []
+            ours = {"driver", "validations"}
+            leftovers = [n for n in os.listdir(self.m.p("/run/nvidia")) if n not in ours and n != "lost+found"] \
+                if os.path.isdir(self.m.p("/run/nvidia")) else []
             leftovers += [n for n in os.listdir(self.m.p("/etc/cdi")) if not n.endswith(".yaml")] if os.path.isdir(self.m.p("/etc/cdi")) else []
             assert not leftovers, f"clean: {verb} left {leftovers}"
-
-    @rule()
-    def verify(self):
-        self.check_truthful()
 
     # -- what must hold after every step -----------------------------------------------------------
     def manifest(self):
@@ -207,28 +404,82 @@ class FleetDay(RuleBasedStateMachine):
 
     @invariant()
     def spec_paths_exist(self):
-        spec = self.m.p(SPEC)
-        if not os.path.exists(spec):
-            return
-        with open(spec) as f:
-            text = f.read()
-        for host_path in re.findall(r"hostPath: (\S+)", text):
-            assert os.path.lexists(self.m.p(host_path)), f"spec: hostPath {host_path} does not exist"
+        """Every hostPath into our driver root of every spec we wrote exists (the host's own paths, a
+        daemon's socket, may go with the host's events: then verify must say so, check_truthful)."""
         doc = self.manifest()
-        if doc is not None:
-            assert f"libcuda.so.{doc['driver_version']}" in text, "spec: it does not serve the root's version"
+        for spec in OUR_SPECS:
+            if not os.path.exists(self.m.p(spec)):
+                continue
+            for host_path in self.host_paths(spec_doc(self.m.p(spec))):
+                if host_path.startswith("/run/nvidia/driver/"):
+                    assert os.path.lexists(self.m.p(host_path)), f"spec: hostPath {host_path} of {spec} does not exist"
+        if doc is not None and os.path.exists(self.m.p(SPEC)):
+            with open(self.m.p(SPEC)) as f:
+                assert f"libcuda.so.{doc['driver_version']}" in f.read(), "spec: it does not serve the root's version"
 
-    def check_truthful(self):
+    @invariant()
+    def records_agree_with_the_last_run(self):
+        """status.json and the metrics say what the last setup or refresh said, or nothing (a full /run
+        may keep a record from being written; it must never leave an older one standing)."""
+        if self.last is not None and os.path.exists(self.m.p(STATUS)):
+            with open(self.m.p(STATUS)) as f:
+                status = json.load(f)
+            assert (status["command"], status["outcome"]) == (self.last["command"], self.last["outcome"]), \
+                f"records: status.json says {status['command']} {status['outcome']}, the last run {self.last['command']} {self.last['outcome']}"
+        prom = self.m.p(f"{METRICS}/unbounded-nvidia-setup.prom")
+        last = self.last_metrics
+        if last is not None and os.path.exists(prom):
+            with open(prom) as f:
+                text = f.read()
+            line = f'unbounded_nvidia_outcome_info{{command="{last["command"]}",outcome="{last["outcome"]}"}} 1'
+            assert line in text, f"records: the metrics do not say {last['command']} {last['outcome']}"
+            assert f"unbounded_nvidia_ready {int(last['ready'])}" in text, "records: the metrics' ready is another"
+
+    @staticmethod
+    def host_paths(doc):
+        for e in edits(doc):
+            for m in e.get("mounts") or []:
+                yield m["hostPath"]
+
+    @staticmethod
+    def nodes(doc):
+        for e in edits(doc):
+            for n in e.get("deviceNodes") or []:
+                yield n.get("hostPath") or n["path"], n.get("major"), n.get("minor", 0)
+
+    @invariant()
+    def verify_is_truthful(self):
+        """verify, after every step: ready only when pods can work."""
         v = self.run("--json", "verify")
         if v.returncode != 0:
             return
+        STATS["ready"] += 1
         doc = self.manifest()
         assert doc is not None, "truthful: verify ready without a driver root"
         if self.module is not None:
             assert doc["driver_version"] == self.module, f"truthful: verify ready with root {doc['driver_version']} under module {self.module}"
-        with open(self.m.p(SPEC)) as f:
-            offered = set(re.findall(r"name: (GPU-[0-9a-f-]{36})", f.read()))
-        assert offered == {uuid(g) for g in self.gpus}, f"truthful: verify ready but the spec offers {sorted(offered)}, the machine has {sorted(self.gpus)}"
+        main_spec = spec_doc(self.m.p(SPEC))
+        names = [d["name"] for d in main_spec["devices"]]
+        offered = {n for n in names if n.startswith("GPU-")}
+        whole = {uuid(g) for g in self.gpus if g not in self.mig}
+        assert offered == whole, f"truthful: verify ready but the spec offers {sorted(offered)}, the machine's whole GPUs are {sorted(whole)}"
+        mig = sum(self.mig.values())
+        assert sum(1 for n in names if re.fullmatch(r"\d+:\d+", n)) == mig, f"truthful: verify ready but the spec's MIG devices are not the machine's {mig}"
+        if self.imex:
+            channels = {d["name"] for d in spec_doc(self.m.p(IMEX_SPEC))["devices"]} - {"all"}
+            assert channels == {str(i) for i in self.imex}, f"truthful: verify ready but the IMEX spec offers {sorted(channels)}"
+        for spec in OUR_SPECS:
+            if not os.path.exists(self.m.p(spec)):
+                continue
+            d = spec_doc(self.m.p(spec))
+            for host_path in self.host_paths(d):
+                assert os.path.lexists(self.m.p(host_path)), f"truthful: verify ready but {spec}'s hostPath {host_path} does not exist"
+            for path, major, minor in self.nodes(d):
+                st_ = os.stat(self.m.p(path)) if os.path.exists(self.m.p(path)) else None
+                assert st_ is not None, f"truthful: verify ready but {spec}'s device node {path} does not exist"
+                if major is not None:
+                    assert (os.major(st_.st_rdev), os.minor(st_.st_rdev)) == (major, minor), f"truthful: {path} is another device than {spec} says"
+        assert self.consumers_take_it(), f"truthful: verify ready but containerd ({self.containerd}) or a foreign spec ({self.foreign}) keeps pods from our devices"
 
 
 def budget():
@@ -250,15 +501,26 @@ class TestStories(unittest.TestCase):
                 getattr(state, name)(**kwargs)
                 state.root_is_one_complete_tree()
                 state.spec_paths_exist()
+                state.records_agree_with_the_last_run()
+                state.verify_is_truthful()
         finally:
             state.teardown()
+
+    @unittest.skipUnless(IN_PRIVATE_MOUNTS, "needs root for a private tmpfs /run (CI runs as root)")
+    def test_a_full_run_leaves_no_older_status_standing(self):
+        """Found by this tier: a refresh that could not write status.json on a full /run left setup's
+        "ready" there, though the refresh failed."""
+        self.replay([("host_staging", {"version": V1, "how": "complete"}), ("host_loads_module", {"version": V1}),
+                     ("gpu_change", {"minor": 0, "present": True}), ("boot_setup", {"kill_at": None}), ("run_space", {"free_kib": 0}),
+                     ("host_staging", {"version": V2, "how": "complete"}), ("refresh", {"kill_at": None})])
 
     def test_the_broken_build_s_story_is_caught(self):
         """The tier can fail: verify with the kernel module hidden from it (the deliberately broken build)
         says ready on a root the loaded module cannot use, and the truthful invariant says so."""
         global BROKEN
-        story = [("host_stages", {"version": V1}), ("gpu_arrives", {"minor": 0}), ("boot_setup", {"kill_at": None}),
-                 ("host_loads_module", {"version": V2}), ("verify", {})]
+        story = [("host_staging", {"version": V1, "how": "complete"}), ("gpu_change", {"minor": 0, "present": True}),
+                 ("boot_setup", {"kill_at": None}),
+                 ("host_loads_module", {"version": V2})]
         self.replay(story)  # the real build: ready is never said
         BROKEN, saved = "verify-ignores-module", BROKEN
         try:
@@ -285,8 +547,13 @@ class TestFleetDay(unittest.TestCase):
             rounds += 1
             if time.monotonic() >= end:
                 break
-        print(f"# {rounds} round(s): {STATS['sequences']} sequences, {STATS['steps']} steps, {STATS['runs']} runs of the binaries", flush=True)
+        print(f"# {rounds} round(s): {STATS['sequences']} sequences, {STATS['steps']} steps, {STATS['runs']} runs of the binaries, "
+              f"{STATS['ready']} steps verify said ready after, {STATS['live']} live checks", flush=True)
 
 
 if __name__ == "__main__":
+    if IS_ROOT and not IN_PRIVATE_MOUNTS and shutil.which("unshare"):
+        # A full /run needs a small tmpfs, mounted where only this test sees it.
+        os.environ["STATEFUL_PRIVATE_MOUNTS"] = "1"
+        os.execvp("unshare", ["unshare", "-m", "--propagation", "private", sys.executable, *sys.argv])
     main()
