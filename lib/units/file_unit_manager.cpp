@@ -121,7 +121,7 @@ Result<std::unique_ptr<UnitManager>> open_file_manager(const std::string &path)
 
 Result<std::unique_ptr<UnitManager>> unit_manager_for(const Context &ctx)
 {
-	if (ctx.root.empty())
+	if (ctx.root.empty() || ctx.root == "/")  // "/" is this system, as for every path (fs::root_path)
 		return connect_system_manager();
 	const char *fake = std::getenv("UNBOUNDED_NVIDIA_FAKE_UNITS");
 	if (fake && *fake)

@@ -62,9 +62,10 @@ Result<std::unique_ptr<UnitManager>> connect_system_manager();
 // A start records its call and makes the unit active (or fails with its start_result).
 Result<std::unique_ptr<UnitManager>> open_file_manager(const std::string &path);
 
-// The service manager of the machine `ctx` describes: the real one, or none for a --root tree (an
-// offline image's units are not this system's), except with $UNBOUNDED_NVIDIA_FAKE_UNITS, the
-// tests' file (open_file_manager), which only a --root run reads. nullptr: no manager to ask.
+// The service manager of the machine `ctx` describes: the real one (no root, or "/"), or none for a
+// --root tree (an offline image's units are not this system's), except with
+// $UNBOUNDED_NVIDIA_FAKE_UNITS, the tests' file (open_file_manager), which only a --root run reads.
+// nullptr: no manager to ask.
 Result<std::unique_ptr<UnitManager>> unit_manager_for(const Context &ctx);
 
 }  // namespace unbounded
