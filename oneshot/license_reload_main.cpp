@@ -1,5 +1,6 @@
 // unbounded-nvidia-license-reload: started by its .path unit and .timer; argument handling, signals,
-// the real seams (sleep, randomness, PIDs) and the sd-bus unit manager. The work is LicenseReloader.
+// the real seams (sleep, randomness, PIDs) and the unit manager (sd-bus; under --root only the tests'
+// file, unit_manager.hpp). The work is LicenseReloader.
 #include "build_config.h"
 #include "config.hpp"
 #include "context.hpp"
@@ -213,7 +214,12 @@ int reload(const Context &ctx, bool boot, int state_fd)
 		NoUnitManager none;
 		report = LicenseReloader(ctx, none, seams).install_at_boot();
 	} else {
-		auto units = connect_system_manager();
+		// The live system's manager; under --root none, but the tests' file manager
+		// ($UNBOUNDED_NVIDIA_FAKE_UNITS): an offline image's nvidia-gridd is not this system's.
+		auto units = unit_manager_for(ctx);
+		if (units && !*units)
+			units = fail(make_error("A --root run has no service manager to restart " + ctx.config.licensing.gridd_unit +
+						" with (unless $UNBOUNDED_NVIDIA_FAKE_UNITS names one, in tests)"));
 		if (!units) {
 			log::error(units.error().message);
 			return EXIT_NOT_READY;

@@ -59,12 +59,22 @@ Result<std::unique_ptr<UnitManager>> connect_system_manager();
 // A service manager kept in a JSON file, for tests through the real binaries on fake roots:
 // {"units": {"containerd.service": {"load_state": "loaded", "active_state": "inactive",
 // "active_enter_usec": 0, "job_type": "start", "start_result": "done"}}, "calls": ["start ..."]}.
-// A start records its call and makes the unit active (or fails with its start_result).
+// Every call is appended to "calls": "state UNIT" (status() too), "start UNIT", "stop UNIT signal N".
+// A start makes the unit active (or fails with its start_result); a stop makes it inactive.
+// A unit may run a real process, for the license reloader's restart of nvidia-gridd:
+//   "exec": ["/path", "arg", ...]  a start (of a unit whose process is not running) spawns it
+//                                 detached (own session, stdio on /dev/null) and records
+//   "main_pid", "main_start_time"  its PID and start time (/proc/PID/stat); a running unit whose
+//                                 process has exited reads as "failed" with main_pid 0
+//   "kill_signal": 15             KillSignal=: what a stop sends, once, to the process's group
+//                                 (then inactive, main_pid 0; never a SIGKILL after it)
+//   "send_sigkill": false         SendSIGKILL=, only reported (false: our drop-in's setting)
 Result<std::unique_ptr<UnitManager>> open_file_manager(const std::string &path);
 
-// The service manager of the machine `ctx` describes: the real one, or none for a --root tree (an
-// offline image's units are not this system's), except with $UNBOUNDED_NVIDIA_FAKE_UNITS, the
-// tests' file (open_file_manager), which only a --root run reads. nullptr: no manager to ask.
+// The service manager of the machine `ctx` describes: the real one (no root, or "/"), or none for a
+// --root tree (an offline image's units are not this system's), except with
+// $UNBOUNDED_NVIDIA_FAKE_UNITS, the tests' file (open_file_manager), which only a --root run reads.
+// nullptr: no manager to ask.
 Result<std::unique_ptr<UnitManager>> unit_manager_for(const Context &ctx);
 
 }  // namespace unbounded
