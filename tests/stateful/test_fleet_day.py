@@ -38,7 +38,7 @@ from unbounded_tests.harness import (ARCH, IS_ROOT, PLUGIN_SPEC, SETUP, V1, V2, 
                                      plugin_spec, preload_env, snapshot, write)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-STATS = {"sequences": 0, "steps": 0, "runs": 0, "ready": 0, "live": 0}
+STATS = {"sequences": 0, "steps": 0, "runs": 0, "ready": 0, "live": 0, "license runs": 0, "gridd starts": 0}
 EXAMPLES = os.path.join(HERE, "examples")
 VERSIONS = (V1, V2)
 MINORS = range(3)
@@ -78,6 +78,24 @@ FILLER = "/run/nvidia/validations/filler"
 # Run in a private mount namespace (main() makes one when root): the machine's /run can be a small tmpfs.
 IN_PRIVATE_MOUNTS = os.environ.get("STATEFUL_PRIVATE_MOUNTS") == "1"
 RUN_SIZE_KIB = 4096
+LICENSE_BIN = os.environ.get("LICENSE_BIN", "")
+GRIDD_UNIT = "nvidia-gridd.service"
+LICENSING = "/run/host-nvidia-licensing"
+GRIDD_CONF = "/etc/nvidia/gridd.conf"
+TOKEN = "/etc/nvidia/ClientConfigToken/client_configuration_token.tok"
+# Licensing contents: a gridd.conf and a token that say their name; "broken" a gridd.conf nvidia-gridd
+# does not stay up with.
+LICENSES = ("A", "B", "C", "broken")
+# A stand-in nvidia-gridd (tests/integration/test_license_reload.py's): reads the installed files at its
+# start only, logs the start with their content's name, exits at once on a broken gridd.conf, logs the
+# SIGTERM that stops it.
+GRIDD = """#!/bin/sh
+echo "start $(sed -n 's/^# license //p' {conf})/$(cat {token})" >> {log}
+case "$(cat {conf})" in *BROKEN*) exit 1 ;; esac
+trap 'echo TERM >> {log}; kill $! 2>/dev/null; exit 0' TERM
+sleep 1000 &
+wait
+"""
 CRI_17 = '[plugins."io.containerd.grpc.v1.cri"]'
 # containerd as a node may have it: not installed, 1.7 with CDI off (its default) or on, 2.1 (on by default).
 CONTAINERD = {"none": None, "1.7-cdi-off": ("1.7.24~ds1-6", None),
@@ -85,6 +103,24 @@ CONTAINERD = {"none": None, "1.7-cdi-off": ("1.7.24~ds1-6", None),
 # Specs someone else leaves in /var/run/cdi: one that shadows ours (nvidia-cdi-refresh's, defining
 # nvidia.com/gpu=all and =0), a second spec of our kind that meets none of our names, the device plugin's.
 FOREIGN = ("none", "shadowing", "second", "device-plugin")
+
+
+def reap():
+    """The stand-in nvidia-gridds the fake manager started (detached: this process is their
+    subreaper) that have exited."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def become_subreaper():
+    import ctypes
+    PR_SET_CHILD_SUBREAPER = 36
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
 def gpu_spec(devices):
@@ -125,9 +161,14 @@ class FleetDay(RuleBasedStateMachine):
             os.makedirs(self.m.p("/.host-staging"))
             os.makedirs(self.m.p("/run/host-nvidia"))
             subprocess.run(["mount", "--bind", self.m.p("/.host-staging"), self.m.p("/run/host-nvidia")], check=True)
+            os.makedirs(self.m.p("/.host-licensing"))
+            os.makedirs(self.m.p(LICENSING))
+            subprocess.run(["mount", "--bind", self.m.p("/.host-licensing"), self.m.p(LICENSING)], check=True)
         os.makedirs(self.m.p(METRICS))
         # No waiting: a host that has not staged is an event of its own here, not something to wait out.
-        self.m.config("staging_timeout: 0s\nrefresh:\n  settle_time: 0s\n  settle_limit: 0s\n")
+        self.m.config("staging_timeout: 0s\nrefresh:\n  settle_time: 0s\n  settle_limit: 0s\n"
+                      "licensing:\n  jitter: 0s\n  settle_time: 400ms\n  stop_timeout: 5s\n")
+        self.licensing_starts()
         self.staged = None  # the version staged completely, "half", or None
         self.module = None
         self.gpus = set()
@@ -148,6 +189,7 @@ class FleetDay(RuleBasedStateMachine):
             self.boot_setup(None)
 
     def teardown(self):
+        self.stop_gridd()
         if self.sized:
             subprocess.run(["umount", "-R", "-l", self.m.p("/run")], check=False)
         self.m.cleanup()
@@ -286,6 +328,114 @@ class FleetDay(RuleBasedStateMachine):
         elif kind == "device-plugin":
             write(self.m.p(PLUGIN_SPEC), plugin_spec(self.m, version))
         self.foreign = kind
+
+    # -- licensing -----------------------------------------------------------------------------------
+    def licensing_starts(self):
+        """What the boot install left: license A installed; nvidia-gridd's unit active, with no process
+        of the fake manager's yet (the first restart starts the stand-in)."""
+        self.gridd = self.m.p("/usr/bin/nvidia-gridd")
+        self.gridd_log = self.m.p("/var/log/nvidia-gridd.log")
+        write(self.gridd, GRIDD.format(conf=self.m.p(GRIDD_CONF), token=self.m.p(TOKEN), log=self.gridd_log), 0o755)
+        write(self.gridd_log, "")
+        self.units_file = self.m.path + "-units.json"  # beside the root, as PID 1 is outside the machine
+        with open(self.units_file, "w") as f:
+            json.dump({"units": {GRIDD_UNIT: {"active_state": "active", "exec": [self.gridd]}}, "calls": []}, f)
+        self.license_rotates("A")
+        write(self.m.p(GRIDD_CONF), self.license_conf("A"))
+        write(self.m.p(TOKEN), "A", 0o600)
+        self.sigkill_allowed = False
+        self.calls_seen = 0
+        self.log_seen = 0
+        self.good = "A"  # the last content nvidia-gridd stayed up with (or was installed at boot)
+
+    @staticmethod
+    def license_conf(content):
+        return "BROKEN\n# license broken\n" if content == "broken" else f"FeatureType=1\n# license {content}\n"
+
+    def stop_gridd(self):
+        with open(self.units_file) as f:
+            pid = json.load(f)["units"][GRIDD_UNIT].get("main_pid", 0)
+        if pid:
+            try:
+                os.killpg(pid, 9)  # the stand-in's group: the shell and its sleep
+            except OSError:
+                pass
+        os.unlink(self.units_file)
+        reap()
+
+    @rule(content=st.sampled_from(LICENSES), kill_at=st.one_of(st.just("no reload"), KILLS))
+    def license_rotates(self, content, kill_at="no reload"):
+        """The host rotates the licensing files (or breaks them): gridd.conf and the token. The .path
+        unit's reload follows (killed at kill_at), unless the machine is down ("no reload")."""
+        write(self.m.p(f"{LICENSING}/gridd.conf"), self.license_conf(content))
+        write(self.m.p(f"{LICENSING}/client_configuration_token.tok"), content)
+        self.source = content
+        self.rotation_starts = 0  # the stand-in's starts with this content since it came
+        self.kills_since_rotation = 0
+        if kill_at != "no reload":
+            self.license_reload(kill_at)
+
+    @rule(allowed=st.booleans())
+    def gridd_dropin_change(self, allowed):
+        """nvidia-gridd's unit could be SIGKILLed (our drop-in lost or overridden), or not (again)."""
+        with open(self.units_file) as f:
+            doc = json.load(f)
+        doc["units"][GRIDD_UNIT]["send_sigkill"] = allowed
+        with open(self.units_file, "w") as f:
+            json.dump(doc, f)
+        self.sigkill_allowed = allowed
+
+    @rule(kill_at=KILLS)
+    def license_reload(self, kill_at):
+        """The reloader's run (its .path unit's or .timer's). Killed at a drawn call of the reloader itself (not of the stand-in it
+        starts: no -f)."""
+        cmd = [LICENSE_BIN, "--root", self.m.path]
+        if kill_at is not None:
+            cmd = ["strace", "-qq", "-o", "/dev/null", "-e", f"inject={kill_at[0]}:signal=KILL:when={kill_at[1]}", *cmd]
+        STATS["runs"] += 1
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60,
+                           env=MachineRoot.run_env({"UNBOUNDED_NVIDIA_FAKE_UNITS": self.units_file}))
+        reap()
+        calls, log = self.new_license_events()
+        assert all(c.endswith("signal 15") for c in calls if c.startswith("stop ")), f"license: a stop with another signal: {calls}"
+        assert not (self.sigkill_allowed and calls), f"license: restarted a unit that could be SIGKILLed: {calls}"
+        starts = [line.split(" ", 1)[1] for line in log if line.startswith("start ")]
+        STATS["license runs"] += 1
+        STATS["gridd starts"] += len(starts)
+        mine = sum(1 for s_ in starts if s_ == f"{self.source}/{self.source}")
+        self.rotation_starts += mine
+        if kill_at is not None:
+            self.kills_since_rotation += 1
+            return
+        # Unkilled: at most one start with the source's content for each time it came (a killed run
+        # before may have started it already, unrecorded: then one more).
+        assert self.rotation_starts <= 1 + self.kills_since_rotation, \
+            f"license: nvidia-gridd started {self.rotation_starts} times with license {self.source}: {log}"
+        installed = self.installed_license()
+        assert installed[0] == installed[1], f"license: installed files of two contents {installed} after a run"
+        if self.source != "broken" and not self.sigkill_allowed:
+            assert r.returncode == 0, f"license: a good rotation failed: {r.stderr[-600:]}"
+            assert installed[0] == self.source, f"license: {installed} installed, the source is {self.source}"
+            self.good = self.source
+        if self.source == "broken":
+            assert installed[0] != "broken", f"license: broken files left installed: {r.stderr[-400:]}"
+
+    def installed_license(self):
+        with open(self.m.p(GRIDD_CONF)) as f:
+            conf = re.search(r"# license (\S+)", f.read())
+        with open(self.m.p(TOKEN)) as f:
+            token = f.read()
+        return (conf.group(1) if conf else None, token)
+
+    def new_license_events(self):
+        """The stops and starts asked of the fake manager, and what the stand-in logged, since last time."""
+        with open(self.units_file) as f:
+            calls = [c for c in json.load(f)["calls"] if not c.startswith("state ")]
+        with open(self.gridd_log) as f:
+            log = f.read().splitlines()
+        new = (calls[self.calls_seen:], log[self.log_seen:])
+        self.calls_seen, self.log_seen = len(calls), len(log)
+        return new
 
     # -- the machine -----------------------------------------------------------------------------
     def run(self, *args, kill_at=None):
@@ -548,7 +698,8 @@ class TestFleetDay(unittest.TestCase):
             if time.monotonic() >= end:
                 break
         print(f"# {rounds} round(s): {STATS['sequences']} sequences, {STATS['steps']} steps, {STATS['runs']} runs of the binaries, "
-              f"{STATS['ready']} steps verify said ready after, {STATS['live']} live checks", flush=True)
+              f"{STATS['ready']} steps verify said ready after, {STATS['live']} live checks, "
+              f"{STATS['license runs']} license reloads, {STATS['gridd starts']} nvidia-gridd starts", flush=True)
 
 
 if __name__ == "__main__":
@@ -556,4 +707,5 @@ if __name__ == "__main__":
         # A full /run needs a small tmpfs, mounted where only this test sees it.
         os.environ["STATEFUL_PRIVATE_MOUNTS"] = "1"
         os.execvp("unshare", ["unshare", "-m", "--propagation", "private", sys.executable, *sys.argv])
+    become_subreaper()
     main()
