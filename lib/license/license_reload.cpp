@@ -129,18 +129,19 @@ Result<LicenseReloader::Round> LicenseReloader::run_round(ReloadReport &report, 
 		}
 		return Round::Done;
 	}
+	auto failed = read_state(FAILED);
+	if (!failed)
+		return fail(failed.error());
 	// First run (on a machine set up before the reloader): nvidia-gridd started with the
-	// installed files, so when they are the source's, record them and restart nothing.
-	if (!unverified && !*applied && read_targets() == *source) {
+	// installed files, so when they are the source's, record them and restart nothing; never
+	// content that failed before.
+	if (!unverified && !*applied && read_targets() == *source && !(*failed && **failed == *source)) {
 		if (auto r = write_state(APPLIED, *source); !r)
 			return fail(r.error());
 		first(ReloadOutcome::Recorded);
 		note(report, "Recorded the installed licensing files (" + source->names() + ") as the applied ones.");
 		return Round::Again;
 	}
-	auto failed = read_state(FAILED);
-	if (!failed)
-		return fail(failed.error());
 	if (*failed && **failed == *source) {
 		if (auto r = known_bad(report, *source, *applied, unverified, round == 0 && !decided); !r)
 			return fail(r.error());
@@ -161,7 +162,7 @@ Result<LicenseReloader::Round> LicenseReloader::run_round(ReloadReport &report, 
 	// The last known good is what nvidia-gridd runs with, unless an interrupted restart left
 	// unverified files: then it is the last applied record.
 	const LicenseSet running = unverified && *applied ? **applied : read_targets();
-	auto applied_now = apply_set(report, *latest, running);
+	auto applied_now = apply_set(report, *latest, running, unverified);
 	if (!applied_now)
 		return fail(applied_now.error());
 	return *applied_now ? Round::Again : Round::Done;  // again: a rotation may have landed meanwhile

@@ -86,7 +86,7 @@ private:
 	Result<void> reload_rounds(ReloadReport &report);
 	Result<void> install_boot_files(ReloadReport &report);
 	Result<void> install_for_restart(const LicenseSet &latest, const LicenseSet &running) const;
-	Result<bool> apply_set(ReloadReport &report, const LicenseSet &latest, const LicenseSet &running);
+	Result<bool> apply_set(ReloadReport &report, const LicenseSet &latest, const LicenseSet &running, bool resumed);
 	enum class Round {
 		Done,
 		Again,

@@ -101,6 +101,16 @@ Result<void> LicenseReloader::install_for_restart(const LicenseSet &latest, cons
 	// lands from here on differs from the record and is applied by the re-check after.
 	if (seams_.after_stage)
 		seams_.after_stage("recorded");
+	// The last known good goes on record before anything changes: a run killed in this restart or
+	// its rollback leaves the next run only the records to return to. A machine set up before the
+	// reloader has none yet; nvidia-gridd runs with the installed files, the first run's assumption
+	// (a broken rotation killed twice used to leave its files installed with nothing to roll back to).
+	auto applied = read_state(APPLIED);
+	if (!applied)
+		return fail(applied.error());
+	if (!*applied)
+		if (auto r = write_state(APPLIED, running); !r)
+			return fail(r.error());
 	if (auto r = write_state(RESTARTING, latest); !r)
 		return fail(r.error());
 	// These files replace whatever the boot install put there. Its record goes with them: a run that
@@ -123,8 +133,10 @@ Result<void> LicenseReloader::install_for_restart(const LicenseSet &latest, cons
 
 // Installs `latest` and restarts nvidia-gridd with it; `running` is what to return to. Returns true
 // when it was applied (the caller checks the source again), false when the run ends here (rolled
-// back, failed, or stopped before the outcome was known; report.outcome says which).
-Result<bool> LicenseReloader::apply_set(ReloadReport &report, const LicenseSet &latest, const LicenseSet &running)
+// back, failed, or stopped before the outcome was known; report.outcome says which). `resumed`: a
+// restart of ours was interrupted before it was judged; nvidia-gridd is started and judged even when
+// it is down, as it may be by those very files.
+Result<bool> LicenseReloader::apply_set(ReloadReport &report, const LicenseSet &latest, const LicenseSet &running, bool resumed)
 {
 	const LicensingConfig &lic = ctx_.config.licensing;
 	if (auto r = install_for_restart(latest, running); !r)
@@ -134,7 +146,7 @@ Result<bool> LicenseReloader::apply_set(ReloadReport &report, const LicenseSet &
 	if (!status)
 		return fail(status.error());
 	bool up = true;
-	if (status->active_state == "active" || status->active_state == "activating" || status->active_state == "reloading") {
+	if (resumed || status->active_state == "active" || status->active_state == "activating" || status->active_state == "reloading") {
 		auto r = restart_gridd(report);
 		if (!r) {
 			// Could not even try (unsafe unit settings, a stop that did not end): put the files
