@@ -564,6 +564,31 @@ TEST_CASE("the first run records installed files without a restart", "[license]"
 	CHECK(m.run().outcome == ReloadOutcome::Unchanged);
 }
 
+TEST_CASE("a broken rotation killed before it was judged is rolled back to the files nvidia-gridd ran with", "[license]")
+{
+	// A machine set up before the reloader: no record of what was applied, the installed files are
+	// what nvidia-gridd runs with. A run killed between installing the broken files and judging them
+	// used to leave the next run nothing to roll back to but the broken files themselves.
+	Machine m;
+	m.dir.write("etc/nvidia/gridd.conf", "FeatureType=1\n");
+	m.dir.write("etc/nvidia/ClientConfigToken/client_configuration_token.tok", "token-1", 0600);
+	m.project("2026_02", "BROKEN\n", "token-2");
+	m.after_stage = [](std::string_view stage) {
+		if (stage == "installed")
+			throw std::runtime_error("SIGKILL");  // the run ends here, as a kill ends it
+	};
+	CHECK_THROWS(LicenseReloader(m.ctx, m.units, m.seams()).run());
+	CHECK(m.installed(GRIDD) == "BROKEN\n");
+	m.after_stage = nullptr;
+	auto r = m.run();
+	CHECK(r.outcome == ReloadOutcome::RolledBack);
+	CHECK(m.installed(GRIDD) == "FeatureType=1\n");
+	CHECK(m.installed(TOKEN) == "token-1");
+	CHECK(m.units.active == "active");
+	CHECK(m.run().outcome == ReloadOutcome::KnownBad);
+	CHECK(m.installed(GRIDD) == "FeatureType=1\n");
+}
+
 TEST_CASE("never SIGKILL, never a second daemon", "[license]")
 {
 	SECTION("a unit that would escalate to SIGKILL is not restarted")
