@@ -39,7 +39,7 @@ from unbounded_tests.harness import (ARCH, IS_ROOT, PLUGIN_SPEC, SETUP, V1, V2, 
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 STATS = {"sequences": 0, "steps": 0, "runs": 0, "ready": 0, "live": 0, "license runs": 0, "gridd starts": 0}
-EXAMPLES = os.path.join(HERE, "examples")
+EXAMPLES = os.environ.get("STATEFUL_DATABASE") or os.path.join(HERE, "examples")
 VERSIONS = (V1, V2)
 MINORS = range(3)
 SPEC = "/etc/cdi/nvidia.yaml"
