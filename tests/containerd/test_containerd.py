@@ -10,14 +10,15 @@ by debian_hosts.py as the podman tier does), bound read-only at /run/host-nvidia
 module version. The test plays kubelet over /run/containerd/containerd.sock (cri.py), and each case
 asserts what the container itself sees, through ExecSync.
 
-Three boots serve every case: the scenario in the machine is a small command loop the host test drives
+Four boots serve every case: the scenario in the machine is a small command loop the host test drives
 (`Node.sh`), so one boot holds many pods. Boot 1: ordering, the units, pods by CDIDevices and by
 annotation, by index and UUID, an unknown device, no device, a daemon-reload, a host driver upgrade
 under the old module (pending-host-reboot). Boot 2 (the new module loaded): a pod gets the new driver,
 then CDI switched off, then a leftover spec of our kind at cdiVersion 0.8.0 (Debian's CDI library
 reads it), then a library removed from the driver root. Boot 3 (the old module loaded again): setup fails, containerd
 and kubelet are held back; the host loads the new module and starts a refresh, which starts them, and a
-pod gets the driver (issue 43)."""
+pod gets the driver (issue 43). Boot 4: a few random sequences of host events and machine actions, a
+pod after each step (issue 47, sequences.py)."""
 
 import json
 import os
@@ -27,6 +28,7 @@ import time
 import unittest
 
 import probe_image
+import sequences
 from pods import ANALYZE, BINDS, RELOAD_PROBE, GpuNodeTier, gpu_pod_steps, leftover_spec_steps, parse, prepare_gpu_node, run_session
 from unbounded_tests.harness import ARCH, main, proc_version_text
 
@@ -86,8 +88,14 @@ class ContainerdTier(GpuNodeTier, unittest.TestCase):
         t0 = time.monotonic()
         run_session(m, cls.pb, cls.third_boot)
         cls.seen["boot3_s"] = time.monotonic() - t0
-        print(f"# boot 1 took {cls.seen['boot1_s']:.0f}s, boot 2 {cls.seen['boot2_s']:.0f}s, boot 3 {cls.seen['boot3_s']:.0f}s",
-              flush=True)
+        # Issue 47: random sequences from a ready machine (staging holds the new driver since boot 1,
+        # and boot 3 ended with its module loaded).
+        sequences.prepare(m, cls.staging)
+        t0 = time.monotonic()
+        run_session(m, cls.pb, cls.fourth_boot)
+        cls.seen["boot4_s"] = time.monotonic() - t0
+        print(f"# boot 1 took {cls.seen['boot1_s']:.0f}s, boot 2 {cls.seen['boot2_s']:.0f}s, boot 3 {cls.seen['boot3_s']:.0f}s, "
+              f"boot 4 {cls.seen['boot4_s']:.0f}s", flush=True)
 
     @classmethod
     def first_boot(cls, node):
@@ -157,6 +165,11 @@ class ContainerdTier(GpuNodeTier, unittest.TestCase):
         seen["heal-pod"] = node.probe("healed", cls.v2, cdi=["nvidia.com/gpu=all"])
         seen["heal-verify"] = node.sh("unbounded-nvidia-setup verify --json 2>/dev/null")
 
+    @classmethod
+    def fourth_boot(cls, node):
+        case = cls("test_random_sequences_of_host_events_keep_verify_and_pods_agreeing")  # its assertions
+        cls.seen["sequences"] = sequences.run(case, node, cls.staging, (cls.v1, cls.v2), cls.v2)
+
     # -- the assertions ----------------------------------------------------------------------------
     def test_00_machine_is_trixie_with_containerd_1_7(self):
         self.assertIn("systemd 257", self.ok("systemd")[1])
@@ -169,7 +182,7 @@ class ContainerdTier(GpuNodeTier, unittest.TestCase):
         for e in entries:
             if e.get("_BOOT_ID") not in boots:
                 boots.append(e.get("_BOOT_ID"))
-        self.assertEqual(len(boots), 3)
+        self.assertEqual(len(boots), 4)
         for b in boots:
             done = [int(e["__MONOTONIC_TIMESTAMP"]) for e in entries if e.get("_BOOT_ID") == b and e.get("MESSAGE_ID") == JOB_DONE
                     and e.get("UNIT") == "unbounded-nvidia-setup.service" and e.get("JOB_RESULT") == "done"]
@@ -257,6 +270,17 @@ class ContainerdTier(GpuNodeTier, unittest.TestCase):
             self.assertGpuPod(report, self.sums("root_sums_2"), self.v2)
         self.assertIn("error", report, report)
         self.assertIn(f"libnvidia-ml.so.{self.v2}", report["error"])
+
+    def test_random_sequences_of_host_events_keep_verify_and_pods_agreeing(self):
+        """Issue 47, item 4 (sequences.py): after every step of every sequence, verify ready meant the
+        pod got the module's driver and its GPUs, a pod's driver was one version, the root's, and a
+        host that staged and loaded one version with a GPU there was ready after a refresh."""
+        r = self.ok("sequences")
+        if r["failure"]:
+            self.fail(r["failure"])
+        self.assertEqual(r["stats"]["steps"], sequences.SEQUENCES * sequences.STEPS, r["story"])
+        # each sequence starts ready (the truthful check ran on a pod given the driver at least then)
+        self.assertGreaterEqual(r["stats"]["ready"], sequences.SEQUENCES, r["story"])
 
 
 if __name__ == "__main__":
