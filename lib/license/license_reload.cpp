@@ -95,6 +95,23 @@ bool LicenseReloader::sleep_jitter(ReloadReport &report, const LicenseSet &sourc
 	return false;
 }
 
+// Whether a restart of ours was interrupted before it was judged. One judged good records its files
+// as applied before it clears its own record: killed between the two, it is over, and a second
+// restart for the same files would be no rotation's.
+Result<bool> LicenseReloader::restart_unjudged(const std::optional<LicenseSet> &applied) const
+{
+	auto restarting = read_state(RESTARTING);
+	if (!restarting)
+		return fail(restarting.error());
+	if (!*restarting)
+		return false;
+	if (!applied || *applied != **restarting)
+		return true;
+	if (auto r = write_state(RESTARTING, std::nullopt); !r)
+		return fail(r.error());
+	return false;
+}
+
 // One round of run(): Done ends the run (report.outcome says how), Again checks the source once more
 // (a first record was made, or a set was applied and a rotation may have landed meanwhile).
 Result<LicenseReloader::Round> LicenseReloader::run_round(ReloadReport &report, unsigned round, bool decided)
@@ -118,11 +135,10 @@ Result<LicenseReloader::Round> LicenseReloader::run_round(ReloadReport &report, 
 		return fail(applied.error());
 	// A run killed in the middle of a restart (or stopped by a shutdown) leaves the installed
 	// files unverified: nothing is taken for granted until a restart has been judged.
-	auto restarting = read_state(RESTARTING);
-	if (!restarting)
-		return fail(restarting.error());
-	const bool unverified = restarting->has_value();
-	if (!unverified && *applied && **applied == *source) {
+	auto unverified = restart_unjudged(*applied);
+	if (!unverified)
+		return fail(unverified.error());
+	if (!*unverified && *applied && **applied == *source) {
 		if (round == 0) {
 			first(ReloadOutcome::Unchanged);
 			note(report, "Licensing files unchanged since they were last applied.");
@@ -135,7 +151,7 @@ Result<LicenseReloader::Round> LicenseReloader::run_round(ReloadReport &report, 
 	// First run (on a machine set up before the reloader): nvidia-gridd started with the
 	// installed files, so when they are the source's, record them and restart nothing; never
 	// content that failed before.
-	if (!unverified && !*applied && read_targets() == *source && !(*failed && **failed == *source)) {
+	if (!*unverified && !*applied && read_targets() == *source && !(*failed && **failed == *source)) {
 		if (auto r = write_state(APPLIED, *source); !r)
 			return fail(r.error());
 		first(ReloadOutcome::Recorded);
@@ -143,26 +159,26 @@ Result<LicenseReloader::Round> LicenseReloader::run_round(ReloadReport &report, 
 		return Round::Again;
 	}
 	if (*failed && **failed == *source) {
-		if (auto r = known_bad(report, *source, *applied, unverified, round == 0 && !decided); !r)
+		if (auto r = known_bad(report, *source, *applied, *unverified, round == 0 && !decided); !r)
 			return fail(r.error());
 		return Round::Done;
 	}
 
 	// A change. Wait a random share of the jitter so a cluster-wide rotation does not reach the
 	// license server in one burst; then use what the source holds after the wait.
-	if (!sleep_jitter(report, *source, unverified))
+	if (!sleep_jitter(report, *source, *unverified))
 		return Round::Done;
 	auto latest = read_source();
 	if (!latest)
 		return fail(latest.error());
-	if (latest->empty() || (!unverified && *applied && **applied == *latest))
+	if (latest->empty() || (!*unverified && *applied && **applied == *latest))
 		return Round::Again;
 
 	// From here on a restart runs to its end, SIGTERM or not: nvidia-gridd is never left stopped.
 	// The last known good is what nvidia-gridd runs with, unless an interrupted restart left
 	// unverified files: then it is the last applied record.
-	const LicenseSet running = unverified && *applied ? **applied : read_targets();
-	auto applied_now = apply_set(report, *latest, running, unverified);
+	const LicenseSet running = *unverified && *applied ? **applied : read_targets();
+	auto applied_now = apply_set(report, *latest, running, *unverified);
 	if (!applied_now)
 		return fail(applied_now.error());
 	return *applied_now ? Round::Again : Round::Done;  // again: a rotation may have landed meanwhile

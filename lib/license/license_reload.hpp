@@ -85,7 +85,8 @@ private:
 	Result<ReloadReport> prepared(Body body);
 	Result<void> reload_rounds(ReloadReport &report);
 	Result<void> install_boot_files(ReloadReport &report);
-	Result<void> install_for_restart(const LicenseSet &latest, const LicenseSet &running) const;
+	Result<void> install_for_restart(const LicenseSet &latest, const LicenseSet &running, bool resumed) const;
+	Result<bool> restart_unjudged(const std::optional<LicenseSet> &applied) const;
 	Result<bool> apply_set(ReloadReport &report, const LicenseSet &latest, const LicenseSet &running, bool resumed);
 	enum class Round {
 		Done,

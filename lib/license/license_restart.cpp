@@ -95,7 +95,7 @@ Result<void> LicenseReloader::roll_back(ReloadReport &report, const LicenseSet &
 
 // The first half of apply_set(): the record that a restart is under way, then the files. A failure
 // puts back what was there.
-Result<void> LicenseReloader::install_for_restart(const LicenseSet &latest, const LicenseSet &running) const
+Result<void> LicenseReloader::install_for_restart(const LicenseSet &latest, const LicenseSet &running, bool resumed) const
 {
 	// What is recorded as applied is exactly these bytes, read before installing: a rotation that
 	// lands from here on differs from the record and is applied by the re-check after.
@@ -105,10 +105,11 @@ Result<void> LicenseReloader::install_for_restart(const LicenseSet &latest, cons
 	// its rollback leaves the next run only the records to return to. A machine set up before the
 	// reloader has none yet; nvidia-gridd runs with the installed files, the first run's assumption
 	// (a broken rotation killed twice used to leave its files installed with nothing to roll back to).
+	// Never files not yet judged: a resumed restart's installed files are the ones under judgment.
 	auto applied = read_state(APPLIED);
 	if (!applied)
 		return fail(applied.error());
-	if (!*applied)
+	if (!*applied && !resumed && !running.empty() && running != latest)
 		if (auto r = write_state(APPLIED, running); !r)
 			return fail(r.error());
 	if (auto r = write_state(RESTARTING, latest); !r)
@@ -134,19 +135,19 @@ Result<void> LicenseReloader::install_for_restart(const LicenseSet &latest, cons
 // Installs `latest` and restarts nvidia-gridd with it; `running` is what to return to. Returns true
 // when it was applied (the caller checks the source again), false when the run ends here (rolled
 // back, failed, or stopped before the outcome was known; report.outcome says which). `resumed`: a
-// restart of ours was interrupted before it was judged; nvidia-gridd is started and judged even when
-// it is down, as it may be by those very files.
+// restart of ours was interrupted before it was judged; a unit that failed since (those very files
+// may have crashed it) is started and judged. One stopped cleanly, by an operator, stays stopped.
 Result<bool> LicenseReloader::apply_set(ReloadReport &report, const LicenseSet &latest, const LicenseSet &running, bool resumed)
 {
 	const LicensingConfig &lic = ctx_.config.licensing;
-	if (auto r = install_for_restart(latest, running); !r)
+	if (auto r = install_for_restart(latest, running, resumed); !r)
 		return fail(r.error());
 
 	auto status = units_.status(lic.gridd_unit);
 	if (!status)
 		return fail(status.error());
 	bool up = true;
-	if (resumed || status->active_state == "active" || status->active_state == "activating" || status->active_state == "reloading") {
+	if ((resumed && status->active_state == "failed") || status->active_state == "active" || status->active_state == "activating" || status->active_state == "reloading") {
 		auto r = restart_gridd(report);
 		if (!r) {
 			// Could not even try (unsafe unit settings, a stop that did not end): put the files

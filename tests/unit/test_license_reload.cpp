@@ -589,6 +589,79 @@ TEST_CASE("a broken rotation killed before it was judged is rolled back to the f
 	CHECK(m.installed(GRIDD) == "FeatureType=1\n");
 }
 
+TEST_CASE("an interrupted restart is resumed when the files crashed nvidia-gridd, never when it was stopped", "[license]")
+{
+	// The run is killed after the broken files' start job: nvidia-gridd went down with them.
+	auto killed_after_start = [](Machine &m) {
+		m.dir.write("etc/nvidia/gridd.conf", "FeatureType=1\n");
+		m.dir.write("etc/nvidia/ClientConfigToken/client_configuration_token.tok", "token-1", 0600);
+		m.project("2026_02", "BROKEN\n", "token-2");
+		m.after_stage = [](std::string_view stage) {
+			if (stage == "installed")
+				throw std::runtime_error("SIGKILL");
+		};
+		CHECK_THROWS(LicenseReloader(m.ctx, m.units, m.seams()).run());
+		m.after_stage = nullptr;
+		m.units.calls.clear();
+	};
+	SECTION("failed: started and judged, then rolled back")
+	{
+		Machine m;
+		killed_after_start(m);
+		m.units.active = "failed";
+		m.units.pid = 0;
+		CHECK(m.run().outcome == ReloadOutcome::RolledBack);
+		CHECK(m.installed(GRIDD) == "FeatureType=1\n");
+		CHECK(m.units.active == "active");
+	}
+	SECTION("stopped by an operator: stays stopped")
+	{
+		Machine m;
+		killed_after_start(m);
+		m.units.active = "inactive";
+		m.units.pid = 0;
+		m.run();
+		CHECK(m.units.count("start") == 0);
+		CHECK(m.units.active == "inactive");
+	}
+}
+
+TEST_CASE("a restart judged good and killed before it cleared its record is not done twice", "[license]")
+{
+	LicensedMachine m;
+	m.project("2026_02", "FeatureType=1\n", "token-2");
+	CHECK(m.run().outcome == ReloadOutcome::Applied);
+	// What a kill between the applied record and the end of the restart's record leaves.
+	const std::string state = "var/lib/unbounded-nvidia/license/";
+	REQUIRE(::link((m.dir / (state + "applied.state")).c_str(), (m.dir / (state + "restarting.state")).c_str()) == 0);
+	m.units.calls.clear();
+	CHECK(m.run().outcome == ReloadOutcome::Unchanged);
+	CHECK(m.units.count("stop") == 0);
+	CHECK(m.units.count("start") == 0);
+	CHECK(::access((m.dir / (state + "restarting.state")).c_str(), F_OK) != 0);
+}
+
+TEST_CASE("installed files that failed before are never recorded as the applied ones", "[license]")
+{
+	Machine m;
+	m.project("2026_01", "BROKEN\n", "token-1");
+	m.dir.write("etc/nvidia/gridd.conf", "BROKEN\n");
+	m.dir.write("etc/nvidia/ClientConfigToken/client_configuration_token.tok", "token-1", 0600);
+	// The record an earlier run's rollback left.
+	m.project("2026_02", "FeatureType=1\n", "token-0");
+	m.dir.write("etc/nvidia/gridd.conf", "FeatureType=1\n");
+	m.dir.write("etc/nvidia/ClientConfigToken/client_configuration_token.tok", "token-0", 0600);
+	REQUIRE(m.run().outcome == ReloadOutcome::Recorded);
+	m.project("2026_03", "BROKEN\n", "token-1");
+	REQUIRE(m.run().outcome == ReloadOutcome::RolledBack);
+	const std::string state = "var/lib/unbounded-nvidia/license/";
+	REQUIRE(::unlink((m.dir / (state + "applied.state")).c_str()) == 0);  // lost, as on a machine before the fix
+	m.dir.write("etc/nvidia/gridd.conf", "BROKEN\n");
+	m.dir.write("etc/nvidia/ClientConfigToken/client_configuration_token.tok", "token-1", 0600);
+	CHECK(m.run().outcome == ReloadOutcome::KnownBad);
+	CHECK(::access((m.dir / (state + "applied.state")).c_str(), F_OK) != 0);
+}
+
 TEST_CASE("never SIGKILL, never a second daemon", "[license]")
 {
 	SECTION("a unit that would escalate to SIGKILL is not restarted")
