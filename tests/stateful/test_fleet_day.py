@@ -87,11 +87,14 @@ TOKEN = "/etc/nvidia/ClientConfigToken/client_configuration_token.tok"
 # does not stay up with.
 LICENSES = ("A", "B", "C", "broken")
 # A stand-in nvidia-gridd (tests/integration/test_license_reload.py's): reads the installed files at its
-# start only, logs the start with their content's name, exits at once on a broken gridd.conf, logs the
-# SIGTERM that stops it.
+# start only, logs the start with their content's name, exits at once on a broken gridd.conf (shell
+# builtins only: it must be gone within the reloader's settle time however loaded the machine), logs
+# the SIGTERM that stops it.
 GRIDD = """#!/bin/sh
-echo "start $(sed -n 's/^# license //p' {conf})/$(cat {token})" >> {log}
-case "$(cat {conf})" in *BROKEN*) exit 1 ;; esac
+read -r first < {conf}
+read -r token < {token}
+case "$first" in *BROKEN*) echo "start broken/$token" >> {log}; exit 1 ;; esac
+echo "start $(sed -n 's/^# license //p' {conf})/$token" >> {log}
 trap 'echo TERM >> {log}; kill $! 2>/dev/null; exit 0' TERM
 sleep 1000 &
 wait
@@ -189,10 +192,13 @@ class FleetDay(RuleBasedStateMachine):
             self.boot_setup(None)
 
     def teardown(self):
-        self.stop_gridd()
-        if self.sized:
-            subprocess.run(["umount", "-R", "-l", self.m.p("/run")], check=False)
-        self.m.cleanup()
+        try:
+            if hasattr(self, "gridd"):
+                self.stop_gridd()
+        finally:
+            if getattr(self, "sized", False):
+                subprocess.run(["umount", "-R", "-l", self.m.p("/run")], check=False)
+            self.m.cleanup()
 
     # -- the host --------------------------------------------------------------------------------
     @rule(version=st.sampled_from(VERSIONS), how=st.sampled_from(["complete", "half", "unbound"]))
@@ -344,6 +350,8 @@ class FleetDay(RuleBasedStateMachine):
         write(self.m.p(GRIDD_CONF), self.license_conf("A"))
         write(self.m.p(TOKEN), "A", 0o600)
         self.sigkill_allowed = False
+        self.license_quiet = False  # nothing rotated, changed or killed since the last unkilled reload
+        self.maybe_good = set()
         self.calls_seen = 0
         self.log_seen = 0
         self.good = "A"  # the last content nvidia-gridd stayed up with (or was installed at boot)
@@ -375,18 +383,22 @@ class FleetDay(RuleBasedStateMachine):
         self.source = content
         self.rotation_starts = 0  # the stand-in's starts with this content since it came
         self.kills_since_rotation = 0
+        self.license_quiet = False
         if kill_at != "no reload":
             self.license_reload(kill_at)
 
-    @rule(allowed=st.booleans())
-    def gridd_dropin_change(self, allowed):
-        """nvidia-gridd's unit could be SIGKILLed (our drop-in lost or overridden), or not (again)."""
+    @rule(setting=st.sampled_from(["our drop-in", "SendSIGKILL=yes", "KillSignal=SIGKILL"]))
+    def gridd_dropin_change(self, setting):
+        """nvidia-gridd's unit could be SIGKILLed (our drop-in lost or overridden: SendSIGKILL=yes, or
+        KillSignal=SIGKILL itself), or not (again)."""
         with open(self.units_file) as f:
             doc = json.load(f)
-        doc["units"][GRIDD_UNIT]["send_sigkill"] = allowed
+        doc["units"][GRIDD_UNIT]["send_sigkill"] = setting == "SendSIGKILL=yes"
+        doc["units"][GRIDD_UNIT]["kill_signal"] = 9 if setting == "KillSignal=SIGKILL" else 15
         with open(self.units_file, "w") as f:
             json.dump(doc, f)
-        self.sigkill_allowed = allowed
+        self.sigkill_allowed = setting != "our drop-in"
+        self.license_quiet = False
 
     @rule(kill_at=KILLS)
     def license_reload(self, kill_at):
@@ -409,19 +421,44 @@ class FleetDay(RuleBasedStateMachine):
         self.rotation_starts += mine
         if kill_at is not None:
             self.kills_since_rotation += 1
+            self.license_quiet = False
+            if self.source != "broken":
+                self.maybe_good.add(self.source)  # it may have been applied before the kill
             return
         # Unkilled: at most one start with the source's content for each time it came (a killed run
-        # before may have started it already, unrecorded: then one more).
+        # before may have started it already, unrecorded: then one more); nothing at all when nothing
+        # rotated, changed or was killed since the last unkilled run (no restart loop).
         assert self.rotation_starts <= 1 + self.kills_since_rotation, \
             f"license: nvidia-gridd started {self.rotation_starts} times with license {self.source}: {log}"
+        assert not (self.license_quiet and calls), f"license: a run with nothing new restarted nvidia-gridd: {calls}"
+        self.license_quiet = True
         installed = self.installed_license()
         assert installed[0] == installed[1], f"license: installed files of two contents {installed} after a run"
         if self.source != "broken" and not self.sigkill_allowed:
             assert r.returncode == 0, f"license: a good rotation failed: {r.stderr[-600:]}"
             assert installed[0] == self.source, f"license: {installed} installed, the source is {self.source}"
-            self.good = self.source
-        if self.source == "broken":
-            assert installed[0] != "broken", f"license: broken files left installed: {r.stderr[-400:]}"
+            self.good, self.maybe_good = self.source, set()
+        else:  # broken, or a unit we may not restart: the last known good stays (or one a killed run applied)
+            assert installed[0] in {self.good} | self.maybe_good, \
+                f"license: {installed} installed, the last known good is {self.good} (or one of {sorted(self.maybe_good)}): {r.stderr[-400:]}"
+        if not self.sigkill_allowed:
+            self.assert_gridd_runs()
+
+    def assert_gridd_runs(self):
+        """After an unkilled run, the nvidia-gridd the fake manager started (if any) runs: a rotation or
+        a rollback never leaves it down."""
+        with open(self.units_file) as f:
+            unit = json.load(f)["units"][GRIDD_UNIT]
+        if "exec" in unit and unit.get("main_pid", 0) == 0 and unit.get("active_state") != "active":
+            raise AssertionError(f"license: nvidia-gridd left {unit.get('active_state')} after a run")
+        pid = unit.get("main_pid", 0)
+        if pid:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                state = "gone"
+            assert state not in ("Z", "X", "gone"), f"license: nvidia-gridd (PID {pid}) is {state} after a run"
 
     def installed_license(self):
         with open(self.m.p(GRIDD_CONF)) as f:
@@ -648,8 +685,8 @@ class TestStories(unittest.TestCase):
 
     def replay(self, steps, healthy=False):
         state = FleetDay()
-        state.machine(healthy)
         try:
+            state.machine(healthy)
             for name, kwargs in steps:
                 getattr(state, name)(**kwargs)
                 state.root_is_one_complete_tree()
