@@ -41,18 +41,25 @@ Result<LicenseReloader::Restart> LicenseReloader::restart_gridd(ReloadReport &re
 				       "a SIGKILL could leak the license lease"));
 	report.restarts++;
 	const std::uint32_t old_pid = before->main_pid;
+	if (auto r = write_state(STOPPED_BY_US, LicenseSet{}); !r)
+		return fail(r.error());
 	auto stopped = units_.stop(unit, lic.stop_timeout);
 	// The job can finish a moment before the old process is reaped: give it a short grace.
 	for (int i = 0; i < 20 && old_pid && seams_.pid_alive(old_pid); i++)
 		seams_.wait(Millis(100));
-	if (old_pid && seams_.pid_alive(old_pid))
+	if (old_pid && seams_.pid_alive(old_pid)) {
+		(void)write_state(STOPPED_BY_US, std::nullopt);  // it still runs: not stopped by us
 		return fail(make_error(unit + " (PID " + std::to_string(old_pid) + ") did not exit after SIGTERM within " +
 					       format_duration(lic.stop_timeout) + "; not starting a second instance" +
 					       (stopped ? "" : ": " + stopped.error().message),
 				       EXIT_NOT_READY, ETIMEDOUT));
+	}
 	if (!stopped)
 		return fail(stopped.error());
-	if (auto started = units_.start(unit, lic.stop_timeout); !started) {
+	auto started = units_.start(unit, lic.stop_timeout);
+	if (auto r = write_state(STOPPED_BY_US, std::nullopt); !r)
+		return fail(r.error());
+	if (!started) {
 		log::error(started.error().message);
 		return Restart::NotStarted;
 	}
@@ -136,7 +143,8 @@ Result<void> LicenseReloader::install_for_restart(const LicenseSet &latest, cons
 // when it was applied (the caller checks the source again), false when the run ends here (rolled
 // back, failed, or stopped before the outcome was known; report.outcome says which). `resumed`: a
 // restart of ours was interrupted before it was judged; a unit that failed since (those very files
-// may have crashed it) is started and judged. One stopped cleanly, by an operator, stays stopped.
+// may have crashed it), or that our stop job left stopped, is started and judged. One an operator
+// stopped stays stopped.
 Result<bool> LicenseReloader::apply_set(ReloadReport &report, const LicenseSet &latest, const LicenseSet &running, bool resumed)
 {
 	const LicensingConfig &lic = ctx_.config.licensing;
@@ -147,7 +155,10 @@ Result<bool> LicenseReloader::apply_set(ReloadReport &report, const LicenseSet &
 	if (!status)
 		return fail(status.error());
 	bool up = true;
-	if ((resumed && status->active_state == "failed") || status->active_state == "active" || status->active_state == "activating" || status->active_state == "reloading") {
+	auto ours = read_state(STOPPED_BY_US);
+	if (!ours)
+		return fail(ours.error());
+	if ((resumed && (status->active_state == "failed" || ours->has_value())) || status->active_state == "active" || status->active_state == "activating" || status->active_state == "reloading") {
 		auto r = restart_gridd(report);
 		if (!r) {
 			// Could not even try (unsafe unit settings, a stop that did not end): put the files

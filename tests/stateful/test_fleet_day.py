@@ -712,6 +712,13 @@ class TestStories(unittest.TestCase):
                      ("license_rotates", {"content": "broken", "kill_at": ("renameat2,renameat,rename", 3)}),
                      ("license_reload", {"kill_at": None})], healthy=True)
 
+    def test_a_restart_killed_between_stop_and_start_is_finished(self):
+        """Found by this tier (once a resumed restart no longer started a unit that was merely down): a
+        reload killed between its stop job and its start job left nvidia-gridd stopped, and the next
+        run, for the content nvidia-gridd ran with before, left it so."""
+        self.replay([("license_rotates", {"content": "B", "kill_at": ("renameat2,renameat,rename", 8)}),
+                     ("license_rotates", {"content": "A", "kill_at": None})], healthy=True)
+
     def test_the_broken_build_s_story_is_caught(self):
         """The tier can fail: verify with the kernel module hidden from it (the deliberately broken build)
         says ready on a root the loaded module cannot use, and the truthful invariant says so."""

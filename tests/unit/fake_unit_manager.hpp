@@ -8,6 +8,7 @@
 #include <functional>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -23,9 +24,10 @@ public:
 	std::function<bool()> stays_up = [] { return true; };  // decided at start, e.g. from the installed config
 	// decided at start, like stays_up: a daemon that starts, then dies this long after its start
 	std::function<std::optional<Millis>()> crashes_after = [] { return std::optional<Millis>(); };
-	bool refuses_start = false;  // start jobs fail (as during a shutdown)
-	bool stopping = false;       // the manager's SystemState is "stopping" (a shutdown)
-	Millis clock{0};             // advanced by the reloader's waits (the test's seams)
+	bool refuses_start = false;    // start jobs fail (as during a shutdown)
+	bool killed_at_start = false;  // the caller is killed (throws) before its start job is queued
+	bool stopping = false;         // the manager's SystemState is "stopping" (a shutdown)
+	Millis clock{0};               // advanced by the reloader's waits (the test's seams)
 	std::vector<std::string> calls;
 	std::set<std::uint32_t> alive{100};
 
@@ -62,6 +64,8 @@ public:
 	}
 	Result<void> start(const std::string &unit, Millis) override
 	{
+		if (killed_at_start)
+			throw std::runtime_error("SIGKILL before the start job of " + unit);
 		calls.push_back("start " + unit);
 		if (refuses_start)
 			return fail(make_error("Transaction for " + unit + "/start is destructive (shutdown.target has 'start' job queued)"));

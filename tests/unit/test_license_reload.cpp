@@ -614,6 +614,20 @@ TEST_CASE("an interrupted restart is resumed when the files crashed nvidia-gridd
 		CHECK(m.installed(GRIDD) == "FeatureType=1\n");
 		CHECK(m.units.active == "active");
 	}
+	SECTION("stopped by our own stop job before the kill: started and judged")
+	{
+		LicensedMachine m;
+		m.project("2026_02", "FeatureType=2\n", "token-2");
+		m.units.killed_at_start = true;  // the run is killed between its stop job and its start job
+		CHECK_THROWS(LicenseReloader(m.ctx, m.units, m.seams()).run());
+		REQUIRE(m.units.active == "inactive");
+		m.units.killed_at_start = false;
+		m.units.calls.clear();
+		CHECK(m.run().outcome == ReloadOutcome::Applied);
+		CHECK(m.units.count("start") == 1);
+		CHECK(m.units.active == "active");
+		CHECK(m.installed(TOKEN) == "token-2");
+	}
 	SECTION("stopped by an operator: stays stopped")
 	{
 		Machine m;
