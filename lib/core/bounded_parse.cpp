@@ -82,6 +82,7 @@ public:
 		refuse_anchor(mark, anchor);
 		if (limits_.scalars == YamlScalars::GoStrings) {
 			require_colon(mark, tag, value);
+			require_closing_quote(mark, tag);
 			add(mark, go_scalar(mark, tag, value));
 			return;
 		}
@@ -133,6 +134,27 @@ private:
 			at++;
 		if (at >= text_.size() || text_[at] != ':')
 			throw Abort{"a key without ':'" + where(), mark.line};
+	}
+
+	// yaml-cpp ends a quoted scalar that the document ends inside at the end of the stream; go-yaml
+	// refuses the document ("found unexpected end of stream"). Found by the oracle tier's soak.
+	void require_closing_quote(const YAML::Mark &mark, const std::string &tag) const
+	{
+		if (tag != "!" || text_.empty() || mark.pos < 0)
+			return;
+		std::size_t at = static_cast<std::size_t>(mark.pos) + (text_.starts_with("\xef\xbb\xbf") ? 3 : 0);
+		if (at >= text_.size() || (text_[at] != '"' && text_[at] != '\''))
+			return;  // not where the scalar's quote should be: nothing to say
+		const char quote = text_[at];
+		for (at++; at < text_.size(); at++) {
+			if (quote == '"' && text_[at] == '\\')
+				at++;  // an escape: the next character is the escaped one
+			else if (text_[at] == quote && quote == '\'' && at + 1 < text_.size() && text_[at + 1] == '\'')
+				at++;  // '' is a quote inside single quotes
+			else if (text_[at] == quote)
+				return;
+		}
+		throw Abort{"an unterminated quoted scalar" + where(), mark.line};
 	}
 
 	// A spec a pod wrote with an anchor is one whose aliases go-yaml expands; not ours to judge.

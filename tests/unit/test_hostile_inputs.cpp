@@ -230,3 +230,19 @@ TEST_CASE("messages under --root name paths as the machine sees them", "[log]")
 	log::set_machine_root("");
 	CHECK(log::machine_view("/tmp/r/run") == "/tmp/r/run");
 }
+
+TEST_CASE("a quoted scalar the document ends inside is refused, as go-yaml refuses it", "[hostile][parse]")
+{
+	// yaml-cpp ends the scalar at the end of the stream; go-yaml (the CDI library's) refuses the
+	// document ("found unexpected end of stream"), so such a spec shadows nothing (the oracle tier,
+	// tests/oracle/corpus/unterminated-quote-at-the-end.json).
+	const ParseLimits go{32, 50000, YamlScalars::GoStrings};
+	auto r = parse_yaml_bounded("kind: \"nvidia.com/gpu\"\nmounts:\n  - type: \"", "y.yaml", go);
+	REQUIRE_FALSE(r);
+	CHECK_THAT(r.error().message, Catch::Contains("y.yaml:3: an unterminated quoted scalar"));
+	// The ones yaml-cpp refuses itself ("illegal EOF in scalar") stay refused.
+	for (const char *text : {"kind: 'a''", "a: \"x\\\"", "a: 'x'\nb: 'it''s"})
+		CHECK_FALSE(parse_yaml_bounded(text, "y.yaml", go));
+	for (const char *text : {"a: \"x\\\"y\"\nb: 'it''s'\nc: \"\"\n", "a: \"multi\n  line\"\n", "a: ['x', \"y\"]\n"})
+		CHECK(parse_yaml_bounded(text, "y.yaml", go));
+}
