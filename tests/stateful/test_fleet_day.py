@@ -513,9 +513,11 @@ class FleetDay(RuleBasedStateMachine):
         """containerd (or, without one, the CDI library's defaults) would give pods our devices."""
         if self.containerd == "1.7-cdi-off" or self.foreign == "shadowing":
             return False
-        if self.foreign == "device-plugin":
+        if self.foreign == "device-plugin":  # a pod through the device plugin needs its spec's files and nodes
             with open(self.m.p(PLUGIN_SPEC)) as f:
-                return all(os.path.exists(self.m.p(m["hostPath"])) for m in json.load(f)["containerEdits"]["mounts"])
+                doc = json.load(f)
+            return all(os.path.exists(self.m.p(p)) for p in self.host_paths(doc)) and \
+                all(os.path.exists(self.m.p(p)) for p, _, _ in self.nodes(doc))
         return True
 
     @rule(kill_at=KILLS)
@@ -718,6 +720,12 @@ class TestStories(unittest.TestCase):
         run, for the content nvidia-gridd ran with before, left it so."""
         self.replay([("license_rotates", {"content": "B", "kill_at": ("renameat2,renameat,rename", 8)}),
                      ("license_rotates", {"content": "A", "kill_at": None})], healthy=True)
+
+    def test_a_device_plugin_spec_naming_a_gpu_gone(self):
+        """The model's error the soak found (kept so it stays right): the device plugin's spec names
+        /dev/nvidia0, which fell off; verify is right not to be ready with GPU 2 there."""
+        self.replay([("foreign_spec_change", {"kind": "device-plugin", "version": V1}), ("gpu_change", {"minor": 2, "present": True}),
+                     ("gpu_change", {"minor": 0, "present": False}), ("boot_setup", {"kill_at": None})], healthy=True)
 
     def test_the_broken_build_s_story_is_caught(self):
         """The tier can fail: verify with the kernel module hidden from it (the deliberately broken build)
