@@ -754,7 +754,11 @@ class TestFleetDay(unittest.TestCase):
             case.settings = budget()
             from hypothesis import seed as with_seed
             with_seed(seed)(FleetDay)  # the machine class is where hypothesis' stateful runner reads it
-            case("runTest").runTest()
+            # Hypothesis' own reports (the falsifying story, a slow shrink's warning) as TAP comments:
+            # a bare line would be an unknown TAP line to meson.
+            from hypothesis.reporting import with_reporter
+            with with_reporter(lambda text: print("# " + str(text).replace("\n", "\n# "), flush=True)):
+                case("runTest").runTest()
             rounds += 1
             if time.monotonic() >= end:
                 break
