@@ -116,6 +116,13 @@ int keep_live_root(const Context &ctx, Report &report, const RunSnapshot &snap, 
 	const Manifest &live = *snap.live.manifest();  // the decision to keep it checked it
 	report.details["driver_version"] = live.driver_version;
 	report.details["driver_root_kept"] = true;
+	// A run that keeps the root succeeds too: the trees a killed run left go now, not at the next
+	// build (the stateful tier's soak found one standing in /run after a kept root's run).
+	if (auto stale = reclaim_stale_trees(live_root_location(ctx)); stale && stale->stale_trees_removed) {
+		warn(report, stale->warnings);
+		report.details["stale_trees_removed"] = stale->stale_trees_removed;
+		log::notice("Removed " + std::to_string(stale->stale_trees_removed) + " temporary tree(s) left by an interrupted run.");
+	}
 	SpecForState cdi;
 	{
 		PhaseTimer t(report, "cdi");

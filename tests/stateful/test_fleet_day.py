@@ -727,6 +727,31 @@ class TestStories(unittest.TestCase):
         self.replay([("foreign_spec_change", {"kind": "device-plugin", "version": V1}), ("gpu_change", {"minor": 2, "present": True}),
                      ("gpu_change", {"minor": 0, "present": False}), ("boot_setup", {"kill_at": None})], healthy=True)
 
+    def test_a_kept_root_removes_what_a_killed_run_left(self):
+        """Found by the soak (seed 2358414314, not shrunk): a setup killed while it removed a tree left a
+        temporary tree, and a later setup that kept the live root (the host staged a version the loaded
+        module is not) succeeded and left it standing in /run."""
+        self.replay([("boot_setup", {"kill_at": ('all', 15)}),
+                     ("boot_setup", {"kill_at": None}),
+                     ("host_staging", {"how": 'complete', "version": V1}),
+                     ("host_staging", {"how": 'half', "version": V1}),
+                     ("boot_setup", {"kill_at": None}),
+                     ("gpu_change", {"minor": 0, "present": True}),
+                     ("gpu_change", {"minor": 2, "present": True}),
+                     ("boot_setup", {"kill_at": None}),
+                     ("boot_setup", {"kill_at": None}),
+                     ("gpu_change", {"minor": 2, "present": True}),
+                     ("gpu_change", {"minor": 2, "present": True}),
+                     ("host_staging", {"how": 'half', "version": V2}),
+                     ("host_staging", {"how": 'unbound', "version": V1}),
+                     ("boot_setup", {"kill_at": ('all', 2)}),
+                     ("gpu_change", {"minor": 1, "present": True}),
+                     ("gpu_change", {"minor": 0, "present": False}),
+                     ("host_staging", {"how": 'complete', "version": V1}),
+                     ("boot_setup", {"kill_at": ('unlinkat,rmdir', 4)}),
+                     ("host_staging", {"how": 'complete', "version": V2}),
+                     ("boot_setup", {"kill_at": None})], healthy=True)
+
     def test_the_broken_build_s_story_is_caught(self):
         """The tier can fail: verify with the kernel module hidden from it (the deliberately broken build)
         says ready on a root the loaded module cannot use, and the truthful invariant says so."""
