@@ -12,6 +12,7 @@
 #include "log.hpp"
 #include "main_guard.hpp"
 #include "notify.hpp"
+#include "proc_stat.hpp"
 #include "random.hpp"
 #include "unit_manager.hpp"
 
@@ -63,14 +64,8 @@ bool pid_alive(std::uint32_t pid)
 {
 	if (pid == 0 || (::kill(static_cast<pid_t>(pid), 0) < 0 && errno != EPERM))
 		return false;
-	auto stat = fs::read_file("/proc/" + std::to_string(pid) + "/stat", 4096);
-	if (!stat)
-		return false;  // gone between the two looks
-	auto paren = stat->rfind(')');
-	if (paren == std::string::npos || paren + 2 >= stat->size())
-		return true;
-	const char state = (*stat)[paren + 2];
-	return state != 'Z' && state != 'X';
+	auto st = read_proc_stat(pid);
+	return st && !st->exited();  // none: gone between the two looks; unparseable ('?'): alive
 }
 
 struct Args {

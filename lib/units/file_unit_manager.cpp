@@ -6,6 +6,7 @@
 #include "unit_manager.hpp"
 
 #include "fs.hpp"
+#include "proc_stat.hpp"
 #include "unique_fd.hpp"
 
 #include <cerrno>
@@ -15,7 +16,6 @@
 #include <fcntl.h>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
@@ -29,25 +29,10 @@ namespace {
 // one is never signalled, nor taken for the unit's.
 std::optional<std::uint64_t> started_at(std::uint32_t pid)
 {
-	if (pid == 0)
+	auto st = read_proc_stat(pid);
+	if (!st || st->exited())
 		return std::nullopt;
-	auto stat = fs::read_file("/proc/" + std::to_string(pid) + "/stat", 4096);
-	if (!stat)
-		return std::nullopt;
-	const auto paren = stat->rfind(')');  // the command name may hold anything, ')' included
-	if (paren == std::string::npos || paren + 2 >= stat->size())
-		return std::nullopt;
-	std::istringstream fields(stat->substr(paren + 2));
-	std::string state, skip;
-	fields >> state;  // field 3
-	if (state == "Z" || state == "X")
-		return std::nullopt;
-	for (int field = 4; field < 22; field++)
-		fields >> skip;
-	std::uint64_t start = 0;
-	if (!(fields >> start))
-		return std::nullopt;
-	return start;
+	return st->start_time;
 }
 
 // The unit's main process as its entry records it ("main_pid", "main_start_time"), still running.

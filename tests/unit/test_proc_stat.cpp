@@ -1,0 +1,52 @@
+// parse_proc_stat: the state and start time of a process from its /proc/PID/stat line, whatever its
+// command name holds; read_proc_stat on this very process.
+#include "proc_stat.hpp"
+
+#include <catch2/catch.hpp>
+#include <unistd.h>
+
+using namespace unbounded;
+
+namespace {
+// Fields 4..21 as any process has them, then the start time (field 22) and a few more.
+const std::string middle = " 1 100 100 0 -1 4194560 120 0 0 0 3 1 0 0 20 0 1 0 ";
+}  // namespace
+
+TEST_CASE("parse_proc_stat reads the state and start time after the command name")
+{
+	auto st = parse_proc_stat("4242 (nvidia-gridd) S" + middle + "987654 1000 2000\n");
+	CHECK(st.state == 'S');
+	CHECK_FALSE(st.exited());
+	REQUIRE(st.start_time);
+	CHECK(*st.start_time == 987654);
+}
+
+TEST_CASE("parse_proc_stat reads past a command name that holds ') ' and spaces")
+{
+	auto st = parse_proc_stat("7 (a) R 1 (b) Z" + middle + "55 1\n");
+	CHECK(st.state == 'Z');
+	CHECK(st.exited());
+	CHECK(st.start_time == std::optional<std::uint64_t>(55));
+	CHECK(parse_proc_stat("8 (x) X" + middle + "1\n").exited());
+}
+
+TEST_CASE("parse_proc_stat says what it could not read")
+{
+	CHECK(parse_proc_stat("").state == '?');
+	CHECK(parse_proc_stat("9 (no closing paren S 1 2").state == '?');
+	CHECK(parse_proc_stat("9 (x)").state == '?');
+	CHECK_FALSE(parse_proc_stat("9 (x)").exited());  // unknown is not "exited": the caller decides
+	auto truncated = parse_proc_stat("9 (x) S 1 100");
+	CHECK(truncated.state == 'S');
+	CHECK_FALSE(truncated.start_time);
+	CHECK(parse_proc_stat("9 (x) SS" + middle + "5").state == '?');
+}
+
+TEST_CASE("read_proc_stat reads this process and nothing for PID 0")
+{
+	auto self = read_proc_stat(static_cast<std::uint32_t>(::getpid()));
+	REQUIRE(self);
+	CHECK(self->state == 'R');
+	CHECK(self->start_time);
+	CHECK_FALSE(read_proc_stat(0));
+}
