@@ -785,6 +785,8 @@ class TestFleetDay(unittest.TestCase):
             with with_reporter(lambda text: print("# " + str(text).replace("\n", "\n# "), flush=True)):
                 case("runTest").runTest()
             rounds += 1
+            if minutes:  # a soak: the running count, so a late failure still shows what passed before it
+                print(f"# round {rounds} passed: {STATS['sequences']} sequences, {STATS['steps']} steps so far", flush=True)
             if time.monotonic() >= end:
                 break
         print(f"# {rounds} round(s): {STATS['sequences']} sequences, {STATS['steps']} steps, {STATS['runs']} runs of the binaries, "
