@@ -397,6 +397,32 @@ TEST_CASE("files installed at boot that nvidia-gridd cannot run with are rolled 
 	CHECK(m.run().outcome == ReloadOutcome::KnownBad);
 }
 
+TEST_CASE("a boot never records files that failed as applied, when there is no last known good", "[license]")
+{
+	// Review finding 6. Files that failed, with nothing to roll back to, stay installed. The next
+	// boot's install took them for new ones: it recorded them as installed at boot, and the run after
+	// nvidia-gridd's start recorded them as applied when it happened to come up this time.
+	Machine m;  // a fresh machine: no last known good
+	m.project("2026_01", "FeatureType=1\nBROKEN\n", "token-1");
+	REQUIRE(LicenseReloader(m.ctx, m.units, m.seams()).install_at_boot()->outcome == ReloadOutcome::Installed);
+	m.units.active = "inactive";
+	m.units.start("nvidia-gridd.service", 1s);  // fails with the broken config
+	REQUIRE(m.run().outcome == ReloadOutcome::Failed);
+	REQUIRE(m.installed(GRIDD) == "FeatureType=1\nBROKEN\n");  // nothing to return to
+
+	m.units.stays_up = [] { return true; };  // this time it happens to come up
+	auto b = LicenseReloader(m.ctx, m.units, m.seams()).install_at_boot();
+	REQUIRE(b);
+	CHECK(b->outcome == ReloadOutcome::KnownBad);
+	CHECK_FALSE(m.dir.exists("var/lib/unbounded-nvidia/license/installed-at-boot.state"));
+	m.units.start("nvidia-gridd.service", 1s);
+	CHECK(m.run().outcome == ReloadOutcome::KnownBad);
+	CHECK_FALSE(m.dir.exists("var/lib/unbounded-nvidia/license/applied.state"));
+	// New files are new: the next boot installs them as usual.
+	m.project("2026_02", "FeatureType=1\n", "token-2");
+	CHECK(LicenseReloader(m.ctx, m.units, m.seams()).install_at_boot()->outcome == ReloadOutcome::Installed);
+}
+
 TEST_CASE("the boot install does nothing when switched off or without a source", "[license]")
 {
 	Machine off;
