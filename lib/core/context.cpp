@@ -3,14 +3,38 @@
 #include <cstdlib>
 
 namespace unbounded {
+namespace {
+
+// One spelling per root: empty and "." components dropped, so that "//", "/./" and "/tmp/r/" are "/"
+// and "/tmp/r". ".." is kept: the kernel resolves it after any symlink before it, a string cannot.
+std::string normal_root(std::string_view root)
+{
+	std::string out = root.starts_with('/') ? "/" : "";
+	while (!root.empty()) {
+		const auto slash = root.find('/');
+		const std::string_view part = root.substr(0, slash);
+		root = slash == std::string_view::npos ? std::string_view{} : root.substr(slash + 1);
+		if (part.empty() || part == ".")
+			continue;
+		if (!out.empty() && out.back() != '/')
+			out += '/';
+		out += part;
+	}
+	return out.empty() ? "." : out;
+}
+
+}  // namespace
 
 std::string effective_root(const std::string &flag_value)
 {
-	if (!flag_value.empty())
-		return flag_value;
-	if (const char *e = std::getenv("UNBOUNDED_NVIDIA_ROOT"); e && *e)
-		return e;
-	return {};
+	std::string root = flag_value;
+	if (root.empty())
+		if (const char *e = std::getenv("UNBOUNDED_NVIDIA_ROOT"); e && *e)
+			root = e;
+	if (root.empty())
+		return {};
+	root = normal_root(root);
+	return root == "/" ? std::string{} : root;  // "/" however written is this system: its service manager too
 }
 
 }  // namespace unbounded

@@ -1,8 +1,10 @@
+#include "context.hpp"
 #include "fs.hpp"
 #include "manifest.hpp"
 #include "temp_dir.hpp"
 
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <sys/stat.h>
 
 using namespace unbounded;
@@ -56,6 +58,26 @@ TEST_CASE("path helpers", "[fs]")
 	CHECK(fs::join("a", "b") == "a/b");
 	CHECK(fs::join("", "b") == "b");
 	CHECK(fs::random_suffix().size() == 6);
+}
+
+TEST_CASE("a root however written: \"/\" in any spelling is this system", "[fs]")
+{
+	// Before, only the literal "/" was: "//" or "/./" took the live system for a fake root, with no
+	// service manager to restart nvidia-gridd with.
+	::unsetenv("UNBOUNDED_NVIDIA_ROOT");
+	for (const char *live : {"", "/", "//", "/./", "/.//."})
+		CHECK(effective_root(live).empty());
+	CHECK(effective_root("/tmp/r/") == "/tmp/r");
+	CHECK(effective_root("/tmp//r/./x") == "/tmp/r/x");
+	CHECK(effective_root("/tmp/a/../b") == "/tmp/a/../b");  // the kernel's to resolve, after any symlink
+	CHECK(effective_root("build/root/") == "build/root");
+	CHECK(effective_root("./") == ".");
+	::setenv("UNBOUNDED_NVIDIA_ROOT", "/srv/m//", 1);
+	CHECK(effective_root("") == "/srv/m");
+	CHECK(effective_root("/other") == "/other");
+	::setenv("UNBOUNDED_NVIDIA_ROOT", "//", 1);
+	CHECK(effective_root("").empty());
+	::unsetenv("UNBOUNDED_NVIDIA_ROOT");
 }
 
 TEST_CASE("atomic writes replace whole files and skip identical content", "[fs]")
