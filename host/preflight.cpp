@@ -160,7 +160,7 @@ void Checker::userspace()
 				error("firmware", w + " (the open kernel module needs it)");
 			else
 				warning("firmware", w);
-		} else if (w.find("expected tmpfs") == std::string::npos) {
+		} else {
 			warning("userspace", w);
 		}
 	}
