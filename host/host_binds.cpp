@@ -256,7 +256,7 @@ std::vector<std::string> candidate_directories(const Context &ctx)
 	return dirs;
 }
 
-Result<HostBinds> plan_binds(const Context &ctx, const BindsOptions &opt)
+Result<HostBinds> plan_binds(const Context &ctx, const BindsOptions &opt, const DeviceInventory *devices)
 {
 	if (opt.licensing && !plain_path(*opt.licensing))
 		return fail(usage_error("--licensing " + *opt.licensing + ": an absolute path of letters, digits and / . _ - + only"));
@@ -296,7 +296,7 @@ Result<HostBinds> plan_binds(const Context &ctx, const BindsOptions &opt)
 	for (std::size_t i = 0; i < b.staging.size(); i++)
 		b.nspawn.push_back({"Files", "BindReadOnly", b.staging[i] + ":" + STAGING_MOUNT + std::to_string(i)});
 
-	auto inv = enumerate_devices(ctx);
+	auto inv = devices ? Result<DeviceInventory>(*devices) : enumerate_devices(ctx);
 	if (!inv)
 		return fail(with_context(inv.error(), "Failed to read this host's NVIDIA devices"));
 	b.device_warnings = inv->warnings;

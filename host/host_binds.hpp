@@ -14,6 +14,10 @@
 #include <string>
 #include <vector>
 
+namespace unbounded {
+struct DeviceInventory;  // devices.hpp
+}
+
 namespace unbounded::host {
 
 // A line of a .nspawn file that `binds` owns: "[Files]" "BindReadOnly" "/usr/lib/x86_64-linux-gnu:/run/host-nvidia/0".
@@ -48,7 +52,9 @@ struct HostBinds {
 // alternatives, Ubuntu, Red Hat, the .run installer, 32-bit, firmware, OptiX, graphics configs).
 std::vector<std::string> candidate_directories(const Context &ctx);
 
-Result<HostBinds> plan_binds(const Context &ctx, const BindsOptions &opt);
+// `devices`: this host's devices when the caller has read them already (the preflight, so that its
+// findings and the plan are of one reading); read here when null.
+Result<HostBinds> plan_binds(const Context &ctx, const BindsOptions &opt, const DeviceInventory *devices = nullptr);
 
 // systemd's rule for machine names (hostname_is_valid(): letters, digits, '-' and '.', at most 64).
 bool valid_machine_name(std::string_view name);

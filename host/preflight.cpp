@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <charconv>
 #include <fcntl.h>
+#include <optional>
 #include <sys/stat.h>
 
 namespace unbounded::host {
@@ -22,6 +23,7 @@ constexpr std::size_t SMALL_FILE = 4096;  // sysfs attributes, /proc/<pid>/comm
 struct Checker {
 	const Context &ctx;
 	Preflight out;
+	std::optional<DeviceInventory> devices;  // read once by nodes(), planned with by userspace()
 
 	void error(const char *check, std::string message) { out.findings.push_back({true, check, std::move(message)}); }
 	void warning(const char *check, std::string message) { out.findings.push_back({false, check, std::move(message)}); }
@@ -123,6 +125,7 @@ void Checker::nodes()
 		error("nodes", inv.error().message);
 		return;
 	}
+	devices = *inv;
 	for (const char *path : {"/dev/nvidiactl", "/dev/nvidia-uvm"})
 		if (std::none_of(inv->control.begin(), inv->control.end(), [&](const DeviceNode &n) { return n.path == path; }))
 			error("nodes", std::string(path) + " is missing or not the driver's (nvidia-modprobe, or the driver's udev rules, make it)");
@@ -144,7 +147,7 @@ void Checker::userspace()
 	}
 	out.driver_version = *module.version;
 	BindsOptions opt;
-	auto b = plan_binds(ctx, opt);
+	auto b = plan_binds(ctx, opt, devices ? &*devices : nullptr);
 	if (!b) {
 		error("userspace", b.error().message);
 		return;
@@ -216,7 +219,7 @@ bool Preflight::ready() const
 
 Preflight run_preflight(const Context &ctx)
 {
-	Checker c{ctx, {}};
+	Checker c{ctx, {}, {}};
 	c.pci();
 	c.modules();
 	c.nodes();
