@@ -84,13 +84,13 @@ Result<void> LicenseReloader::install_boot_files(ReloadReport &report)
 	if (*failed && **failed == *source) {
 		// A config after which nvidia-gridd did not stay up: it starts with the last known good.
 		want = *applied ? **applied : targets;
-		if (want == **failed) {
+		if (!*applied && want == **failed) {
 			// No last known good, and the failed files still installed: nvidia-gridd starts with
-			// them as they are. Not recorded as installed at boot, so that a start that happens to
-			// stay up is not taken for a verdict that they work.
+			// them as they are. Not recorded as installed at boot, so that the next run neither
+			// checks them nor takes a start that happens to stay up for a verdict that they work.
 			report.outcome = ReloadOutcome::KnownBad;
 			note(report, "The licensing files in the source failed before and there are no last known good ones; " + lic.gridd_unit +
-					     " starts with them as installed, and they are not retried until they change.");
+					     " starts with them as installed; they stay known bad until the source changes.");
 			return {};
 		}
 		note(report, "The licensing files in the source failed before; " + lic.gridd_unit + " starts with the last known good ones.");

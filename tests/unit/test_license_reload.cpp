@@ -423,6 +423,26 @@ TEST_CASE("a boot never records files that failed as applied, when there is no l
 	CHECK(LicenseReloader(m.ctx, m.units, m.seams()).install_at_boot()->outcome == ReloadOutcome::Installed);
 }
 
+TEST_CASE("a boot with a last known good that also failed once starts with it, unchanged", "[license]")
+{
+	// The applied files reinstalled at boot (someone edited them) and nvidia-gridd not coming up:
+	// with nothing else to return to they are recorded as failed and stay the last known good. The
+	// next boot has them installed and applied: unchanged, as the regular run says, not known bad.
+	LicensedMachine m;
+	m.dir.write("etc/nvidia/gridd.conf", "edited\n");
+	REQUIRE(LicenseReloader(m.ctx, m.units, m.seams()).install_at_boot()->outcome == ReloadOutcome::Installed);
+	REQUIRE(m.installed(GRIDD) == "FeatureType=1\n");
+	m.units.stays_up = [] { return false; };
+	m.units.active = "inactive";
+	m.units.start("nvidia-gridd.service", 1s);
+	REQUIRE(m.run().outcome == ReloadOutcome::Failed);
+	REQUIRE(m.dir.exists("var/lib/unbounded-nvidia/license/failed.state"));
+	auto b = LicenseReloader(m.ctx, m.units, m.seams()).install_at_boot();
+	REQUIRE(b);
+	CHECK(b->outcome == ReloadOutcome::Unchanged);
+	CHECK(m.run().outcome == ReloadOutcome::Unchanged);
+}
+
 TEST_CASE("the boot install does nothing when switched off or without a source", "[license]")
 {
 	Machine off;
