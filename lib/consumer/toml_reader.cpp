@@ -78,9 +78,9 @@ private:
 // aside): a control byte is in no TOML text but as an escape, and toml++ 3.3 reaches a
 // __builtin_unreachable() classifying some non-ASCII characters on its error paths (the fuzz tier's
 // find). Anywhere in the text, in strings and comments too, after a backslash included: a reader
-// that skipped any part would hand toml++ that byte on the path that misreads it. containerd's files
-// are ASCII; one that is not is refused, named, as verify's limit: a known, conservative difference
-// (tests/README.md).
+// that skipped any part would hand toml++ that byte on the path that misreads it. The runtimes' files
+// are ASCII; one that is not is past verify's limits (PARSE_LIMIT_ERRNO), named: a known,
+// conservative difference (tests/README.md).
 std::size_t first_unread_byte(std::string_view t)
 {
 	const std::size_t from = t.starts_with("\xef\xbb\xbf") ? 3 : 0;
@@ -97,8 +97,11 @@ std::size_t first_unread_byte(std::string_view t)
 Result<json> parse_toml_bounded(std::string_view text, const std::string &display, const ParseLimits &limits)
 {
 	if (const std::size_t at = first_unread_byte(text); at != std::string_view::npos) {
+		// A limit of ours, not a file the runtime refuses (it may read a UTF-8 comment): not known.
 		const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n');
-		return fail(make_error(display + ":" + std::to_string(line) + ": a control byte or a byte over 0x7f, which verify does not read in containerd's files"));
+		Error e = make_error(display + ":" + std::to_string(line) + ": a control byte or a byte over 0x7f, which verify does not read in TOML files");
+		e.errnum = PARSE_LIMIT_ERRNO;
+		return fail(std::move(e));
 	}
 	try {
 		const toml::table table = toml::parse(text, display);

@@ -15,7 +15,8 @@
 
 namespace unbounded {
 
-// The error number of a file past the limits here (not a file containerd refuses): PARSE_LIMIT_ERRNO.
+// The error number of a file past the limits here (not a file containerd refuses): PARSE_LIMIT_ERRNO,
+// a control byte or a byte over 0x7f anywhere included.
 Result<nlohmann::json> parse_toml_bounded(std::string_view text, const std::string &display, const ParseLimits &limits = {});
 
 }  // namespace unbounded

@@ -178,6 +178,20 @@ class TestContainerdConfig(ConsumerCase):
         self.assertIsNone(r.result["containerd"]["cdi_enabled"])
         self.assertEqual(r.result["consumer_findings"]["config-refused"], 1)
 
+    def test_a_byte_verify_does_not_read_is_not_known_not_refused(self):
+        # A UTF-8 comment, which containerd reads, is past verify's TOML guard (toml++ 3.3 misreads
+        # such bytes on its error paths): whether CDI is on is not known, a warning, as for a file past
+        # verify's other limits. Before, verify said that containerd refuses its configuration.
+        m = self.machine("1.7.24", f'version = 2\n# caf\u00e9\n{CRI_17}\n  enable_cdi = true\n')
+        r = self.verify(m)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("refuses", r.stderr)
+        self.assertIsNone(r.result["containerd"]["cdi_enabled"])
+        self.assertEqual(r.result["consumer_findings"]["config-refused"], 0)
+        self.assertEqual(r.result["consumer_findings"]["containerd-config"], 1)
+        self.assertTrue(any(f"{CONFIG}:2: a control byte or a byte over 0x7f" in w and "not known" in w for w in r.result["warnings"]),
+                        r.result["warnings"])
+
     def test_a_table_written_twice_is_refused(self):
         m = self.machine("1.7.24", f'version = 2\n{CRI_17}\n  enable_cdi = true\n{CRI_17}\n  enable_cdi = true\n')
         self.assertNotReady(m, CONFIG, "refuses its configuration", "cannot redefine existing table")
