@@ -6,7 +6,8 @@ namespace unbounded {
 namespace {
 
 // One spelling per root: empty and "." components dropped, so that "//", "/./" and "/tmp/r/" are "/"
-// and "/tmp/r". ".." is kept: the kernel resolves it after any symlink before it, a string cannot.
+// and "/tmp/r". ".." is kept (the kernel resolves it after any symlink before it, a string cannot)
+// but right after "/", whose ".." is "/" itself.
 std::string normal_root(std::string_view root)
 {
 	std::string out = root.starts_with('/') ? "/" : "";
@@ -14,7 +15,7 @@ std::string normal_root(std::string_view root)
 		const auto slash = root.find('/');
 		const std::string_view part = root.substr(0, slash);
 		root = slash == std::string_view::npos ? std::string_view{} : root.substr(slash + 1);
-		if (part.empty() || part == ".")
+		if (part.empty() || part == "." || (part == ".." && out == "/"))
 			continue;
 		if (!out.empty() && out.back() != '/')
 			out += '/';

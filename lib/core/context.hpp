@@ -17,7 +17,8 @@ struct Context {
 	std::string real(std::string_view absolute) const { return fs::root_path(root, absolute); }
 };
 
-// Root from --root, else $UNBOUNDED_NVIDIA_ROOT, else "".
+// Root from --root, else $UNBOUNDED_NVIDIA_ROOT, else "", without empty or "." components or a
+// trailing '/': "/" however written ("//", "/./", "/..") is "", the live system.
 std::string effective_root(const std::string &flag_value);
 
 }  // namespace unbounded

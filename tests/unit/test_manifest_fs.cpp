@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <optional>
 #include <sys/stat.h>
 
 using namespace unbounded;
@@ -60,13 +61,16 @@ TEST_CASE("path helpers", "[fs]")
 	CHECK(fs::random_suffix().size() == 6);
 }
 
-TEST_CASE("a root however written: \"/\" in any spelling is this system", "[fs]")
+TEST_CASE("a root however written: \"/\" in any spelling is this system", "[context]")
 {
 	// Before, only the literal "/" was: "//" or "/./" took the live system for a fake root, with no
 	// service manager to restart nvidia-gridd with.
+	const char *saved = std::getenv("UNBOUNDED_NVIDIA_ROOT");
+	const std::optional<std::string> before = saved ? std::optional<std::string>(saved) : std::nullopt;
 	::unsetenv("UNBOUNDED_NVIDIA_ROOT");
-	for (const char *live : {"", "/", "//", "/./", "/.//."})
+	for (const char *live : {"", "/", "//", "/./", "/.//.", "/..", "/../."})
 		CHECK(effective_root(live).empty());
+	CHECK(effective_root("/../tmp/r") == "/tmp/r");
 	CHECK(effective_root("/tmp/r/") == "/tmp/r");
 	CHECK(effective_root("/tmp//r/./x") == "/tmp/r/x");
 	CHECK(effective_root("/tmp/a/../b") == "/tmp/a/../b");  // the kernel's to resolve, after any symlink
@@ -74,10 +78,13 @@ TEST_CASE("a root however written: \"/\" in any spelling is this system", "[fs]"
 	CHECK(effective_root("./") == ".");
 	::setenv("UNBOUNDED_NVIDIA_ROOT", "/srv/m//", 1);
 	CHECK(effective_root("") == "/srv/m");
-	CHECK(effective_root("/other") == "/other");
+	CHECK(effective_root("/other") == "/other");  // the flag wins
 	::setenv("UNBOUNDED_NVIDIA_ROOT", "//", 1);
 	CHECK(effective_root("").empty());
-	::unsetenv("UNBOUNDED_NVIDIA_ROOT");
+	if (before)
+		::setenv("UNBOUNDED_NVIDIA_ROOT", before->c_str(), 1);
+	else
+		::unsetenv("UNBOUNDED_NVIDIA_ROOT");
 }
 
 TEST_CASE("atomic writes replace whole files and skip identical content", "[fs]")

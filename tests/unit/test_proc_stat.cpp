@@ -12,7 +12,7 @@ namespace {
 const std::string middle = " 1 100 100 0 -1 4194560 120 0 0 0 3 1 0 0 20 0 1 0 ";
 }  // namespace
 
-TEST_CASE("parse_proc_stat reads the state and start time after the command name")
+TEST_CASE("parse_proc_stat reads the state and start time after the command name", "[proc]")
 {
 	auto st = parse_proc_stat("4242 (nvidia-gridd) S" + middle + "987654 1000 2000\n");
 	CHECK(st.state == 'S');
@@ -21,7 +21,7 @@ TEST_CASE("parse_proc_stat reads the state and start time after the command name
 	CHECK(*st.start_time == 987654);
 }
 
-TEST_CASE("parse_proc_stat reads past a command name that holds ') ' and spaces")
+TEST_CASE("parse_proc_stat reads past a command name that holds ') ' and spaces", "[proc]")
 {
 	auto st = parse_proc_stat("7 (a) R 1 (b) Z" + middle + "55 1\n");
 	CHECK(st.state == 'Z');
@@ -30,7 +30,7 @@ TEST_CASE("parse_proc_stat reads past a command name that holds ') ' and spaces"
 	CHECK(parse_proc_stat("8 (x) X" + middle + "1\n").exited());
 }
 
-TEST_CASE("parse_proc_stat says what it could not read")
+TEST_CASE("parse_proc_stat says what it could not read", "[proc]")
 {
 	CHECK(parse_proc_stat("").state == '?');
 	CHECK(parse_proc_stat("9 (no closing paren S 1 2").state == '?');
@@ -42,7 +42,7 @@ TEST_CASE("parse_proc_stat says what it could not read")
 	CHECK(parse_proc_stat("9 (x) SS" + middle + "5").state == '?');
 }
 
-TEST_CASE("read_proc_stat reads this process and nothing for PID 0")
+TEST_CASE("read_proc_stat reads this process and nothing for PID 0", "[proc]")
 {
 	auto self = read_proc_stat(static_cast<std::uint32_t>(::getpid()));
 	REQUIRE(self);
