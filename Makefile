@@ -8,7 +8,8 @@
 #                      (not in CI: the arm64 tier is its release build, the package tier its plain one)
 #   make check-sanitizers  ASan+UBSan build, unit and integration tiers, every report fatal
 #   make check-fuzz    every libFuzzer target briefly, and a parser broken on purpose caught (fuzz/)
-#   make soak          the randomized tiers (oracle, stateful) for SOAK_MINUTES (60) with fresh seeds (not in CI)
+#   make soak          the randomized tiers with fresh seeds (not in CI): stateful for SOAK_MINUTES (60),
+#                      then the oracle's four releases for SOAK_MINUTES together
 #   make gpu-check     on a machine with an NVIDIA GPU and driver only (never CI): the real thing
 BUILD ?= build
 # Warnings are errors in CI's builds (CI=true), never in a user's: a newer compiler's new warning must
@@ -115,13 +116,15 @@ check-fuzz: fuzz-build
 	fuzz/run-fuzzers.py $(BUILD_FUZZ) $(CHECK_FUZZ_SECONDS)
 	fuzz/run-fuzzers.py --expect-failure $(BUILD_FUZZ) $(CHECK_FUZZ_SECONDS) mountinfo-broken
 
-# Long runs of the randomized tiers, fresh seeds until SOAK_MINUTES are up: the differential test of
-# verify against the real CDI library (tests/oracle/), and the stateful sequences (tests/stateful/).
+# Long runs of the randomized tiers with fresh seeds: the stateful sequences (tests/stateful/) for
+# SOAK_MINUTES, then, alone as in make check, the differential tests of verify against the real CDI
+# library and containerd (tests/oracle/) for SOAK_MINUTES shared by their four releases: about twice
+# SOAK_MINUTES in all. --verbose: each tier's counts are printed as it ends, not when both have.
 # Root, like make check's booted tiers.
 SOAK_MINUTES ?= 60
 soak: build
-	env ORACLE_MINUTES=$(SOAK_MINUTES) ORACLE_SEED=random STATEFUL_MINUTES=$(SOAK_MINUTES) \
-		meson test -C $(BUILD) --suite oracle --suite stateful --print-errorlogs --timeout-multiplier 0
+	env ORACLE_MINUTES=$$(awk 'BEGIN { print $(SOAK_MINUTES) / 4 }') ORACLE_SEED=random STATEFUL_MINUTES=$(SOAK_MINUTES) \
+		meson test -C $(BUILD) --suite oracle --suite stateful --verbose --timeout-multiplier 0
 
 # A real GPU: lay out a machine root from this host's own driver, build the driver root from it and
 # prove it works (tests/gpu/gpu_check.py). Exit 2 without a GPU.
