@@ -46,7 +46,7 @@ TEST_CASE("read_proc_stat reads this process and nothing for PID 0", "[proc]")
 {
 	auto self = read_proc_stat(static_cast<std::uint32_t>(::getpid()));
 	REQUIRE(self);
-	CHECK(self->state == 'R');
+	CHECK_FALSE(self->exited());  // 'R' on a kernel; qemu-user's own /proc/self/stat says '0' (the arm64 tier)
 	CHECK(self->start_time);
 	CHECK_FALSE(read_proc_stat(0));
 }
