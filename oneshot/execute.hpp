@@ -2,7 +2,8 @@
 // refresh reads the machine once (snapshot.hpp) and discovers the driver without writing, plans
 // without touching the file system (driver_root.hpp's plan_manifest, cdi_state.hpp's plan_specs),
 // and then calls these, in this order:
-//   open_run_dir, save_memos, reclaim_stale_trees (only when the copies might not fit),
+//   open_run_dir, save_memos, reclaim_stale_trees (only when the copies might not fit, or the live
+//   root is kept and no build would reclaim them),
 //   install_root, the specs and their /dev/char links (execute_specs.hpp), record_held_back or
 //   clear_held_back, record_status, record_metrics.
 // Every other file of oneshot/ writes nothing (tests/unit/test_write_sites.py holds them to it);
@@ -30,7 +31,8 @@ Result<UniqueFd> open_run_dir(const Context &ctx);
 void save_memos(int run_dir, const MachineDevices &machine, std::optional<DiscoveryCache> discovery_memo);
 
 // The temp and old trees a killed run left beside the root, removed early so that their space counts
-// as free for the optional files (driver_root.hpp's remove_stale_temp_trees).
+// as free for the optional files, or by a run that keeps the root (driver_root.hpp's
+// remove_stale_temp_trees).
 Result<InstallStats> reclaim_stale_trees(const RootLocation &root);
 
 // The root for `plan` built beside the live one and swapped in, or kept when it is unchanged

@@ -121,7 +121,7 @@ int keep_live_root(const Context &ctx, Report &report, const RunSnapshot &snap, 
 	if (auto stale = reclaim_stale_trees(live_root_location(ctx)); stale && stale->stale_trees_removed) {
 		warn(report, stale->warnings);
 		report.details["stale_trees_removed"] = stale->stale_trees_removed;
-		log::notice("Removed " + std::to_string(stale->stale_trees_removed) + " temporary tree(s) left by an interrupted run.");
+		note_stale_trees_removed(stale->stale_trees_removed);
 	}
 	SpecForState cdi;
 	{

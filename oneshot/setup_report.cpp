@@ -100,8 +100,13 @@ void record_install(const Context &ctx, Report &report, const InstallStats &stat
 		report.details["driver_root_ram_bytes"] = stats.bytes_copied + stats.bytes_reused;
 	else
 		warn(report, {"Driver root " + ctx.config.driver_root + " is on " + stats.fstype + ", expected tmpfs"});
-	if (stats.stale_trees_removed)
-		log::notice("Removed " + std::to_string(stats.stale_trees_removed) + " temporary tree(s) left by an interrupted run.");
+	note_stale_trees_removed(stats.stale_trees_removed);
+}
+
+void note_stale_trees_removed(std::size_t removed)
+{
+	if (removed)
+		log::notice("Removed " + std::to_string(removed) + " temporary tree(s) left by an interrupted run.");
 }
 
 // Whether the run left every file as it found it: the root unchanged, no spec and no /dev/char link

@@ -10,6 +10,7 @@
 #include "spec_read.hpp"
 
 #include <chrono>
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -33,5 +34,8 @@ void warn_about_devices(const Context &ctx, Report &report, const DeviceInventor
 void record_left_out(Report &report, std::vector<LeftOut> left);
 // What the install did.
 void record_install(const Context &ctx, Report &report, const InstallStats &stats);
+
+// Says in the journal how many temporary trees a killed run left that this run removed (none: nothing).
+void note_stale_trees_removed(std::size_t removed);
 
 }  // namespace unbounded
