@@ -446,6 +446,20 @@ class TapResult(unittest.TextTestResult):
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
         self.n = 0
+        self.sub_failures = {}
+
+    def addSubTest(self, test, subtest, err):
+        # unittest reports neither success nor failure of a test whose subtests failed: its line, with
+        # each failed subtest's reason, is printed when it stops (else only "too few tests" said so).
+        super().addSubTest(test, subtest, err)
+        if err is not None:
+            self.sub_failures.setdefault(test.id(), []).append(f"{subtest.id()}\n" + self._exc_info_to_string(err, test))
+
+    def stopTest(self, test):
+        failed = self.sub_failures.pop(test.id(), None)
+        if failed:
+            self._line(False, test, "\n".join(failed))
+        super().stopTest(test)
 
     def _line(self, ok, test, detail=""):
         self.n += 1
