@@ -97,14 +97,31 @@ Result<void> make_symlink(const std::string &dir, const std::string &name, const
 
 }  // namespace
 
+std::optional<std::string> container_manager(const Input &in, std::string &why)
+{
+	if (in.virtualization) {
+		const std::string &v = *in.virtualization;
+		if (v.starts_with("container:") && v.size() > 10)
+			return v.substr(10);
+		why = "$SYSTEMD_VIRTUALIZATION is '" + printable(v) + "', not a container";
+		return std::nullopt;
+	}
+	const std::string dir = rooted(in, "/run/systemd");
+	auto fd = fs::open_dir(dir);
+	auto text = fd ? fs::read_file_at(fd->get(), "container", "/run/systemd/container", 256) : fail(fd.error());
+	const std::string name = text ? std::string(trim_blanks(*text)) : std::string();
+	if (!name.empty() && is_printable(name))
+		return name;
+	why = text ? "/run/systemd/container is empty" : "no /run/systemd/container and no $SYSTEMD_VIRTUALIZATION";
+	return std::nullopt;
+}
+
 Decision decide(const Input &in, Error *config_error)
 {
 	Decision d;
 	const std::string config_path = rooted(in, std::string(DEFAULT_CONFIG_PATH));
-	auto loaded = load_config(config_path, false);
-	if (loaded)  // the host's per-machine settings (credentials.hpp) override the image's file
-		if (auto r = apply_credentials(*loaded, in.root, std::getenv("CREDENTIALS_DIRECTORY")); !r)
-			loaded = fail(r.error());
+	// The host's settings (credentials.hpp) override the image's file; its kill switch wins over both.
+	auto loaded = load_machine_config(config_path, false, in.root, std::getenv("CREDENTIALS_DIRECTORY"), d.warnings);
 	if (loaded)
 		d.config = *loaded;
 	else if (config_error)

@@ -6,6 +6,7 @@
 #include "config.hpp"
 #include "error.hpp"
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,7 +16,17 @@ namespace unbounded::generator {
 struct Input {
 	std::string root;        // UNBOUNDED_NVIDIA_ROOT: every path read is taken relative to it (tests)
 	std::string normal_dir;  // where everything goes (systemd.generator(7): use the normal dir by default)
+	// $SYSTEMD_VIRTUALIZATION, which PID 1 (systemd 251 and later) passes to generators: "container:NAME"
+	// or "vm:NAME"; unset on bare metal.
+	std::optional<std::string> virtualization;
 };
+
+// The container manager PID 1 runs under, by systemd's own signals: $SYSTEMD_VIRTUALIZATION when PID 1
+// set it, else /run/systemd/container (written by PID 1 from its $container, and by systemd-nspawn).
+// nullopt outside a container (a host, bare metal or a VM), with what said so in `why`: the generator
+// then writes nothing, so the machine's package installed on a GPU host never orders anything in front
+// of the host's own containerd and kubelet.
+std::optional<std::string> container_manager(const Input &in, std::string &why);
 
 struct Decision {
 	bool nvidia = false;                   // generate the setup unit and the ordering

@@ -4,6 +4,10 @@
 #include "generator.hpp"
 #include "log.hpp"
 #include "main_guard.hpp"
+#include "version.hpp"
+
+#include <algorithm>
+#include <string_view>
 
 #include <cstdio>
 #include <cstdlib>
@@ -15,13 +19,39 @@ static int run(int argc, char **argv)
 {
 	// Generators must not talk to any process: no journal socket, stderr only (nspawn hides /dev/kmsg).
 	log::init("unbounded-nvidia-generator", /*allow_journal=*/false);
-	if (argc != 2 && argc != 4) {
+	const std::string_view first = argc > 1 ? argv[1] : "";
+	if (argc == 2 && (first == "--help" || first == "-h")) {
+		std::printf("Usage: unbounded-nvidia-generator NORMAL-DIR [EARLY-DIR LATE-DIR]\n"
+			    "       unbounded-nvidia-generator --version\n\n"
+			    "A systemd generator: systemd runs it at every boot and daemon-reload. In an NVIDIA machine it puts\n"
+			    "unbounded-nvidia-setup.service in front of containerd and kubelet.\n\n"
+			    "Options:\n"
+			    "  -h, --help      show this help\n"
+			    "  --version       show the release and the commit it was built from\n\n"
+			    "Exit status: 0 done, 1 the configuration could not be read, 2 usage error.\n"
+			    "See unbounded-nvidia-generator(8).\n");
+		return EXIT_READY;
+	}
+	if (argc == 2 && first == "--version") {
+		print_version("unbounded-nvidia-generator");
+		return EXIT_READY;
+	}
+	// A directory is what systemd passes, always absolute: anything else (an option, a relative path)
+	// is a person at a shell, whose current directory must not get a unit tree.
+	if ((argc != 2 && argc != 4) || std::any_of(argv + 1, argv + argc, [](const char *a) { return a[0] != '/'; })) {
 		std::fprintf(stderr, "Usage: unbounded-nvidia-generator NORMAL-DIR [EARLY-DIR LATE-DIR]\n");
 		return EXIT_USAGE;
 	}
 	generator::Input in;
 	in.root = effective_root("");
 	in.normal_dir = argv[1];
+	if (const char *v = std::getenv("SYSTEMD_VIRTUALIZATION"))
+		in.virtualization = v;
+	std::string why;
+	if (!generator::container_manager(in, why)) {
+		log::debug("Not in a container (" + why + "): this is a host, whose units are its own; nothing to generate.");
+		return EXIT_READY;
+	}
 
 	Error config_error;
 	const generator::Decision d = generator::decide(in, &config_error);

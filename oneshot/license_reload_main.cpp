@@ -10,6 +10,7 @@
 #include "license_reload.hpp"
 #include "lock.hpp"
 #include "log.hpp"
+#include "version.hpp"
 #include "main_guard.hpp"
 #include "notify.hpp"
 #include "proc_stat.hpp"
@@ -141,7 +142,7 @@ void print_help()
 		    "                  line; exit 1 when nvidia-gridd has run unlicensed or pending longer than\n"
 		    "                  licensing.not_acquired_after, 0 when not, 2 unknown)\n"
 		    "  -h --help       show this help\n"
-		    "  --version       show the version\n\n"
+		    "  --version       show the release and the commit it was built from\n\n"
 		    "Environment:\n"
 		    "  VGPU_LICENSE_AUTO_RELOAD      anything but 'true' switches the reloader off\n"
 		    "  VGPU_LICENSE_RELOAD_INTERVAL  the timer's interval, a duration (30s, 2m; a bare number is\n"
@@ -163,7 +164,7 @@ int parse_args(int argc, char **argv, Args &a)
 		case 'b': a.boot = true; break;
 		case 'n': a.npd = true; break;
 		case 'h': print_help(); return -1;
-		case 'V': std::printf("unbounded-nvidia-license-reload %s\n", PROJECT_VERSION); return -1;
+		case 'V': print_version("unbounded-nvidia-license-reload"); return -1;
 		default:
 			return usage_error(argc, argv, "unknown or incomplete option '" + printable(argv[optind - 1]) + "' (see --help)");
 		}

@@ -6,6 +6,8 @@
 #include "credentials.hpp"
 #include "execute.hpp"
 #include "log.hpp"
+#include "self_repair.hpp"
+#include "version.hpp"
 #include "main_guard.hpp"
 #include "setup_report.hpp"
 #include "bounded_parse.hpp"
@@ -94,7 +96,7 @@ void print_help()
 		    "                  outcomes separated by commas (not-ready, staging-gone, staging-inconsistent,\n"
 		    "                  pending-host-reboot, gpus-missing)\n"
 		    "  -h --help       show this help\n"
-		    "  --version       show the version\n\n"
+		    "  --version       show the release and the commit it was built from\n\n"
 		    "Exit status: 0 ready (or nothing to do), 1 not ready, 2 usage or configuration error.\n\n"
 		    "See unbounded-nvidia-setup(8).\n",
 		    commands.c_str(), std::string(DEFAULT_CONFIG_PATH).c_str());
@@ -172,7 +174,7 @@ int read_options(int argc, char **argv, Args &a)
 		case OPT_NPD: a.npd = optarg ? optarg : "ready"; break;
 		case OPT_BOOT: a.boot = true; break;
 		case 'h': print_help(); return -1;
-		case OPT_VERSION: std::printf("unbounded-nvidia-setup %s\n", PROJECT_VERSION); return -1;
+		case OPT_VERSION: print_version("unbounded-nvidia-setup"); return -1;
 		default:
 			std::fprintf(stderr, "unbounded-nvidia-setup: unknown or incomplete option '%s' (see --help)\n",
 				     argv[optind - 1]);
@@ -291,10 +293,11 @@ int run(int argc, char **argv)
 	}
 	log::set_machine_root(ctx.root);
 	const std::string config_path = args.config_given ? args.config : ctx.real(DEFAULT_CONFIG_PATH);
-	auto cfg = load_config(config_path, args.config_given);
-	if (cfg)  // the host's per-machine settings override the image's file
-		if (auto r = apply_credentials(*cfg, ctx.root, std::getenv("CREDENTIALS_DIRECTORY")); !r)
-			cfg = fail(r.error());
+	// The host's settings override the image's file; its kill switch wins over both (credentials.hpp).
+	std::vector<std::string> ignored;
+	auto cfg = load_machine_config(config_path, args.config_given, ctx.root, std::getenv("CREDENTIALS_DIRECTORY"), ignored);
+	for (const auto &w : ignored)
+		log::warning(w);
 	const Verb &verb = *find_verb(args.command);
 	Report report;
 	report.command = args.command;
@@ -310,6 +313,10 @@ int run(int argc, char **argv)
 		// Every run has an outcome: a configuration error is a failed run, said in the journal, the
 		// JSON, status.json and the metrics, which go where the defaults say.
 		rc = finish_failed(ctx, report, cfg.error());
+		// A boot that fails on its configuration holds containerd and kubelet back like any other
+		// failed boot (recorded), so the first refresh after the file is fixed starts them.
+		if (args.boot)
+			note_held_back(ctx, report);
 	} else {
 		ctx.config = std::move(*cfg);
 		rc = verb.run(ctx, report, args);

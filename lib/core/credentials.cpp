@@ -14,39 +14,55 @@ namespace {
 
 std::string trimmed(const std::string &s) { return std::string(trim_blanks(s)); }
 
-// The system credentials under the root, links followed but never out of it (systemd 252 makes
-// @system a link to nspawn's /run/host/credentials). Absent or not visible: an invalid fd.
-Result<UniqueFd> open_system_credentials(const std::string &root)
+// A directory under the root, links followed but never out of it (systemd 252 makes @system a link to
+// nspawn's /run/host/credentials). Absent or not visible: an invalid fd.
+Result<UniqueFd> open_dir_in_root(const std::string &root, const char *path)
 {
 	auto r = fs::open_dir(root.empty() ? "/" : root);
 	if (!r)
 		return fail(r.error());
 	// Not there, or not visible: a sandboxed unit's mount namespace may hide /run/credentials
 	// (EACCES, seen in the system tier on systemd 252), where only what the unit imported is seen.
-	auto c = chase(r->get(), SYSTEM_CREDENTIALS_DIR, ChaseHow{Chase::InRoot | Chase::OpenLast, nullptr, {}});
+	auto c = chase(r->get(), path, ChaseHow{Chase::InRoot | Chase::OpenLast, nullptr, {}});
 	if (!c)
 		return UniqueFd();
 	return UniqueFd(::openat(c->fd.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
 }
 
-struct CredentialDirs {
-	int unit;  // $CREDENTIALS_DIRECTORY's, or -1
-	std::string unit_display;
-	int system;  // /run/credentials/@system's, or -1
+struct Source {
+	UniqueFd fd;
+	std::string display;
+	const char *kind;  // how origins name it: "credential" or "host setting"
 };
 
-// unbounded-nvidia.KEY from the first directory that has it: false when none does.
-Result<bool> read_credential(const CredentialDirs &dirs, const char *key, std::string &value, std::string &origin)
+// Where the host's settings may be, first found first: a unit's own credentials ($CREDENTIALS_DIRECTORY:
+// an operator's LoadCredential= or ImportCredential=), the directory unbounded-nvidia-host binds, then
+// the system credentials. A unit that was given some other credential must still see the host's.
+Result<std::vector<Source>> open_sources(const std::string &root, const char *env_dir)
+{
+	std::vector<Source> sources;
+	if (env_dir && env_dir[0] == '/')
+		if (auto d = fs::open_dir(env_dir))
+			sources.push_back({std::move(*d), env_dir, "credential"});
+	for (const auto &[path, kind] : {std::pair{HOST_SETTINGS_DIR, "host setting"}, std::pair{SYSTEM_CREDENTIALS_DIR, "credential"}}) {
+		auto d = open_dir_in_root(root, path);
+		if (!d)
+			return fail(d.error());
+		if (d->valid())
+			sources.push_back({std::move(*d), path, kind});
+	}
+	return sources;
+}
+
+// unbounded-nvidia.KEY from the first source that has it: false when none does.
+Result<bool> read_credential(const std::vector<Source> &sources, const char *key, std::string &value, std::string &origin)
 {
 	const std::string name = std::string("unbounded-nvidia.") + key;
-	for (const auto &[fd, display] :
-	     {std::pair<int, std::string>{dirs.unit, dirs.unit_display}, std::pair<int, std::string>{dirs.system, SYSTEM_CREDENTIALS_DIR}}) {
-		if (fd < 0)
-			continue;
-		auto text = fs::read_file_at(fd, name, display + "/" + name, MAX_CREDENTIAL_BYTES);
+	for (const auto &s : sources) {
+		auto text = fs::read_file_at(s.fd.get(), name, s.display + "/" + name, MAX_CREDENTIAL_BYTES);
 		if (!text && text.error().errnum == ENOENT)
 			continue;
-		origin = "credential " + name + " (" + display + ")";
+		origin = std::string(s.kind) + " " + name + " (" + s.display + ")";
 		if (!text)
 			return fail(usage_error(origin + ": " + text.error().message));
 		value = trimmed(*text);
@@ -59,18 +75,10 @@ Result<bool> read_credential(const CredentialDirs &dirs, const char *key, std::s
 
 Result<void> apply_credentials(Config &cfg, const std::string &root, const char *env_dir)
 {
-	// A unit's own credentials first ($CREDENTIALS_DIRECTORY: an operator's LoadCredential= or
-	// ImportCredential=), then, for each one not there, the system's: a unit that was given some other
-	// credential must still see the host's.
-	UniqueFd unit_dir;
-	if (env_dir && env_dir[0] == '/')
-		if (auto d = fs::open_dir(env_dir))
-			unit_dir = std::move(*d);
-	auto system_dir = open_system_credentials(root);
-	if (!system_dir)
-		return fail(system_dir.error());
-	const CredentialDirs dirs{unit_dir.get(), env_dir ? env_dir : "", system_dir->get()};
-	const auto read = [&](const char *key, std::string &value, std::string &origin) { return read_credential(dirs, key, value, origin); };
+	auto sources = open_sources(root, env_dir);
+	if (!sources)
+		return fail(sources.error());
+	const auto read = [&](const char *key, std::string &value, std::string &origin) { return read_credential(*sources, key, value, origin); };
 	std::string value, origin;
 	const auto bad = [&](const std::string &what) { return fail(usage_error(origin + ": '" + printable(value) + "' is not " + what)); };
 	if (auto r = read("enabled", value, origin); !r)
@@ -115,6 +123,35 @@ Result<void> apply_credentials(Config &cfg, const std::string &root, const char 
 		cfg.origins["expected_gpus"] = origin;
 	}
 	return {};
+}
+
+Result<Config> load_machine_config(const std::string &config_path, bool must_exist, const std::string &root, const char *env_dir,
+				   std::vector<std::string> &warnings)
+{
+	auto cfg = load_config(config_path, must_exist);
+	if (cfg)
+		if (auto r = apply_credentials(*cfg, root, env_dir); !r)
+			cfg = fail(r.error());
+	const auto off = host_switched_off(root, env_dir);
+	if (!off)
+		return cfg;
+	if (!cfg) {
+		warnings.push_back(cfg.error().message + "; ignored, the host switched this machine off");
+		cfg = Config{};
+	}
+	cfg->enabled = Enabled::No;
+	cfg->origins["enabled"] = *off;
+	return cfg;
+}
+
+std::optional<std::string> host_switched_off(const std::string &root, const char *env_dir)
+{
+	auto sources = open_sources(root, env_dir);
+	std::string value, origin;
+	if (!sources || !read_credential(*sources, "enabled", value, origin).value_or(false))
+		return std::nullopt;
+	const auto e = parse_enabled(value);
+	return e && *e == Enabled::No ? std::optional(origin) : std::nullopt;
 }
 
 }  // namespace unbounded

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <expected>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <sys/stat.h>
@@ -104,6 +105,8 @@ struct AtomicWriteOptions {
 	bool fsync = true;  // fsync the file and its directory (persistent /etc); off on tmpfs
 	bool skip_if_unchanged = true;
 	bool owner_root = false;  // chown root:root (licensing files); "unchanged" also needs that owner
+	// chown to this owner (an operator's file keeps its own); "unchanged" also needs it
+	std::optional<std::pair<uid_t, gid_t>> owner = std::nullopt;
 };
 enum class WriteOutcome {
 	Written,

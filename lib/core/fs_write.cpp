@@ -115,11 +115,12 @@ Result<PreparedWrite> prepare_file_atomic_at(int dirfd, const std::string &base,
 	const std::string tmp_prefix = "." + base + ".tmp-";
 	remove_matching(dirfd, tmp_prefix);
 
+	const auto owner = opts.owner_root ? std::optional(std::pair<uid_t, gid_t>{0, 0}) : opts.owner;
 	if (opts.skip_if_unchanged) {
 		auto old = read_file_at(dirfd, base, path, content.size() + 1);
 		struct stat st = {};
 		if (old && *old == content && ::fstatat(dirfd, base.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-		    (st.st_mode & 07777) == opts.mode && (!opts.owner_root || (st.st_uid == 0 && st.st_gid == 0)))
+		    (st.st_mode & 07777) == opts.mode && (!owner || (st.st_uid == owner->first && st.st_gid == owner->second)))
 			return w;
 	}
 
@@ -139,7 +140,7 @@ Result<PreparedWrite> prepare_file_atomic_at(int dirfd, const std::string &base,
 	const std::string tmp_display = join(dir, w.tmp_);
 	if (auto r = write_all(f.get(), content, tmp_display); !r)
 		return fail(r.error());
-	if (opts.owner_root && ::fchown(f.get(), 0, 0) < 0)
+	if (owner && ::fchown(f.get(), owner->first, owner->second) < 0)
 		return fail(last_errno_error("Failed to set the owner of " + tmp_display));
 	if (::fchmod(f.get(), opts.mode) < 0)
 		return fail(last_errno_error("Failed to set mode of " + tmp_display));

@@ -47,9 +47,13 @@ def copy_tree(src, dst, transform):
                     g.write(transform(f.read()))
 
 
-def run_generator(root, dirs, env=None):
-    e = {k: v for k, v in os.environ.items() if not k.startswith("VGPU_")}
+def run_generator(root, dirs, env=None, container=True):
+    """The generator as PID 1 runs it. `container`: in an nspawn machine, as $SYSTEMD_VIRTUALIZATION
+    says there; False leaves the root's /run/systemd/container to decide (the golden trees hold it)."""
+    e = {k: v for k, v in os.environ.items() if not k.startswith("VGPU_") and k != "SYSTEMD_VIRTUALIZATION"}
     e["UNBOUNDED_NVIDIA_ROOT"] = root
+    if container:
+        e["SYSTEMD_VIRTUALIZATION"] = "container:systemd-nspawn"
     e.update(env or {})
     return subprocess.run([GENERATOR, *dirs], capture_output=True, text=True, env=e)
 
@@ -64,7 +68,7 @@ class TestGolden(unittest.TestCase):
         early, late = os.path.join(tmp, "early"), os.path.join(tmp, "late")
         for d in (out, early, late):
             os.makedirs(d)
-        r = run_generator(root, [out] if single_dir else [out, early, late], env)
+        r = run_generator(root, [out] if single_dir else [out, early, late], env, container=False)
         self.assertEqual(os.listdir(early) + os.listdir(late), [], "wrote outside the normal directory")
         return r, out, tmp
 
@@ -115,6 +119,27 @@ class TestGolden(unittest.TestCase):
     def test_09_bad_config_still_orders_setup_and_says_why(self):
         r = self.check_case("09-bad-config", rc=1)
         self.assertIn("/etc/unbounded/nvidia.yaml:2: unknown key 'stagin_timeout'", r.stderr)
+
+    def test_19_a_gpu_host_is_no_container_and_gets_nothing(self):
+        """The machine's package installed on a GPU host: /dev/nvidiactl is there, but PID 1 runs in no
+        container, so the host's own containerd and kubelet are never ordered after our setup and
+        nvidia-container-toolkit's refresh units are never masked."""
+        r = self.check_case("19-gpu-host-not-a-container")
+        self.assertEqual(r.stderr, "")
+        r, out, _ = self.generate("19-gpu-host-not-a-container", env={"UNBOUNDED_NVIDIA_LOG_LEVEL": "debug"})
+        self.assertIn("Not in a container (no /run/systemd/container and no $SYSTEMD_VIRTUALIZATION)", r.stderr)
+        self.assertEqual(os.listdir(out), [])
+
+    def test_systemd_s_virtualization_variable_decides_when_pid_1_sets_it(self):
+        """systemd 251+ passes $SYSTEMD_VIRTUALIZATION to generators: "vm:kvm" on a GPU VM host is no
+        container whatever a stale file says; "container:systemd-nspawn" is one without the file."""
+        for case, env, generates in (("01-gpu-machine", {"SYSTEMD_VIRTUALIZATION": "vm:kvm"}, False),
+                                     ("01-gpu-machine", {"SYSTEMD_VIRTUALIZATION": "container:"}, False),
+                                     ("19-gpu-host-not-a-container", {"SYSTEMD_VIRTUALIZATION": "container:systemd-nspawn"}, True)):
+            with self.subTest(case=case, env=env):
+                r, out, _ = self.generate(case, env=env)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual("unbounded-nvidia-setup.service" in os.listdir(out), generates, os.listdir(out))
 
     def test_10_unit_values_escape_specifiers(self):
         """Issue 10, class 3: a configured path is written with `%` doubled, never as a specifier."""

@@ -249,6 +249,7 @@ class TestDaemonRestart(Both):
             out = os.path.join(root, "out")
             e = {k: v for k, v in os.environ.items() if not k.startswith("VGPU_")}
             e["UNBOUNDED_NVIDIA_ROOT"] = root
+            e["SYSTEMD_VIRTUALIZATION"] = "container:systemd-nspawn"  # as PID 1 of an nspawn machine says
             r = subprocess.run([GENERATOR, out, out, out], capture_output=True, text=True, env=e)
             self.assertEqual(r.returncode, 0, r.stderr)
             with open(os.path.join(out, "unbounded-nvidia-refresh.path")) as f:

@@ -185,6 +185,40 @@ class TestHeldBack(SelfRepairCase):
         self.assertFalse(os.path.exists(m.p(HELD_BACK)))
 
 
+class TestConfigurationErrorHeals(SelfRepairCase):
+    """A typo in the image's nvidia.yaml fails the boot's setup: containerd and kubelet are held back the
+    same way as by a host that is not ready (recorded), and the first refresh after the file is fixed
+    starts them, with nobody logging in."""
+
+    def test_a_boot_that_failed_on_its_configuration_heals_once_the_file_is_fixed(self):
+        m = self.machine(staged=V1)
+        m.config(QUICK + "stagin_timeout: 1s\n")
+        self.boot_waiting()
+        r = self.cmd(m, "setup", "--boot")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("unknown key 'stagin_timeout'", r.stderr)
+        self.assertEqual(r.result["held_back"], ["containerd.service", "kubelet.service"])
+        with open(m.p(HELD_BACK)) as f:
+            self.assertEqual(json.load(f)["units"], ["containerd.service", "kubelet.service"])
+        self.units(**{u: {"active_state": "inactive"} for u in ("containerd.service", "kubelet.service")})
+        # Still broken: verify names the error; a refresh starts nothing.
+        v = self.cmd(m, "verify")
+        self.assertEqual(v.returncode, 2, v.stderr)
+        self.assertIn("stagin_timeout", v.stderr)
+        self.assertNotEqual(self.cmd(m, "refresh").returncode, 0)
+        self.assertEqual(self.starts(), [])
+        # Fixed: verify says what held them back (never "stopped on purpose?"), the refresh starts them.
+        m.config(QUICK + "staging_timeout: 1s\n")
+        v = self.cmd(m, "verify")
+        msg = " ".join(p["message"] for p in v.result["problems"])
+        self.assertIn("held it back", msg)
+        self.assertNotIn("stopped on purpose", msg)
+        r = self.cmd(m, "refresh")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.starts(), ["start containerd.service", "start kubelet.service"])
+        self.assertFalse(os.path.exists(m.p(HELD_BACK)))
+
+
 class TestOperatorStopped(SelfRepairCase):
     def test_a_containerd_stopped_on_purpose_stays_stopped_and_verify_says_so(self):
         m = self.machine(staged=V1)
