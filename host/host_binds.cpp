@@ -209,33 +209,52 @@ void add_devices(const Context &ctx, const DeviceInventory &inv, const std::vect
 		b.nspawn.push_back({"Files", "Bind", d});
 }
 
-void add_exec_lines(const Context &ctx, const BindsOptions &opt, const std::vector<const Gpu *> &gpus, HostBinds &b)
+void add_exec_lines(const Context &ctx, HostBinds &b)
 {
 	// runc's device programs on the unified cgroup hierarchy need bpf(), which nspawn's filter denies.
 	struct stat st = {};
 	if (::lstat(ctx.real("/sys/fs/cgroup/cgroup.controllers").c_str(), &st) == 0)
 		b.nspawn.push_back({"Exec", "SystemCallFilter", "bpf"});
+}
+
+// The machine's settings reach it as files of a directory bound read-only: every systemd-nspawn reads
+// BindReadOnly= from a .nspawn file, none reads a credential there (nspawn-gperf.gperf has no such key).
+void add_settings(const BindsOptions &opt, const std::vector<const Gpu *> &gpus, HostBinds &b)
+{
 	if (opt.credentials) {
-		b.nspawn.push_back({"Exec", "SetCredential", "unbounded-nvidia.expected_gpus:" + std::to_string(gpus.size())});
+		b.settings.emplace_back("unbounded-nvidia.expected_gpus", std::to_string(gpus.size()));
 		std::string list;
 		for (const Gpu *g : gpus)
 			list += (list.empty() ? "" : ",") + (g->uuid ? *g->uuid : g->pci);
-		b.nspawn.push_back({"Exec", "SetCredential", "unbounded-nvidia.gpus:" + list});
+		b.settings.emplace_back("unbounded-nvidia.gpus", list);
 	}
 	if (opt.enabled)
-		b.nspawn.push_back({"Exec", "SetCredential", "unbounded-nvidia.enabled:" + *opt.enabled});
+		b.settings.emplace_back("unbounded-nvidia.enabled", *opt.enabled);
+	if (!b.settings.empty())
+		b.nspawn.push_back({"Files", "BindReadOnly", settings_dir(opt.machine) + ":" + SETTINGS_MOUNT});
 }
 
 }  // namespace
 
 bool valid_machine_name(std::string_view name)
 {
-	if (name.empty() || name.size() > 64 || name[0] == '.' || name[0] == '-')
+	if (name.empty() || name.size() > 64)
 		return false;
-	return std::all_of(name.begin(), name.end(), [](char c) {
-		return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.';
-	});
+	std::size_t start = 0;
+	for (;;) {  // each label: 1..63 of letters, digits and '-', neither starting nor ending with '-'
+		const std::size_t dot = std::min(name.find('.', start), name.size());
+		const auto label = name.substr(start, dot - start);
+		if (label.empty() || label.front() == '-' || label.back() == '-' || !std::all_of(label.begin(), label.end(), [](char c) {
+			    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
+		    }))
+			return false;
+		if (dot == name.size())
+			return true;
+		start = dot + 1;
+	}
 }
+
+std::string settings_dir(const std::string &machine) { return "/etc/unbounded-nvidia-host/machines/" + machine; }
 
 std::vector<std::string> candidate_directories(const Context &ctx)
 {
@@ -306,7 +325,8 @@ Result<HostBinds> plan_binds(const Context &ctx, const BindsOptions &opt, const 
 	add_devices(ctx, *inv, *gpus, b);
 	if (opt.licensing)
 		b.nspawn.push_back({"Files", "BindReadOnly", *opt.licensing + ":" + LICENSING_MOUNT});
-	add_exec_lines(ctx, opt, *gpus, b);
+	add_exec_lines(ctx, b);
+	add_settings(opt, *gpus, b);
 	for (const auto &l : b.nspawn)
 		if (l.key.starts_with("Bind") && !plain_path(l.value.substr(0, l.value.find(':'))))
 			return fail(make_error("Refusing to bind " + l.value + ": a host path of letters, digits and / . _ - + only"));

@@ -33,16 +33,19 @@ struct BindsOptions {
 	std::string machine;
 	std::vector<std::string> gpus;         // --gpus: indices, UUIDs or PCI addresses; empty: every GPU
 	std::optional<std::string> licensing;  // --licensing DIR: bound read-only at /run/host-nvidia-licensing
-	bool credentials = false;              // --credentials: expected_gpus and gpus as credentials
-	std::optional<std::string> enabled;    // --enabled=yes|no|auto: the kill switch, as a credential
+	bool credentials = false;              // --credentials: expected_gpus and gpus as host settings
+	std::optional<std::string> enabled;    // --enabled=yes|no|auto: the kill switch, as a host setting
 	bool nvoptix = true;                   // --no-optix: leave OptiX's data out, as the machine's `nvoptix: false`
 };
 
 struct HostBinds {
 	std::string driver_version;
-	std::vector<std::string> staging;          // host directories, bound at /run/host-nvidia/<index>
-	std::vector<SettingLine> nspawn;           // every line `binds` owns in MACHINE.nspawn, in file order
-	std::vector<std::string> device_allow;     // the drop-in's DeviceAllow= values
+	std::vector<std::string> staging;       // host directories, bound at /run/host-nvidia/<index>
+	std::vector<SettingLine> nspawn;        // every line `binds` owns in MACHINE.nspawn, in file order
+	std::vector<std::string> device_allow;  // the drop-in's DeviceAllow= values
+	// The machine's settings (name "unbounded-nvidia.KEY" -> value), files of its settings directory,
+	// bound read-only at /run/host-nvidia-settings; empty: no settings, no bind.
+	std::vector<std::pair<std::string, std::string>> settings;
 	std::vector<std::string> warnings;         // what the machine will still warn about (the host lacks it)
 	std::vector<std::string> device_warnings;  // nodes of this host that the machine will not take
 	std::vector<std::string> notes;            // how the directories were chosen
@@ -56,8 +59,13 @@ std::vector<std::string> candidate_directories(const Context &ctx);
 // findings and the plan are of one reading); read here when null.
 Result<HostBinds> plan_binds(const Context &ctx, const BindsOptions &opt, const DeviceInventory *devices = nullptr);
 
-// systemd's rule for machine names (hostname_is_valid(): letters, digits, '-' and '.', at most 64).
+// systemd's rule for machine names (hostname_is_valid()): dot-separated labels of letters, digits and
+// '-', no label empty or starting or ending with '-', at most 64 characters; ".host" is not a machine.
 bool valid_machine_name(std::string_view name);
+
+// The host directory holding MACHINE's settings, bound at /run/host-nvidia-settings in it.
+std::string settings_dir(const std::string &machine);
+inline constexpr const char *SETTINGS_MOUNT = "/run/host-nvidia-settings";
 
 // The drop-in's text: [Service] with one DeviceAllow= per node or major.
 std::string device_allow_dropin(const HostBinds &b);

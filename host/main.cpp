@@ -4,6 +4,8 @@
 #include "context.hpp"
 #include "fs.hpp"
 #include "host_binds.hpp"
+#include "machine_files.hpp"
+#include "version.hpp"
 #include "main_guard.hpp"
 #include "nspawn_settings.hpp"
 #include "preflight.hpp"
@@ -24,29 +26,34 @@ constexpr const char *PROGRAM = "unbounded-nvidia-host";
 
 void help()
 {
-	std::printf("Usage: %s [--root DIR] [--json] binds MACHINE [--gpus LIST] [--licensing DIR] [--credentials] [--enabled=V] "
-		    "[--no-optix] [--print|--check]\n"
-		    "       %s [--root DIR] [--json] check\n\n"
+	std::printf("Usage: %s [--root DIR] [--json] binds MACHINE [--unit NAME] [--gpus LIST] [--licensing DIR] [--credentials] "
+		    "[--enabled=V] [--no-optix] [--print|--check]\n"
+		    "       %s [--root DIR] [--json] check\n"
+		    "       %s --version\n\n"
 		    "The host's half of unbounded-nvidia-setup: run on the host, as root.\n\n"
 		    "Commands:\n"
-		    "  binds MACHINE   write /etc/systemd/nspawn/MACHINE.nspawn's binds (its other lines kept) and the\n"
-		    "                  DeviceAllow= drop-in of systemd-nspawn@MACHINE.service, from the driver the\n"
-		    "                  loaded module belongs to and this host's device nodes\n"
+		    "  binds MACHINE   write /etc/systemd/nspawn/MACHINE.nspawn's binds (the other lines of the file nspawn\n"
+		    "                  reads kept), the DeviceAllow= drop-in of systemd-nspawn@MACHINE.service and the\n"
+		    "                  machine's settings, from the driver the loaded module belongs to and this host's\n"
+		    "                  device nodes; all of them or none\n"
 		    "  check           the host's preflight: GPUs bound to nvidia, modules, nodes, versions, firmware, daemons\n\n"
 		    "Options:\n"
 		    "  --root DIR      take every absolute path relative to DIR (also $UNBOUNDED_NVIDIA_ROOT)\n"
 		    "  --json          print one JSON object on stdout\n"
+		    "  --unit NAME     the service that runs MACHINE, for its DeviceAllow= drop-in (default\n"
+		    "                  systemd-nspawn@MACHINE.service)\n"
 		    "  --gpus LIST     give MACHINE only these GPUs: indices, UUIDs or PCI addresses, comma-separated\n"
 		    "  --licensing DIR bind DIR (the vGPU licensing files) read-only at /run/host-nvidia-licensing\n"
-		    "  --credentials   pass expected_gpus and gpus (the GPUs given) to the machine as credentials\n"
-		    "  --enabled=V     pass enabled (yes, no or auto: the host's kill switch) as a credential\n"
+		    "  --credentials   pass expected_gpus and gpus (the GPUs given) to the machine as settings\n"
+		    "  --enabled=V     pass enabled (yes, no or auto: the host's kill switch) as a setting\n"
 		    "  --no-optix      leave OptiX's data file out, as the machine's `nvoptix: false`\n"
 		    "  --print         print the files' lines instead of writing them\n"
 		    "  --check         compare the files with what is needed; name each missing or superfluous line\n"
-		    "  -h, --help      show this help\n\n"
+		    "  -h, --help      show this help\n"
+		    "  --version       show the release and the commit it was built from\n\n"
 		    "Exit status: 0 done, up to date or ready, 1 not ready or the files differ (--check), 2 usage error.\n"
 		    "See unbounded-nvidia-host(8).\n",
-		    PROGRAM, PROGRAM);
+		    PROGRAM, PROGRAM, PROGRAM);
 }
 
 struct Args {
@@ -54,6 +61,7 @@ struct Args {
 	bool json = false;
 	std::string command;
 	BindsOptions binds;
+	std::string unit;
 	bool print = false, check = false;
 };
 
@@ -72,6 +80,23 @@ std::vector<std::string> split_list(const std::string &s)
 	return out;
 }
 
+// What is wrong with the command line as a whole, or nullptr.
+const char *usage_problem(const Args &a)
+{
+	const bool binds = a.command == "binds";
+	return a.command != "binds" && a.command != "check" ? "a command is needed: binds or check"
+	       : binds && a.binds.machine.empty()           ? "binds needs a MACHINE name"
+	       : binds && !valid_machine_name(a.binds.machine)
+		       ? "MACHINE must be a machine name as systemd takes it (labels of letters, digits and '-' joined by '.', "
+			 "none empty or starting or ending with '-', at most 64 characters)"
+	       : !a.unit.empty() && !valid_service_name(a.unit) ? "--unit takes a service name (NAME.service)"
+	       : a.print && a.check                             ? "--print and --check exclude each other"
+	       : !binds && (a.print || a.check || a.binds.credentials || a.binds.enabled || a.binds.licensing || !a.binds.gpus.empty() ||
+			    !a.unit.empty())
+		       ? "only binds takes --unit, --gpus, --licensing, --credentials, --enabled, --print and --check"
+		       : nullptr;
+}
+
 // 0 parsed, -1 --help shown, else the exit status of a usage error (printed).
 int parse_args(int argc, char **argv, Args &a)
 {
@@ -88,13 +113,18 @@ int parse_args(int argc, char **argv, Args &a)
 		if (arg == "-h" || arg == "--help") {
 			help();
 			return -1;
+		} else if (arg == "--version") {
+			print_version(PROGRAM);
+			return -1;
 		} else if (arg == "--json") {
 			a.json = true;
-		} else if (arg == "--root" || arg == "--gpus" || arg == "--licensing") {
+		} else if (arg == "--root" || arg == "--gpus" || arg == "--licensing" || arg == "--unit") {
 			if (!(v = value(i, arg.c_str())))
 				return EXIT_USAGE;
 			if (arg == "--root")
 				a.root = v;
+			else if (arg == "--unit")
+				a.unit = v;
 			else if (arg == "--licensing")
 				a.binds.licensing = v;
 			else if ((a.binds.gpus = split_list(v)).empty()) {
@@ -125,32 +155,11 @@ int parse_args(int argc, char **argv, Args &a)
 			return EXIT_USAGE;
 		}
 	}
-	const bool binds = a.command == "binds";
-	const char *problem = a.command != "binds" && a.command != "check"    ? "a command is needed: binds or check"
-			      : binds && a.binds.machine.empty()              ? "binds needs a MACHINE name"
-			      : binds && !valid_machine_name(a.binds.machine) ? "MACHINE must be a machine name (letters, digits, '-', '.')"
-			      : a.print && a.check                            ? "--print and --check exclude each other"
-			      : !binds && (a.print || a.check || a.binds.credentials || a.binds.enabled || a.binds.licensing || !a.binds.gpus.empty())
-				      ? "only binds takes --gpus, --licensing, --credentials, --enabled, --print and --check"
-				      : nullptr;
-	if (problem) {
+	if (const char *problem = usage_problem(a)) {
 		std::fprintf(stderr, "%s: %s (see --help)\n", PROGRAM, problem);
 		return EXIT_USAGE;
 	}
 	return 0;
-}
-
-std::string nspawn_path(const std::string &m) { return "/etc/systemd/nspawn/" + m + ".nspawn"; }
-std::string dropin_dir(const std::string &m) { return "/etc/systemd/system/systemd-nspawn@" + m + ".service.d"; }
-constexpr const char *DROPIN_NAME = "50-unbounded-nvidia.conf";
-
-// An existing file of root's /etc, or "" when there is none.
-Result<std::string> read_existing(const Context &ctx, const std::string &path)
-{
-	auto text = fs::read_file(ctx.real(path), 1u << 20);
-	if (!text && text.error().errnum == ENOENT)
-		return std::string();
-	return text;
 }
 
 std::string nspawn_text(const std::vector<SettingLine> &lines)
@@ -173,124 +182,95 @@ nlohmann::json lines_json(const std::vector<SettingLine> &lines)
 	return a;
 }
 
-int report_binds(const Args &a, const HostBinds &b, const nlohmann::json &extra)
+// The settings file as systemd reads it, line by line, with the lines binds owns marked.
+nlohmann::json settings_json(const std::vector<SettingLine> &lines)
+{
+	auto a = nlohmann::json::array();
+	for (const auto &l : lines)
+		a.push_back({{"section", l.section}, {"key", l.key}, {"value", l.value}, {"ours", owned(l)}});
+	return a;
+}
+
+int report_binds(const Args &a, const MachineFiles &f, const HostBinds &b, const nlohmann::json &extra)
 {
 	for (const auto *list : {&b.warnings, &b.device_warnings})
 		for (const auto &w : *list)
 			std::fprintf(stderr, "warning: %s\n", w.c_str());
 	if (a.json) {
-		nlohmann::json j = {{"machine", a.binds.machine}, {"driver_version", b.driver_version}, {"staging", b.staging}, {"nspawn", lines_json(b.nspawn)}, {"device_allow", b.device_allow}, {"warnings", b.warnings}, {"device_warnings", b.device_warnings}, {"notes", b.notes}};
+		auto settings = nlohmann::json::object();
+		for (const auto &[name, value] : b.settings)
+			settings[name] = value;
+		nlohmann::json j = {{"machine", a.binds.machine},
+				    {"unit", f.unit},
+				    {"files", {{"nspawn", f.nspawn}, {"nspawn_read", f.base.empty() ? nlohmann::json() : nlohmann::json(f.base)}, {"dropin", f.dropin}, {"settings", f.settings}}},
+				    {"driver_version", b.driver_version},
+				    {"staging", b.staging},
+				    {"nspawn", lines_json(b.nspawn)},
+				    {"nspawn_lines", settings_json(setting_lines(merge_settings(f.base_text, b.nspawn)))},
+				    {"device_allow", b.device_allow},
+				    {"settings", settings},
+				    {"warnings", b.warnings},
+				    {"device_warnings", b.device_warnings},
+				    {"notes", b.notes}};
 		j.update(extra);
 		std::printf("%s\n", j.dump(1).c_str());
 	}
 	return extra.value("up_to_date", true) ? EXIT_READY : EXIT_NOT_READY;
 }
 
-// The DeviceAllow= values of a drop-in's text.
-std::vector<std::string> owned_device_allow(const std::string &text)
+int check_binds(const Context &ctx, const Args &a, const MachineFiles &f, const HostBinds &b)
 {
-	std::vector<std::string> out;
-	for (const auto &l : setting_lines(text))
-		if (l.section == "Service" && l.key == "DeviceAllow")
-			out.push_back(l.value);
-	return out;
-}
-
-int check_binds(const Context &ctx, const Args &a, const HostBinds &b)
-{
-	const std::string &m = a.binds.machine;
-	auto nspawn = read_existing(ctx, nspawn_path(m));
-	auto dropin = read_existing(ctx, dropin_dir(m) + "/" + DROPIN_NAME);
-	for (const auto *r : {&nspawn, &dropin})
-		if (!*r) {
-			std::fprintf(stderr, "%s\n", r->error().message.c_str());
-			return EXIT_NOT_READY;
-		}
-	const auto d = diff_settings(*nspawn, b.nspawn);
-	std::vector<std::string> lines;
-	for (const auto &l : d.missing)
-		lines.push_back("missing in " + nspawn_path(m) + ": [" + l.section + "] " + l.text());
-	for (const auto &l : d.superfluous)
-		lines.push_back("superfluous in " + nspawn_path(m) + ": [" + l.section + "] " + l.text());
-	const std::string dropin_path = dropin_dir(m) + "/" + DROPIN_NAME;
-	if (dropin->empty()) {
-		lines.push_back(dropin_path + " is missing");
-	} else if (*dropin != device_allow_dropin(b)) {
-		// The drop-in is ours whole: its DeviceAllow= lines compared both ways, then anything else.
-		const std::size_t before = lines.size();
-		const auto present = owned_device_allow(*dropin);
-		for (const auto &dev : b.device_allow)
-			if (std::find(present.begin(), present.end(), dev) == present.end())
-				lines.push_back("missing in " + dropin_path + ": DeviceAllow=" + dev);
-		for (const auto &dev : present)
-			if (std::find(b.device_allow.begin(), b.device_allow.end(), dev) == b.device_allow.end())
-				lines.push_back("superfluous in " + dropin_path + ": DeviceAllow=" + dev);
-		if (lines.size() == before)
-			lines.push_back(dropin_path + " differs from what binds writes");
-	}
+	const auto lines = file_differences(ctx, f, b);
 	if (!a.json)
 		for (const auto &l : lines)
 			std::printf("%s\n", l.c_str());
-	return report_binds(a, b, {{"up_to_date", lines.empty()}, {"differences", lines}});
+	return report_binds(a, f, b, {{"up_to_date", lines.empty()}, {"differences", lines}});
 }
 
-int write_binds(const Context &ctx, const Args &a, const HostBinds &b)
+int write_binds(const Context &ctx, const Args &a, const MachineFiles &f, const HostBinds &b)
 {
-	const std::string &m = a.binds.machine;
-	auto nspawn = read_existing(ctx, nspawn_path(m));
-	if (!nspawn) {
-		std::fprintf(stderr, "%s\n", nspawn.error().message.c_str());
+	auto changes = planned_files(ctx, f, b);
+	auto done = changes ? commit_files(ctx, *changes) : fail(changes.error());
+	if (!done) {
+		std::fprintf(stderr, "%s\n", done.error().message.c_str());
 		return EXIT_NOT_READY;
 	}
-	const fs::AtomicWriteOptions opts{0644, true, true, false};
-	// Both prepared before either is renamed into place: a full disk changes neither, and the machine
-	// never binds a node its device cgroup does not allow.
-	std::vector<std::pair<std::string, fs::PreparedWrite>> prepared;
-	for (const auto &[dir, name, text] : {std::tuple{std::string("/etc/systemd/nspawn"), m + ".nspawn", merge_settings(*nspawn, b.nspawn)},
-					      std::tuple{dropin_dir(m), std::string(DROPIN_NAME), device_allow_dropin(b)}}) {
-		const std::string path = dir + "/" + name;
-		auto made = fs::mkdir_p(ctx.real(dir), 0755);
-		auto w = made ? fs::prepare_file_atomic(ctx.real(path), text, opts) : fail(made.error());
-		if (!w) {
-			std::fprintf(stderr, "Failed to write %s: %s\n", path.c_str(), w.error().message.c_str());
-			return EXIT_NOT_READY;
-		}
-		prepared.emplace_back(path, std::move(*w));
-	}
-	bool changed = false;
-	for (auto &[path, w] : prepared) {
-		const bool written = w.outcome() == fs::WriteOutcome::Written;
-		if (auto r = w.commit(); !r) {
-			std::fprintf(stderr, "Failed to write %s: %s\n", path.c_str(), r.error().message.c_str());
-			return EXIT_NOT_READY;
-		}
-		changed = changed || written;
-		if (written && !a.json)
-			std::printf("Wrote %s\n", path.c_str());
-	}
 	if (!a.json)
-		std::printf(changed ? "Run `systemctl daemon-reload`, then restart the machine (machinectl reboot %s) for the binds to apply.\n"
-				    : "%s's binds are up to date.\n",
-			    m.c_str());
-	return report_binds(a, b, {{"changed", changed}});
+		for (const auto &path : *done)
+			std::printf("%s %s\n", std::any_of(changes->begin(), changes->end(), [&](const FileChange &c) { return c.path == path && !c.text; }) ? "Removed" : "Wrote",
+				    path.c_str());
+	if (!a.json && f.base != f.nspawn && !f.base.empty())
+		std::printf("%s carries the lines of %s, which it now shadows.\n", f.nspawn.c_str(), f.base.c_str());
+	if (!a.json)
+		std::printf(!done->empty() ? "Run `systemctl daemon-reload`, then restart the machine (machinectl reboot %s) for the binds to apply.\n"
+					   : "%s's binds are up to date.\n",
+			    a.binds.machine.c_str());
+	return report_binds(a, f, b, {{"changed", !done->empty()}, {"written", *done}});
 }
 
 int run_binds(const Context &ctx, const Args &a)
 {
+	auto f = locate_machine_files(ctx, a.binds.machine, a.unit);
+	if (!f) {
+		std::fprintf(stderr, "%s\n", f.error().message.c_str());
+		return f.error().exit_code;
+	}
 	auto b = plan_binds(ctx, a.binds);
 	if (!b) {
 		std::fprintf(stderr, "%s\n", b.error().message.c_str());
 		return b.error().exit_code;
 	}
 	if (a.check)
-		return check_binds(ctx, a, *b);
+		return check_binds(ctx, a, *f, *b);
 	if (a.print) {
-		if (!a.json)
-			std::printf("# %s\n%s\n# %s/%s\n%s", nspawn_path(a.binds.machine).c_str(), nspawn_text(b->nspawn).c_str(),
-				    dropin_dir(a.binds.machine).c_str(), DROPIN_NAME, device_allow_dropin(*b).c_str());
-		return report_binds(a, *b, nlohmann::json::object());
+		if (!a.json) {
+			std::printf("# %s\n%s\n# %s\n%s", f->nspawn.c_str(), nspawn_text(b->nspawn).c_str(), f->dropin.c_str(), device_allow_dropin(*b).c_str());
+			for (const auto &[name, value] : b->settings)
+				std::printf("\n# %s/%s\n%s\n", f->settings.c_str(), name.c_str(), value.c_str());
+		}
+		return report_binds(a, *f, *b, nlohmann::json::object());
 	}
-	return write_binds(ctx, a, *b);
+	return write_binds(ctx, a, *f, *b);
 }
 
 int run_check(const Context &ctx, const Args &a)

@@ -14,30 +14,70 @@ struct Line {
 	std::string section;
 	std::optional<SettingLine> setting;
 	bool header = false;
+	bool dangling = false;  // ends the file inside a continuation: the next line written would join it
 };
 
-// systemd's parser: "[Section]" headers, '#' and ';' comments, KEY=VALUE with blanks around both.
+// A physical line as systemd's parser sees it: without the CR of a CRLF ending, and the first line
+// without a UTF-8 byte order mark.
+std::string_view content_of(std::string_view raw, bool first)
+{
+	if (raw.ends_with('\r'))
+		raw.remove_suffix(1);
+	if (first && raw.starts_with("\xEF\xBB\xBF"))
+		raw.remove_prefix(3);
+	return raw;
+}
+
+bool is_comment(std::string_view t) { return !t.empty() && (t[0] == '#' || t[0] == ';'); }
+
+// A line goes on in the next one when it ends in a backslash that no backslash before it escapes.
+bool ends_in_escape(std::string_view t)
+{
+	std::size_t n = 0;
+	while (n < t.size() && t[t.size() - 1 - n] == '\\')
+		n++;
+	return n % 2 == 1;
+}
+
+// systemd's parser (conf-parser.c, systemd.syntax(7)): "[Section]" headers, '#' and ';' comments,
+// KEY=VALUE with blanks around both; a line ending in a backslash goes on in the next one (the
+// backslash read as a blank), comment lines inside such a line skipped. A logical line keeps all its
+// physical lines in `raw`, so that what is kept is written back byte for byte.
 std::vector<Line> parse(std::string_view text)
 {
 	std::vector<Line> lines;
 	std::string section;
 	std::size_t pos = 0;
 	while (pos < text.size()) {
-		std::size_t end = text.find('\n', pos);
-		if (end == std::string_view::npos)
-			end = text.size();
 		Line l;
-		l.raw = std::string(text.substr(pos, end - pos));
-		pos = end + 1;
-		const auto t = trim_blanks(l.raw);
+		std::string logical;
+		bool continued = false;
+		do {
+			std::size_t end = text.find('\n', pos);
+			if (end == std::string_view::npos)
+				end = text.size();
+			const auto raw = text.substr(pos, end - pos);
+			const bool first = pos == 0;
+			pos = end + 1;
+			l.raw += (l.raw.empty() && !continued ? "" : "\n") + std::string(raw);
+			const auto t = trim_blanks(content_of(raw, first));
+			if (continued && is_comment(t))
+				continue;
+			logical += std::string(t);
+			continued = !is_comment(logical) && ends_in_escape(logical);
+			if (continued)
+				logical.back() = ' ';
+		} while (continued && pos < text.size());
+		const auto t = trim_blanks(logical);
 		if (t.starts_with('[') && t.ends_with(']')) {
 			section = std::string(t.substr(1, t.size() - 2));
 			l.header = true;
-		} else if (!t.empty() && t[0] != '#' && t[0] != ';') {
+		} else if (!t.empty() && !is_comment(t)) {
 			if (const auto eq = t.find('='); eq != std::string_view::npos)
 				l.setting = SettingLine{section, std::string(trim_blanks(t.substr(0, eq))), std::string(trim_blanks(t.substr(eq + 1)))};
 		}
 		l.section = section;
+		l.dangling = continued;
 		lines.push_back(std::move(l));
 	}
 	return lines;
@@ -61,7 +101,8 @@ bool owned(const SettingLine &l)
 {
 	if (l.section == "Files" && (l.key == "Bind" || l.key == "BindReadOnly")) {
 		const auto dest = bind_destination(l.value);
-		return dest.starts_with("/run/host-nvidia/") || dest == "/run/host-nvidia-licensing" || dest.starts_with("/dev/nvidia") ||
+		return dest.starts_with("/run/host-nvidia/") || dest == "/run/host-nvidia-licensing" || dest == SETTINGS_MOUNT ||
+		       dest.starts_with("/dev/nvidia") ||
 		       under(dest, "/dev/dri") || dest == "/dev/gdrdrv" || under(dest, "/run/nvidia-persistenced") ||
 		       under(dest, "/run/nvidia-fabricmanager") || under(dest, "/tmp/nvidia-mps");
 	}
@@ -129,14 +170,15 @@ std::string merge_settings(std::string_view existing, const std::vector<SettingL
 	};
 	for (std::size_t i = 0; i < lines.size(); i++) {
 		if (keep[i])
-			out += lines[i].raw + "\n";
+			out += lines[i].raw + "\n" + (lines[i].dangling ? "\n" : "");
 		// At the end of a section (the next header, or the end of the file), ours go after its last
 		// line that is not blank: the blank lines before the next header stay between the two.
 		const bool last_of_section = i + 1 == lines.size() || lines[i + 1].header;
 		if (!last_of_section || lines[i].section.empty() || std::find(placed.begin(), placed.end(), lines[i].section) != placed.end())
 			continue;
 		std::size_t blanks = 0;
-		while (out.size() >= 2 + blanks && out[out.size() - 1 - blanks] == '\n' && out[out.size() - 2 - blanks] == '\n')
+		// (not the empty line that ends a continuation left open at the end of the file)
+		while (!lines[i].dangling && out.size() >= 2 + blanks && out[out.size() - 1 - blanks] == '\n' && out[out.size() - 2 - blanks] == '\n')
 			blanks++;
 		out.resize(out.size() - blanks);
 		place(lines[i].section);

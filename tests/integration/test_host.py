@@ -251,8 +251,10 @@ class TestBindsDevices(HostCase):
         gpu_nodes = sorted(l for l in out["nspawn"] if l.startswith("[Files] Bind=/dev/nvidia") and l[-1].isdigit())
         self.assertEqual(gpu_nodes, ["[Files] Bind=/dev/nvidia2", "[Files] Bind=/dev/nvidia3", "[Files] Bind=/dev/nvidia5"])
         self.assertNotIn("/dev/nvidia0 rwm", out["device_allow"])
-        self.assertIn("[Exec] SetCredential=unbounded-nvidia.expected_gpus:3", out["nspawn"])
-        self.assertIn(f"[Exec] SetCredential=unbounded-nvidia.gpus:{UUIDS[2]},{UUIDS[3]},{UUIDS[5]}", out["nspawn"])
+        self.assertIn("[Files] BindReadOnly=/etc/unbounded-nvidia-host/machines/gpu1:/run/host-nvidia-settings", out["nspawn"])
+        self.assertEqual(out["settings"], {"unbounded-nvidia.expected_gpus": "3",
+                                           "unbounded-nvidia.gpus": f"{UUIDS[2]},{UUIDS[3]},{UUIDS[5]}"})
+        self.assertFalse([l for l in out["nspawn"] if "Credential" in l], out["nspawn"])
         m = self.apply(host, out["nspawn"], config="expected_gpus: 3\n")
         r = self.assertReadyWithoutBindWarnings(m, self.v535, host_lacks=("5 of the 8 GPU(s)",))
         self.assertEqual(r.result["gpus"], 3)
@@ -360,6 +362,105 @@ class TestNspawnFiles(HostCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("gpu1.nspawn", r.stderr)
         self.assertTrue(os.path.islink(self.nspawn))
+
+
+    def read(self, path):
+        with open(self.h.p(path)) as f:
+            return f.read()
+
+    def binds(self, *args):
+        return self.host("binds", "gpu1", *args, root=self.h.root)
+
+    def test_names_systemd_refuses_are_usage_errors_and_write_nothing(self):
+        for name in ("gpu-", "gpu..1", "gpu.-1", "gpu-.1", ".host", ".gpu", "gpu.", "a" * 65, "gpu_1"):
+            with self.subTest(name=name):
+                r = self.host("binds", name, root=self.h.root)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn("machine name", r.stderr)
+        self.assertFalse(os.path.exists(self.h.p("/etc/systemd/nspawn")))
+        self.assertEqual(self.host("binds", "gpu-1.rack-2", "--print", root=self.h.root).returncode, 0)
+
+    def test_an_agent_s_runtime_file_is_refused_naming_it(self):
+        """nspawn reads /etc's file first: writing one would hide the agent's /run/systemd/nspawn file."""
+        write(self.h.p("/run/systemd/nspawn/gpu1.nspawn"), "[Exec]\nPrivateUsers=pick\n")
+        r = self.binds()
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("/run/systemd/nspawn/gpu1.nspawn is the settings file systemd-nspawn uses for gpu1", r.stderr)
+        self.assertFalse(os.path.exists(self.nspawn))
+        self.assertFalse(os.path.exists(self.dropin))
+
+    def test_the_file_beside_the_image_is_carried_into_etc(self):
+        """An agent's /var/lib/machines/gpu1.nspawn: nspawn reads it only while /etc has none, so its
+        lines (PrivateUsers=, the network) go into the /etc file with ours."""
+        write(self.h.p("/var/lib/machines/gpu1.nspawn"), "[Exec]\nPrivateUsers=pick\n\n[Network]\nZone=k8s\n")
+        c = self.binds("--check")
+        self.assertEqual(c.returncode, 1)
+        self.assertIn("/etc/systemd/nspawn/gpu1.nspawn is missing (nspawn reads /var/lib/machines/gpu1.nspawn", c.stdout)
+        r = self.binds()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        text = self.read("/etc/systemd/nspawn/gpu1.nspawn")
+        self.assertIn("PrivateUsers=pick", text)
+        self.assertIn("[Network]\nZone=k8s", text)
+        self.assertIn("Bind=/dev/nvidia0", text)
+        self.assertEqual(self.binds("--check").returncode, 0)
+
+    def test_both_files_or_neither(self):
+        write(self.nspawn, "[Exec]\nBoot=yes\n")
+        os.makedirs(os.path.join(self.dropin))  # a directory where the drop-in goes
+        r = self.binds()
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("50-unbounded-nvidia.conf: it is a directory", r.stderr)
+        self.assertEqual(self.read("/etc/systemd/nspawn/gpu1.nspawn"), "[Exec]\nBoot=yes\n")
+
+    def test_the_operator_s_mode_and_owner_are_kept(self):
+        write(self.nspawn, "[Exec]\nEnvironment=TOKEN=secret\n")
+        os.chmod(self.nspawn, 0o600)
+        os.chown(self.nspawn, 1234, 1235)
+        self.assertEqual(self.binds().returncode, 0)
+        st = os.stat(self.nspawn)
+        self.assertEqual((st.st_mode & 0o7777, st.st_uid, st.st_gid), (0o600, 1234, 1235))
+        self.assertIn("Bind=/dev/nvidia0", self.read("/etc/systemd/nspawn/gpu1.nspawn"))
+
+    def test_the_file_is_read_as_systemd_reads_it(self):
+        """A byte order mark, CRLF endings and a line continued with a backslash: the operator's own
+        Bind=/dev/nvidia0 is still theirs to give up, and binds' first line is never glued to theirs."""
+        write(self.nspawn, "\ufeff[Files]\r\nBind=/dev/nvidia0\r\nBind=/srv/a \\\n   /srv/b\nBind=/srv/c\\\n")
+        r = self.binds()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        text = self.read("/etc/systemd/nspawn/gpu1.nspawn")
+        self.assertEqual(text.count("Bind=/dev/nvidia0"), 1, text)
+        self.assertIn("Bind=/srv/a \\\n   /srv/b\n", text)
+        self.assertIn("Bind=/srv/c\\\n\n", text)  # ended before ours
+        self.assertEqual(self.binds("--check").returncode, 0)
+        j = json.loads(self.host("--json", "binds", "gpu1", "--check", root=self.h.root).stdout)
+        lines = {(l["key"], l["value"]): l["ours"] for l in j["nspawn_lines"]}
+        self.assertFalse(lines[("Bind", "/srv/a  /srv/b")])  # the backslash read as a blank, as systemd does
+        self.assertTrue(lines[("Bind", "/dev/nvidia0")])
+
+    def test_unit_names_the_service_that_runs_the_machine(self):
+        r = self.binds("--unit", "gpu-machine@1.service")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("DeviceAllow=/dev/nvidiactl rwm", self.read("/etc/systemd/system/gpu-machine@1.service.d/50-unbounded-nvidia.conf"))
+        self.assertFalse(os.path.exists(self.dropin))
+        self.assertEqual(self.binds("--unit", "evil/../x.service").returncode, 2)
+
+    def test_settings_are_files_of_a_bound_directory(self):
+        settings = "/etc/unbounded-nvidia-host/machines/gpu1"
+        self.assertEqual(self.binds("--credentials", "--enabled=no").returncode, 0)
+        self.assertIn(f"BindReadOnly={settings}:/run/host-nvidia-settings\n", self.read("/etc/systemd/nspawn/gpu1.nspawn"))
+        self.assertEqual(self.read(f"{settings}/unbounded-nvidia.enabled"), "no\n")
+        self.assertEqual(self.read(f"{settings}/unbounded-nvidia.expected_gpus"), "1\n")
+        self.assertEqual(self.binds("--credentials", "--enabled=no", "--check").returncode, 0)
+        write(self.h.p(f"{settings}/unbounded-nvidia.enabled"), "yes\n")
+        c = self.binds("--credentials", "--enabled=no", "--check")
+        self.assertEqual(c.returncode, 1)
+        self.assertIn(f"{settings}/unbounded-nvidia.enabled says 'yes', binds gives 'no'", c.stdout)
+        # Not given any more: removed (the machine would still read them), the bind dropped.
+        r = self.binds()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(f"Removed {settings}/unbounded-nvidia.enabled", r.stdout)
+        self.assertEqual(os.listdir(self.h.p(settings)), [])
+        self.assertNotIn("host-nvidia-settings", self.read("/etc/systemd/nspawn/gpu1.nspawn"))
 
 
 class TestPreflight(HostCase):
@@ -599,15 +700,55 @@ class TestCredentials(unittest.TestCase):
         m.config("enabled: true\n")
         out = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, out, True)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("VGPU_")}
-        env["UNBOUNDED_NVIDIA_ROOT"] = m.path
-        r = subprocess.run([os.environ["GENERATOR_BIN"], out, out, out], capture_output=True, text=True, env=env)
+        r = self.generate(m, out)
         self.assertEqual(r.returncode, 0, r.stderr)
         units = [f for _, _, files in os.walk(out) for f in files]
         self.assertNotIn("unbounded-nvidia-setup.service", units)
         write(m.p(f"{self.CREDS}/unbounded-nvidia.enabled"), "yes\n")
-        r = subprocess.run([os.environ["GENERATOR_BIN"], out, out, out], capture_output=True, text=True, env=env)
+        r = self.generate(m, out)
         self.assertIn("unbounded-nvidia-setup.service", [f for _, _, files in os.walk(out) for f in files])
+
+    def generate(self, m, out=None):
+        """The generator as PID 1 of an nspawn machine runs it; returns its result (and fills `out`)."""
+        if out is None:
+            out = tempfile.mkdtemp()
+            self.addCleanup(shutil.rmtree, out, True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("VGPU_")}
+        env["UNBOUNDED_NVIDIA_ROOT"] = m.path
+        env["SYSTEMD_VIRTUALIZATION"] = "container:systemd-nspawn"
+        r = subprocess.run([os.environ["GENERATOR_BIN"], out, out, out], capture_output=True, text=True, env=env)
+        r.units = [f for _, _, files in os.walk(out) for f in files]
+        return r
+
+    def test_the_host_s_kill_switch_wins_over_every_other_error(self):
+        """enabled=no from the host: no setup unit, whatever the image's file or another setting says
+        (a typo in either once made the generator fall back to defaults and hold containerd back)."""
+        for config, creds in (("stagin_timeout: 30s\n", {}), ("enabled: true\n", {"gpus": "not a list!"}),
+                              ("", {"expected_gpus": "many"})):
+            with self.subTest(config=config, creds=creds):
+                m = self.machine(enabled="no", **creds)
+                m.config(config)
+                r = self.generate(m)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertNotIn("unbounded-nvidia-setup.service", r.units)
+                self.assertIn("ignored, the host switched this machine off", r.stderr)
+                v = m.run("--json", "verify")
+                self.assertEqual(json.loads(v.stdout)["settings"]["enabled"],
+                                 {"value": "false", "from": f"credential unbounded-nvidia.enabled ({self.CREDS})"})
+
+    def test_the_host_s_settings_directory_is_read_and_named(self):
+        """What `binds --credentials --enabled` writes reaches the machine as files of a directory bound
+        read-only at /run/host-nvidia-settings (no nspawn reads SetCredential= from a .nspawn file)."""
+        m = self.machine()
+        write(m.p("/run/host-nvidia-settings/unbounded-nvidia.expected_gpus"), "2\n")
+        m.config("expected_gpus: 1\n")
+        m.setup()
+        rc, j = self.verify(m)
+        self.assertEqual((rc, j["outcome"]), (1, "gpus-missing"), j)
+        self.assertEqual(j["settings"]["expected_gpus"],
+                         {"value": 2, "from": "host setting unbounded-nvidia.expected_gpus (/run/host-nvidia-settings)"})
+        write(m.p("/run/host-nvidia-settings/unbounded-nvidia.enabled"), "no\n")
+        self.assertNotIn("unbounded-nvidia-setup.service", self.generate(m).units)
 
 
 if __name__ == "__main__":
