@@ -46,7 +46,8 @@ std::optional<std::string> canonical_dir(int root_fd, const std::string &path)
 struct Discovered {
 	std::string version;
 	std::map<std::string, std::string> files;  // dest in the root -> host path of its source
-	std::set<std::string> warnings;
+	std::set<std::string> warnings;  // compared between trials: without the list of trees they name
+	std::vector<std::string> messages;  // as discovery said them
 	std::set<std::size_t> used;  // indices of the directories a file or a followed link lives in
 	std::vector<std::string> notes;
 };
@@ -70,7 +71,18 @@ Result<Discovered> discover_over(const Context &ctx, const std::vector<std::stri
 		return fail(d.error());
 	Discovered out;
 	out.version = d->version;
-	out.warnings.insert(d->warnings.begin(), d->warnings.end());
+	// A warning that lists the trees looked in (no GSP firmware "in the staging mounts (A, B)") must
+	// not look new in a trial without a directory that gives nothing: compared without the list.
+	std::string listed;
+	for (const auto &dir : dirs)
+		listed += (listed.empty() ? "(" : ", ") + dir;
+	listed += ")";
+	out.messages = d->warnings;
+	for (std::string w : d->warnings) {
+		if (const auto at = w.find(listed); at != std::string::npos)
+			w.replace(at, listed.size(), "(the staging mounts)");
+		out.warnings.insert(std::move(w));
+	}
 	out.notes = d->notes;
 	const auto tree_of = [&](const std::string &host_path) -> std::optional<std::size_t> {
 		std::optional<std::size_t> best;
@@ -308,7 +320,7 @@ Result<HostBinds> plan_binds(const Context &ctx, const BindsOptions &opt, const 
 	auto chosen = discover_over(ctx, b.staging, *module.version, opt.nvoptix, cache);
 	if (!chosen)
 		return fail(chosen.error());
-	b.warnings.assign(chosen->warnings.begin(), chosen->warnings.end());
+	b.warnings = chosen->messages;
 	b.notes.push_back("Looked for the driver in " + std::to_string(all.size()) + " host directories, " +
 			  std::to_string(b.staging.size()) + " of them give the machine all " + std::to_string(full->files.size()) +
 			  " files of driver " + full->version);

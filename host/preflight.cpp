@@ -107,9 +107,13 @@ void Checker::pci()
 
 void Checker::modules()
 {
-	for (const char *m : {"nvidia", "nvidia_uvm", "nvidia_modeset"})
+	for (const char *m : {"nvidia", "nvidia_uvm"})
 		if (!exists(std::string("/sys/module/") + m, S_IFDIR))
 			error("modules", std::string("Kernel module ") + m + " is not loaded (/sys/module/" + m + " is missing)");
+	// Headless datacenter hosts often leave it out: CUDA does not need it, only display and DRM do.
+	if (!exists("/sys/module/nvidia_modeset", S_IFDIR))
+		warning("modules", "Kernel module nvidia_modeset is not loaded (/sys/module/nvidia_modeset is missing): fine for compute, "
+				   "pods that display or use DRM need it");
 	bool drm_nodes = false;
 	if (auto d = fs::open_dir(ctx.real("/dev/dri")))
 		if (auto names = fs::list_dir(d->get(), "/dev/dri"))

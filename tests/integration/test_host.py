@@ -164,6 +164,20 @@ class TestBindsOnRealHosts(HostCase):
             self.assertIn(f"[Files] Bind={node}", out["nspawn"])
             self.assertIn(f"{node} rwm", out["device_allow"])
 
+    def test_a_host_without_gsp_firmware_binds_nothing_that_gives_nothing(self):
+        """The firmware warning lists the bound directories: each trial without one looked like a new
+        warning, so nothing was ever left out (/etc/alternatives, /usr/share/nvidia bound for nothing)."""
+        host = dh.HostTree(os.path.join(self.tmp, "no-firmware"))
+        self.addCleanup(shutil.rmtree, host.root, True)
+        for s in ("bookworm-535", "bookworm-535-i386"):
+            dh.install_debian(host, s)
+        host_state(host, self.v535)
+        out = self.binds(host)
+        self.assertEqual(out["staging"], [LIB, "/usr/lib/i386-linux-gnu", "/usr/lib/nvidia/current"] + GRAPHICS)
+        self.assertEqual(len(out["warnings"]), 1, out["warnings"])
+        self.assertIn("No GSP firmware", out["warnings"][0])
+        self.assertIn("/usr/lib/nvidia/current", out["warnings"][0])  # said with the directories bound
+
     def test_each_bind_left_out_is_missed(self):
         host = self.copy_host(self.bookworm, "debian-less")
         host_state(host, self.v535)
@@ -513,6 +527,10 @@ class TestPreflight(HostCase):
     def test_modules(self):
         os.rmdir(self.h.p("/sys/module/nvidia_uvm"))
         self.assertFinding("error", "modules", "Kernel module nvidia_uvm is not loaded")
+
+    def test_a_headless_host_without_nvidia_modeset_is_ready_with_a_warning(self):
+        os.rmdir(self.h.p("/sys/module/nvidia_modeset"))
+        self.assertFinding("warning", "modules", "Kernel module nvidia_modeset is not loaded")  # exit 0: ready
 
     def test_drm_nodes_without_nvidia_drm(self):
         make_chardev(self.h.p("/dev/dri/card1"), 226, 1)

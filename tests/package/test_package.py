@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Builds the Debian package as a Debian buildd does (issue 46): from a copy of the source tree, in a
-minimal bookworm chroot (debootstrap --variant=buildd, cached) with only its Build-Depends installed by
+"""Builds the Debian packages as a Debian buildd does: from a copy of the source tree, in a minimal
+bookworm chroot (debootstrap --variant=buildd, cached) with only its Build-Depends installed by
 `apt-get build-dep`, as an unprivileged user, its unit tier run (tests/package/chroot-build.sh): a
-Build-Depends missing from debian/control fails the build here. Then checks the .deb's file list and
-dependencies, runs lintian (failing on any error or warning), and installs, removes and purges it in
-the system tier's image."""
+Build-Depends missing from debian/control fails the build here. Then checks each .deb's file list
+(PACKAGE.files) and dependencies, runs lintian (failing on any error or warning), installs, removes
+and purges the machine's package in the system tier's image, installs it on a host-shaped root
+(nothing generated there), and the host's package alone."""
 
 import os
 import shlex
@@ -19,7 +20,7 @@ from unbounded_tests.image import PACKAGE_CACHE, buildd_tree
 
 SOURCE = os.environ["SOURCE_ROOT"]
 HERE = os.path.dirname(os.path.abspath(__file__))
-EXPECTED = os.path.join(HERE, "expected-files.txt")
+PACKAGES = ("unbounded-nvidia-setup", "unbounded-nvidia-host")
 CHROOT_BUILD = os.path.join(HERE, "chroot-build.sh")
 # The last build's whole output, for a failure whose cause is further up than the test shows.
 BUILD_LOG = os.path.join(PACKAGE_CACHE, "build.log")
@@ -62,8 +63,11 @@ class TestPackage(unittest.TestCase):
                 f.write(cls.build.stdout)
             print(f"# build chroot ready in {t1 - t0:.0f} s, package built in it in {time.monotonic() - t1:.0f} s "
                   f"(exit status {cls.build.returncode}; log {BUILD_LOG})", flush=True)
-        cls.deb = os.path.join(cls.tmp, "unbounded-nvidia-setup_0.1.0_%s.deb" %
-                               subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True).stdout.strip())
+        arch = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True).stdout.strip()
+        version = subprocess.run(["dpkg-parsechangelog", "-l", os.path.join(SOURCE, "debian/changelog"), "-S", "Version"],
+                                 capture_output=True, text=True).stdout.strip()
+        cls.debs = {p: os.path.join(cls.tmp, f"{p}_{version}_{arch}.deb") for p in PACKAGES}
+        cls.deb = cls.debs["unbounded-nvidia-setup"]
 
     @classmethod
     def tearDownClass(cls):
@@ -81,27 +85,76 @@ class TestPackage(unittest.TestCase):
                 first.append(line)
         first = first[:40]
         self.assertEqual(self.build.returncode, 0, "\n".join(first) + "\n...\n" + out[-3000:])
-        self.assertTrue(os.path.exists(self.deb))
+        for deb in self.debs.values():
+            self.assertTrue(os.path.exists(deb), deb)
 
-    def test_file_list(self):
+    def test_file_lists(self):
+        """Two packages: the machine's (generator, units, setup, reloader) and the host's tool."""
         self.assertEqual(self.build.returncode, 0, "package did not build")
-        r = subprocess.run(["dpkg-deb", "-c", self.deb], capture_output=True, text=True, check=True)
-        files = sorted(line.split()[5].lstrip(".") for line in r.stdout.splitlines() if not line.startswith("d"))
-        expected = sorted(l.strip() for l in open(EXPECTED) if l.strip())
-        self.assertEqual(files, expected)
+        for package, deb in self.debs.items():
+            r = subprocess.run(["dpkg-deb", "-c", deb], capture_output=True, text=True, check=True)
+            files = sorted(line.split()[5].lstrip(".") for line in r.stdout.splitlines() if not line.startswith("d"))
+            with open(os.path.join(HERE, f"{package}.files")) as f:
+                expected = sorted(l.strip() for l in f if l.strip())
+            self.assertEqual(files, expected, package)
 
     def test_dependencies(self):
         self.assertEqual(self.build.returncode, 0, "package did not build")
-        depends = subprocess.run(["dpkg-deb", "-f", self.deb, "Depends"], capture_output=True, text=True, check=True).stdout
-        for lib in ("libc6", "libmount1", "libsystemd0", "systemd"):
-            self.assertIn(lib, depends)
+        for package, libs in (("unbounded-nvidia-setup", ("libc6", "libmount1", "libsystemd0", "systemd")),
+                              ("unbounded-nvidia-host", ("libc6", "libmount1"))):
+            depends = subprocess.run(["dpkg-deb", "-f", self.debs[package], "Depends"], capture_output=True, text=True,
+                                     check=True).stdout
+            for lib in libs:
+                self.assertIn(lib, depends, package)
+        host = subprocess.run(["dpkg-deb", "-f", self.debs["unbounded-nvidia-host"], "Depends"], capture_output=True, text=True).stdout
+        self.assertNotIn("unbounded-nvidia-setup", host)
 
     def test_lintian_reports_no_error_or_warning(self):
         self.assertEqual(self.build.returncode, 0, "package did not build")
         self.assertIsNotNone(shutil.which("lintian"), "lintian is required (Debian package lintian)")
-        r = subprocess.run(["lintian", "--tag-display-limit", "0", self.deb], capture_output=True, text=True)
+        r = subprocess.run(["lintian", "--tag-display-limit", "0", *self.debs.values()], capture_output=True, text=True)
         bad = [l for l in (r.stdout + r.stderr).splitlines() if l.startswith(("E:", "W:"))]
         self.assertEqual(bad, [])
+
+    def image(self, name):
+        from unbounded_tests.image import base_image
+        image = os.path.join(self.tmp, name)
+        subprocess.run(["cp", "-a", "--reflink=auto", base_image(), image], check=True)
+        self.addCleanup(shutil.rmtree, image, True)
+        return image
+
+    def test_the_machine_package_on_a_gpu_host_generates_nothing(self):
+        """Installed on a host (a root shaped like a GPU host: /dev/nvidiactl, staging-like directories,
+        no container signal), the generator writes nothing; the same root as PID 1 of an nspawn machine
+        sees it gets the setup unit (so the first half can fail)."""
+        self.assertEqual(self.build.returncode, 0, "package did not build")
+        image = self.image("host-root")
+        self.nspawn(image, "dpkg", "-i", "/run/pkg.deb", binds=[f"--bind-ro={self.deb}:/run/pkg.deb"])
+        make_chardev(os.path.join(image, "dev/nvidiactl"), 195, 255)
+        os.makedirs(os.path.join(image, "run/host-nvidia/0"), exist_ok=True)
+        generator = "/lib/systemd/system-generators/unbounded-nvidia-generator"
+        for env, generates in ((["SYSTEMD_VIRTUALIZATION=vm:kvm"], False), ([], False),
+                               (["SYSTEMD_VIRTUALIZATION=container:systemd-nspawn"], True)):
+            out = os.path.join(image, "tmp/gen")
+            shutil.rmtree(out, ignore_errors=True)
+            os.makedirs(out)
+            r = subprocess.run(["chroot", image, "env", "-i", "PATH=/usr/bin:/bin", *env, generator, "/tmp/gen", "/tmp/gen", "/tmp/gen"],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual("unbounded-nvidia-setup.service" in os.listdir(out), generates, (env, os.listdir(out)))
+            if not generates:
+                self.assertEqual(os.listdir(out), [], env)
+
+    def test_the_host_package_installs_alone(self):
+        self.assertEqual(self.build.returncode, 0, "package did not build")
+        image = self.image("host-tool")
+        deb = self.debs["unbounded-nvidia-host"]
+        self.nspawn(image, "dpkg", "-i", "/run/pkg.deb", binds=[f"--bind-ro={deb}:/run/pkg.deb"])
+        r = self.nspawn(image, "unbounded-nvidia-host", "--version")
+        self.assertRegex(r.stdout, r"^unbounded-nvidia-host \S+ \(commit \S+\)$")
+        self.assertFalse(os.path.exists(os.path.join(image, "lib/systemd/system-generators/unbounded-nvidia-generator")))
+        self.nspawn(image, "dpkg", "--purge", "unbounded-nvidia-host")
+        self.assertFalse(os.path.exists(os.path.join(image, "usr/bin/unbounded-nvidia-host")))
 
     def nspawn(self, image, *args, binds=()):
         """Runs a command in the image (not booted), in a private mount namespace with a tmpfs /run."""
@@ -116,9 +169,7 @@ class TestPackage(unittest.TestCase):
         """Issue 19: install the package into a machine image, run setup and the license install,
         then remove and purge: our CDI spec and state go, a spec someone else wrote stays."""
         self.assertEqual(self.build.returncode, 0, "package did not build")
-        from unbounded_tests.image import base_image
-        image = os.path.join(self.tmp, "image")
-        subprocess.run(["cp", "-a", "--reflink=auto", base_image(), image], check=True)
+        image = self.image("image")
         self.nspawn(image, "dpkg", "-i", "/run/pkg.deb", binds=[f"--bind-ro={self.deb}:/run/pkg.deb"])
 
         # A GPU machine's setup: staging bound in, device nodes, the installed binary.
