@@ -246,6 +246,13 @@ void add_settings(const BindsOptions &opt, const std::vector<const Gpu *> &gpus,
 		b.nspawn.push_back({"Files", "BindReadOnly", settings_dir(opt.machine) + ":" + SETTINGS_MOUNT});
 }
 
+bool has_libcuda(const Context &ctx, const std::string &dir)
+{
+	auto d = fs::open_dir(ctx.real(dir));
+	auto names = d ? fs::list_dir(d->get(), dir) : fail(d.error());
+	return names && std::any_of(names->begin(), names->end(), [](const std::string &n) { return n.starts_with("libcuda.so."); });
+}
+
 }  // namespace
 
 bool valid_machine_name(std::string_view name)
@@ -276,6 +283,11 @@ std::vector<std::string> candidate_directories(const Context &ctx)
 			dirs.push_back(std::string("/usr/lib/") + t);
 	dirs.push_back("/usr/lib/i386-linux-gnu");
 	dirs.insert(dirs.end(), {"/usr/lib64", "/usr/lib32"});
+	// Where the driver's 64-bit libraries are in /usr/lib64 (Red Hat family, the .run installer on such
+	// hosts), its 32-bit ones are in /usr/lib. Not elsewhere: on Debian /usr/lib holds every flavour
+	// under nvidia/, and the flavour's own directory is the bind.
+	if (has_libcuda(ctx, "/usr/lib64"))
+		dirs.push_back("/usr/lib");
 	// Debian keeps the real helper binaries in /usr/lib/nvidia/<flavour>/ (current, tesla-535, ...).
 	if (auto d = fs::open_dir(ctx.real("/usr/lib/nvidia")))
 		if (auto names = fs::list_dir(d->get(), "/usr/lib/nvidia"))

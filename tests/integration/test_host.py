@@ -234,11 +234,27 @@ class TestBindsOnRealHosts(HostCase):
                                 self.v535)
 
     def test_red_hat_layout(self):
+        """Its 32-bit libraries live in /usr/lib (i686 packages), which binds once never considered: the
+        recipe's 32-bit files were missing with no warning."""
         host = self.flat("redhat", "/usr/lib64")
+        dh.install_flat(host, self.bookworm, "i386-linux-gnu", "/usr/lib", bindir=None)
         out = self.binds(host)
-        self.assertEqual(out["staging"][0], "/usr/lib64")
-        self.assertSameAsRecipe(host, out, ["/usr/lib64", "/usr/bin", "/lib/firmware/nvidia"] + [g for g in GRAPHICS if g in out["staging"]],
-                                self.v535)
+        self.assertEqual(out["staging"][:2], ["/usr/lib64", "/usr/lib"])
+        m = self.assertSameAsRecipe(host, out, ["/usr/lib64", "/usr/lib", "/usr/bin", "/lib/firmware/nvidia"] +
+                                    [g for g in GRAPHICS if g in out["staging"]], self.v535)
+        self.assertTrue(os.path.exists(os.path.join(m.driver_root(), f"lib/i386-linux-gnu/libcuda.so.{self.v535}")))
+
+    def test_run_installer_on_a_lib64_host(self):
+        host = dh.HostTree(os.path.join(self.tmp, "run-lib64"))
+        self.addCleanup(shutil.rmtree, host.root, True)
+        dh.install_flat(host, self.bookworm, "x86_64-linux-gnu", "/usr/lib64", dev_links=True)
+        dh.install_flat(host, self.bookworm, "i386-linux-gnu", "/usr/lib", bindir=None, dev_links=True)
+        shutil.copytree(self.bookworm.p("/lib/firmware/nvidia"), host.p("/lib/firmware/nvidia"), dirs_exist_ok=True)
+        host_state(host, self.v535)
+        out = self.binds(host)
+        self.assertEqual(out["staging"][:2], ["/usr/lib64", "/usr/lib"])
+        self.assertSameAsRecipe(host, out, ["/usr/lib64", "/usr/lib", "/usr/bin", "/lib/firmware/nvidia"] +
+                                [g for g in GRAPHICS if g in out["staging"]], self.v535)
 
     def test_run_installer_layout(self):
         host = dh.HostTree(os.path.join(self.tmp, "run-installer"))
