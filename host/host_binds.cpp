@@ -46,9 +46,9 @@ std::optional<std::string> canonical_dir(int root_fd, const std::string &path)
 struct Discovered {
 	std::string version;
 	std::map<std::string, std::string> files;  // dest in the root -> host path of its source
-	std::set<std::string> warnings;  // compared between trials: without the list of trees they name
-	std::vector<std::string> messages;  // as discovery said them
-	std::set<std::size_t> used;  // indices of the directories a file or a followed link lives in
+	std::set<std::string> warnings;            // compared between trials: without the list of trees they name
+	std::vector<std::string> messages;         // as discovery said them
+	std::set<std::size_t> used;                // indices of the directories a file or a followed link lives in
 	std::vector<std::string> notes;
 };
 

@@ -1,5 +1,7 @@
 #include "report.hpp"
 
+#include "state_format.hpp"
+
 #include "build_config.h"
 #include "log.hpp"
 
@@ -11,6 +13,7 @@ std::string Report::to_json() const
 {
 	nlohmann::ordered_json j;
 	j["version"] = PROJECT_VERSION;
+	j["format"] = STATE_FORMAT;  // status.json is this object (state_format.hpp)
 	j["command"] = command;
 	j["ready"] = ready();
 	j["outcome"] = outcome;

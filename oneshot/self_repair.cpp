@@ -4,6 +4,7 @@
 #include "fs.hpp"
 #include "log.hpp"
 #include "message_ids.hpp"
+#include "state_format.hpp"
 
 #include <chrono>
 #include <nlohmann/json.hpp>
@@ -63,6 +64,11 @@ std::optional<HeldBack> read_held_back(const Context &ctx)
 		return std::nullopt;
 	}
 	auto doc = nlohmann::json::parse(read->text, nullptr, false);
+	if (doc.is_object() && doc["format"].is_number_integer())
+		if (auto newer = newer_state_format(doc["format"].get<long long>(), display)) {
+			log::warning(*newer + ", not starting what it names");
+			return std::nullopt;
+		}
 	HeldBack h;
 	if (doc.is_object() && doc["units"].is_array() && doc["recorded_usec"].is_number_unsigned()) {
 		h.recorded_usec = doc["recorded_usec"].get<std::uint64_t>();
@@ -81,7 +87,7 @@ std::optional<HeldBack> read_held_back(const Context &ctx)
 
 void write_held_back(const Context &ctx, const std::vector<std::string> &units)
 {
-	nlohmann::ordered_json doc{{"units", units}, {"recorded_usec", now_usec()}};
+	nlohmann::ordered_json doc{{"format", STATE_FORMAT}, {"units", units}, {"recorded_usec", now_usec()}};
 	record_held_back(ctx, doc.dump() + "\n");
 }
 

@@ -1,6 +1,7 @@
 #include "last_run.hpp"
 
 #include "bounded_parse.hpp"
+#include "state_format.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -12,6 +13,8 @@ std::optional<LastRun> parse_last_run(std::string_view text, const std::string &
 		return std::nullopt;
 	auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
 	if (j.is_discarded() || !j.is_object())
+		return std::nullopt;
+	if (j.contains("format") && j["format"].is_number_integer() && newer_state_format(j["format"].get<long long>(), display))
 		return std::nullopt;
 	auto str = [&](const char *key) { return j.contains(key) && j[key].is_string() ? printable(j[key].get<std::string>()) : std::string(); };
 	LastRun last{str("command"), str("outcome"), {}};

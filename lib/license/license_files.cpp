@@ -81,8 +81,13 @@ Result<std::optional<LicenseSet>> LicenseReloader::read_state(const char *name) 
 		return fail(text.error());
 	}
 	auto set = LicenseSet::parse(*text);
-	if (!set)
-		log::warning("Ignoring damaged license state " + fs::join(ctx_.config.licensing.state_dir, name));
+	const std::string display = fs::join(ctx_.config.licensing.state_dir, name);
+	if (!set) {
+		if (const auto newer = LicenseSet::newer_format(*text, display))
+			log::warning(*newer + ", ignoring it");
+		else
+			log::warning("Ignoring damaged license state " + display);
+	}
 	return set;
 }
 

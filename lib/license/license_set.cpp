@@ -1,13 +1,18 @@
 // The licensing files and the record format of one set of their contents.
 #include "license_set.hpp"
 
+#include "state_format.hpp"
+
+#include <algorithm>
 #include <charconv>
 
 namespace unbounded {
 
 namespace {
 
-constexpr const char *STATE_MAGIC = "UNBOUNDED-LICENSE-STATE 1\n";
+// The record's first line names its format (state_format.hpp).
+constexpr std::string_view STATE_PREFIX = "UNBOUNDED-LICENSE-STATE ";
+const std::string STATE_MAGIC = std::string(STATE_PREFIX) + std::to_string(STATE_FORMAT) + "\n";
 
 }  // namespace
 
@@ -34,7 +39,7 @@ std::optional<LicenseSet> LicenseSet::parse(std::string_view text)
 {
 	if (!text.starts_with(STATE_MAGIC))
 		return std::nullopt;
-	text.remove_prefix(std::string_view(STATE_MAGIC).size());
+	text.remove_prefix(STATE_MAGIC.size());
 	LicenseSet set;
 	while (!text.empty()) {
 		auto nl = text.find('\n');
@@ -55,6 +60,18 @@ std::optional<LicenseSet> LicenseSet::parse(std::string_view text)
 		text.remove_prefix(size + 1);
 	}
 	return set;
+}
+
+std::optional<std::string> LicenseSet::newer_format(std::string_view text, const std::string &display)
+{
+	if (!text.starts_with(STATE_PREFIX))
+		return std::nullopt;
+	text.remove_prefix(STATE_PREFIX.size());
+	long long found = 0;
+	auto [p, ec] = std::from_chars(text.data(), text.data() + std::min<std::size_t>(text.size(), 20), found);
+	if (ec != std::errc() || p == text.data())
+		return std::nullopt;
+	return newer_state_format(found, display);
 }
 
 std::string LicenseSet::names() const

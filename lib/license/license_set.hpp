@@ -27,6 +27,8 @@ struct LicenseSet {
 	bool operator==(const LicenseSet &) const = default;
 	bool empty() const { return files.empty(); }
 	std::string serialize() const;
+	// Why `text` is not read when a newer release wrote it (state_format.hpp), else nullopt.
+	static std::optional<std::string> newer_format(std::string_view text, const std::string &display);
 	static std::optional<LicenseSet> parse(std::string_view text);
 	std::string names() const;  // "gridd.conf, client_configuration_token.tok" for log lines
 };

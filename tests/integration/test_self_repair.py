@@ -177,6 +177,21 @@ class TestHeldBack(SelfRepairCase):
         self.assertEqual(self.cmd(m, "refresh").returncode, 0)
         self.assertEqual(self.starts(), ["start containerd.service"])
 
+    def test_a_record_of_a_newer_release_is_refused_saying_so(self):
+        """A machine rolled back to this release keeps what the newer one wrote in /run: a record of a
+        format it does not know is not guessed at."""
+        m, r = self.failed_boot()
+        with open(m.p(HELD_BACK)) as f:
+            self.assertEqual(json.load(f)["format"], 1)
+        with open(m.p(HELD_BACK), "w") as f:
+            json.dump({"format": 2, "units": ["containerd.service"], "recorded_usec": 1}, f)
+        self.units(**{u: {"active_state": "inactive"} for u in ("containerd.service", "kubelet.service")})
+        m.set_proc_version(V2)
+        r = self.cmd(m, "refresh")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("held-back.json was written by a newer release (state format 2; this release reads 1), not starting", r.stderr)
+        self.assertEqual(self.starts(), [])
+
     def test_a_successful_boot_setup_voids_an_old_record(self):
         m, _ = self.failed_boot()
         m.set_proc_version(V2)

@@ -865,3 +865,20 @@ TEST_CASE("an installed token is made 0600 even when only recorded", "[license][
 	CHECK(m.mode("etc/nvidia/ClientConfigToken/client_configuration_token.tok") == 0600);
 	CHECK(m.units.count("stop") == 0);
 }
+
+TEST_CASE("a license record of a newer state format is refused, saying so; this release's is read", "[license]")
+{
+	LicenseSet set;
+	set.files["gridd.conf"] = "FeatureType=1\n";
+	const std::string ours = set.serialize();
+	CHECK(ours.starts_with("UNBOUNDED-LICENSE-STATE 1\n"));
+	REQUIRE(LicenseSet::parse(ours));
+	CHECK_FALSE(LicenseSet::newer_format(ours, "applied.state"));
+	std::string newer = ours;
+	newer.replace(0, std::string("UNBOUNDED-LICENSE-STATE 1").size(), "UNBOUNDED-LICENSE-STATE 2");
+	CHECK_FALSE(LicenseSet::parse(newer));
+	const auto why = LicenseSet::newer_format(newer, "applied.state");
+	REQUIRE(why);
+	CHECK(*why == "applied.state was written by a newer release (state format 2; this release reads 1)");
+	CHECK_FALSE(LicenseSet::newer_format("garbage", "applied.state"));
+}
