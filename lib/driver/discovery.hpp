@@ -73,7 +73,9 @@ private:
 	Result<void> check_closure();
 
 	// discovery_extras.cpp: steps 5b, 5c and 5e
+	std::vector<std::string> wine_dirs(std::size_t tree) const;
 	Result<void> add_wine_dlls();
+	void add_wine_dlls_in(std::size_t tree, const std::string &dir);
 	Result<void> add_graphics_configs();
 	bool take_graphics_config(std::size_t tree, const graphics_config::Kind &kind, const std::string &dir, const std::string &dest);
 	Result<void> add_optix_data();

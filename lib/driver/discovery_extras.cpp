@@ -13,41 +13,59 @@
 
 namespace unbounded {
 
-// 5c. The DLSS DLLs for Proton (WINE_DLLS), where a tree holds nvidia/wine/: a tree that is a host
-// lib dir. After check_native, which settles the multiarch they go under. A file of that name that
-// is not a PE file (pe.hpp) is skipped with a warning.
+// Where a tree may hold the DLSS DLLs: nvidia/wine/ of a host lib dir, and, on Debian, the chosen
+// flavour's own nvidia/<flavour>/nvidia/wine/ (never another flavour's: another driver's files).
+std::vector<std::string> Discovery::wine_dirs(std::size_t tree) const
+{
+	std::vector<std::string> dirs{WINE_DIR};
+	for (const auto &l : listings_)
+		if (l.tree == tree && l.dir.starts_with("nvidia/") && l.dir.find('/', 7) == std::string::npos &&
+		    !other_flavours_.count(l.dir.substr(7)))
+			dirs.push_back(l.dir + "/" + WINE_DIR);
+	return dirs;
+}
+
+// 5c. The DLSS DLLs for Proton (WINE_DLLS), where a tree holds nvidia/wine/ (wine_dirs()). After
+// check_native, which settles the multiarch they go under. A file of that name that is not a PE file
+// (pe.hpp) is skipped with a warning.
 Result<void> Discovery::add_wine_dlls()
 {
 	for (std::size_t t = 0; t < st_.trees().size(); t++) {
 		struct stat st = {};
 		if (::fstatat(st_.trees()[t].fd.get(), "nvidia", &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
 			continue;  // one fstatat for a tree without it: the boot path stays cheap
-		for (const char *name : WINE_DLLS) {
-			const std::string dest = "lib/" + out_.multiarch + "/" + WINE_DIR + "/" + name;
-			if (by_dest_.count(dest))
-				continue;
-			const std::string rel = std::string(WINE_DIR) + "/" + name;
-			const std::string display = fs::join(st_.trees()[t].display, rel);
-			auto src = resolve_optional(t, rel, "DLSS file");
-			if (!src)
-				continue;
-			std::string why;
-			if (!S_ISREG(src->st.st_mode))
-				why = "not a regular file";
-			else if (static_cast<std::uint64_t>(src->st.st_size) > MAX_WINE_DLL_BYTES)
-				why = "larger than " + format_bytes(MAX_WINE_DLL_BYTES);
-			else if (auto fd = st_.open_regular(*src); !fd)
-				why = fd.error().message;
-			else if (!pe::is_pe_file(fd->get(), src->st.st_size))
-				why = "not a Windows PE file";
-			if (!why.empty()) {
-				out_.warnings.push_back("Skipping " + display + ": " + why);
-				continue;
-			}
-			add(DriverFile{FileKind::Data, dest, std::move(*src), std::nullopt, {}});
-		}
+		for (const auto &dir : wine_dirs(t))
+			add_wine_dlls_in(t, dir);
 	}
 	return {};
+}
+
+void Discovery::add_wine_dlls_in(std::size_t t, const std::string &dir)
+{
+	for (const char *name : WINE_DLLS) {
+		const std::string dest = "lib/" + out_.multiarch + "/" + WINE_DIR + "/" + name;
+		if (by_dest_.count(dest))
+			continue;
+		const std::string rel = dir + "/" + name;
+		const std::string display = fs::join(st_.trees()[t].display, rel);
+		auto src = resolve_optional(t, rel, "DLSS file");
+		if (!src)
+			continue;
+		std::string why;
+		if (!S_ISREG(src->st.st_mode))
+			why = "not a regular file";
+		else if (static_cast<std::uint64_t>(src->st.st_size) > MAX_WINE_DLL_BYTES)
+			why = "larger than " + format_bytes(MAX_WINE_DLL_BYTES);
+		else if (auto fd = st_.open_regular(*src); !fd)
+			why = fd.error().message;
+		else if (!pe::is_pe_file(fd->get(), src->st.st_size))
+			why = "not a Windows PE file";
+		if (!why.empty()) {
+			out_.warnings.push_back("Skipping " + display + ": " + why);
+			continue;
+		}
+		add(DriverFile{FileKind::Data, dest, std::move(*src), std::nullopt, {}});
+	}
 }
 
 // 5b. The graphics configuration files (graphics_config.hpp), where the host bound their directory.

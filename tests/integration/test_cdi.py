@@ -178,6 +178,23 @@ class TestGolden(CdiCase):
         self.assertNotIn("hooks:", open(m.p(SPEC)).read())
         self.assertTrue(self.gone(pid_file), "the hung hook's child outlived setup")
 
+    def test_debian_s_dlss_dlls_in_the_flavour_directory(self):
+        """Debian installs them in nvidia/current/nvidia/wine/ of the lib dir (the flavour's own
+        directory), which setup never looked into; another flavour's (another driver's) are not taken."""
+        m = MachineRoot(self).standard(gpus=1, layout="debian")
+        lib = m.p("/run/host-nvidia/0")
+        for flavour, payload in (("current", b" this driver's"), ("tesla-470", b" another driver's")):
+            wine = os.path.join(lib, "nvidia", flavour, "nvidia/wine")
+            os.makedirs(wine)
+            write(os.path.join(wine, "_nvngx.dll"), pe_image(payload))
+        shutil.copy(fixture(f"libcuda.so.{V2}"), os.path.join(lib, "nvidia/tesla-470"))
+        r = m.setup()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        dll = m.p(f"/run/nvidia/driver/lib/{ARCH}/nvidia/wine/_nvngx.dll")
+        with open(dll, "rb") as f:
+            self.assertTrue(f.read().endswith(b" this driver's"))
+        self.assertIn(f"hostPath: /run/nvidia/driver/lib/{ARCH}/nvidia/wine/_nvngx.dll\n", open(m.p(SPEC)).read())
+
     def test_the_libraries_not_named_by_version(self):
         """Issue 25, item 2: libnvidia-api.so.1 (NVAPI, which DXVK-NVAPI and Proton load for DLSS) carries no
         driver version in its name, and the DLSS DLLs Proton copies into a game's prefix are Windows files
