@@ -240,7 +240,7 @@ class TestHostBinds(SystemCase):
     makes them, and /etc/systemd on a tmpfs. binds then runs as on any host, without --root, and
     systemd-nspawn --settings=trusted -M reads its file (no machined registers these machines)."""
 
-    def host_binds_machine(self, name):
+    def host_binds_machine(self, name, binds_args=()):
         m = Machine(self, name)
         fake = MachineRoot(tmp=m.host("driver"))
         fake.stage_ubuntu(V1, unrelated=False)  # nothing that would shadow this host's own libraries
@@ -267,8 +267,12 @@ class TestHostBinds(SystemCase):
                   f"mount --bind {dev} /dev",
                   f"mount -t tmpfs tmpfs /proc/driver", f"cp -a {state.p('/proc/driver/nvidia')} /proc/driver/",
                   f"mount --bind {state.p('/proc/devices')} /proc/devices",
-                  "mount -t tmpfs tmpfs /etc/systemd",
-                  f"{os.path.join(BUILD, 'host', 'unbounded-nvidia-host')} binds {name} > {m.host('binds.out')} 2>&1",
+                  # This host's /etc as an overlay of the namespace: binds writes into it, nothing of the
+                  # test machine's own /etc changes.
+                  f"mkdir -p {m.host('etc-upper')} {m.host('etc-work')}",
+                  f"mount -t overlay overlay -o lowerdir=/etc,upperdir={m.host('etc-upper')},workdir={m.host('etc-work')} /etc",
+                  "rm -rf /etc/systemd/nspawn /etc/systemd/system/systemd-nspawn@*",
+                  f"{os.path.join(BUILD, 'host', 'unbounded-nvidia-host')} binds {name} {' '.join(binds_args)} > {m.host('binds.out')} 2>&1",
                   f"cp /etc/systemd/nspawn/{name}.nspawn {m.host('written.nspawn')}"]
         m.namespace_setup = setup
         m.nspawn_args = ["--settings=trusted", "-M", name]
@@ -283,6 +287,32 @@ class TestHostBinds(SystemCase):
                      "Bind=/dev/nvidiactl", "Bind=/dev/nvidia0"):
             self.assertIn(line + "\n", written)
         self.assertReadyFor(m, V1)
+
+
+    def test_the_host_s_settings_reach_the_machine(self):
+        """binds --credentials: expected_gpus and the GPU given reach the booted machine through the
+        settings directory its .nspawn file binds (systemd-nspawn 252 reads BindReadOnly= there, and no
+        nspawn reads a credential from a .nspawn file), and verify --json names where they came from."""
+        m = self.host_binds_machine("hostsettings", ["--credentials"])
+        m.boot()
+        with open(m.host("written.nspawn")) as f:
+            self.assertIn("BindReadOnly=/etc/unbounded-nvidia-host/machines/hostsettings:/run/host-nvidia-settings\n", f.read())
+        self.assertReadyFor(m, V1)
+        settings = m.json("/var/lib/standin/containerd/verify.json")["settings"]
+        origin = "host setting unbounded-nvidia.{} (/run/host-nvidia-settings)"
+        self.assertEqual(settings["expected_gpus"], {"value": 1, "from": origin.format("expected_gpus")})
+        self.assertEqual(settings["gpus"], {"value": ["GPU-00000000-1111-2222-3333-444455556666"], "from": origin.format("gpus")})
+
+    def test_the_host_s_kill_switch_wins_over_a_broken_image_config(self):
+        """binds --enabled=no, and a typo in the image's nvidia.yaml: no setup unit at all, containerd
+        starts as on a CPU node, and the generator's warning names the ignored error."""
+        m = self.host_binds_machine("hostoff", ["--enabled=no"])
+        m.write("/etc/unbounded/nvidia.yaml", "stagin_timeout: 30s\n")
+        m.boot()
+        self.assertEqual(m.read("/var/lib/standin/containerd/setup-load").strip(), "not-found")
+        self.assertTrue(os.path.exists(m.p("/var/lib/standin/containerd")))
+        console = m.console + " ".join(msg for _, _, msg in m.messages())
+        self.assertIn("ignored, the host switched this machine off", console)
 
 
 class TestCredentials(SystemCase):
