@@ -294,6 +294,15 @@ class TestHostBinds(SystemCase):
         settings directory its .nspawn file binds (systemd-nspawn 252 reads BindReadOnly= there, and no
         nspawn reads a credential from a .nspawn file), and verify --json names where they came from."""
         m = self.host_binds_machine("hostsettings", ["--credentials"])
+        # The machine's /proc/driver/nvidia as the host's module makes it (a new /proc in the machine
+        # would show this test host's, which has none): the GPU's UUID is what it is checked by.
+        host_proc = m.host("proc-driver/proc/driver/nvidia")
+        with open(os.path.join(host_proc, "version")) as f:
+            m.fake_module(f.read())
+        shutil.copytree(os.path.join(host_proc, "gpus"), m.host("proc-driver/nvidia/gpus"))
+        # Its bind in the .nspawn file: a --bind on nspawn's command line makes it ignore the file's.
+        fake = m.binds.pop()
+        m.namespace_setup.insert(-1, f"echo 'BindReadOnly={fake.split('=', 1)[1]}' >> /etc/systemd/nspawn/hostsettings.nspawn")
         m.boot()
         with open(m.host("written.nspawn")) as f:
             self.assertIn("BindReadOnly=/etc/unbounded-nvidia-host/machines/hostsettings:/run/host-nvidia-settings\n", f.read())
@@ -310,9 +319,8 @@ class TestHostBinds(SystemCase):
         m.write("/etc/unbounded/nvidia.yaml", "stagin_timeout: 30s\n")
         m.boot()
         self.assertEqual(m.read("/var/lib/standin/containerd/setup-load").strip(), "not-found")
-        self.assertTrue(os.path.exists(m.p("/var/lib/standin/containerd")))
-        console = m.console + " ".join(msg for _, _, msg in m.messages())
-        self.assertIn("ignored, the host switched this machine off", console)
+        self.assertTrue(os.path.exists(m.p("/var/lib/standin/containerd")))  # started, as on a CPU node
+        # (the generator's warning goes to the kernel log, which nspawn hides: test_host.py reads it)
 
 
 class TestCredentials(SystemCase):
