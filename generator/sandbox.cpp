@@ -15,10 +15,27 @@ std::string below(const std::string &dir, std::string_view base)
 	return dir.starts_with(prefix) && dir.size() > prefix.size() ? dir.substr(prefix.size()) : std::string();
 }
 
-void append_unique(std::vector<std::string> &v, std::string s)
+// One word of a space-separated list setting (ReadWritePaths=, StateDirectory=, ...): systemd splits
+// such values at blanks and unquotes each word, so a word holding a blank or a quote is quoted, with
+// its backslashes and double quotes escaped.
+std::string list_word(const std::string &s)
 {
-	if (std::find(v.begin(), v.end(), s) == v.end())
-		v.push_back(std::move(s));
+	if (s.find_first_of(" \t\"'\\") == std::string::npos)
+		return s;
+	std::string q = "\"";
+	for (char c : s) {
+		if (c == '"' || c == '\\')
+			q += '\\';
+		q += c;
+	}
+	return q + "\"";
+}
+
+void append_unique(std::vector<std::string> &v, const std::string &s)
+{
+	std::string word = list_word(s);
+	if (std::find(v.begin(), v.end(), word) == v.end())
+		v.push_back(std::move(word));
 }
 
 std::string joined(const std::vector<std::string> &v)

@@ -70,16 +70,6 @@ Result<void> put_back(const Context &ctx, const FileChange &c, const Before &b)
 
 }  // namespace
 
-bool valid_service_name(std::string_view unit)
-{
-	if (unit.size() > 255 || !unit.ends_with(".service") || unit.size() == 8)
-		return false;
-	return std::all_of(unit.begin(), unit.end(), [](char c) {
-		return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == ':' || c == '-' || c == '_' ||
-		       c == '.' || c == '\\' || c == '@';
-	});
-}
-
 Result<MachineFiles> locate_machine_files(const Context &ctx, const std::string &machine, const std::string &unit)
 {
 	MachineFiles f;

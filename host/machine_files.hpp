@@ -8,6 +8,7 @@
 #include "context.hpp"
 #include "error.hpp"
 #include "host_binds.hpp"
+#include "unit_name.hpp"
 
 #include <optional>
 #include <string>
@@ -24,9 +25,6 @@ struct MachineFiles {
 	std::string dropin;    // /etc/systemd/system/UNIT.d/50-unbounded-nvidia.conf
 	std::string settings;  // the settings directory, settings_dir(MACHINE)
 };
-
-// systemd's rule for unit names, for --unit: NAME.service of letters, digits and ":-_.\@", at most 255.
-bool valid_service_name(std::string_view unit);
 
 // Finds MACHINE.nspawn as systemd-nspawn does (nspawn.c load_settings()): /etc/systemd/nspawn, then
 // /run/systemd/nspawn, then beside the image in /var/lib/machines (whose Bind= lines nspawn ignores

@@ -1,4 +1,6 @@
 #include "config.hpp"
+
+#include "unit_name.hpp"
 #include "side_specs.hpp"
 
 #include "bounded_parse.hpp"
@@ -324,7 +326,8 @@ std::map<std::string, Handler> licensing_handlers(const Ctx &c, LicensingConfig 
 			 auto s = scalar(c, v, key);
 			 if (!s)
 				 return fail(s.error());
-			 if (s->size() < 9 || s->substr(s->size() - 8) != ".service" || s->find('/') != std::string::npos)
+			 // It goes into unit text (After=, a drop-in's directory): systemd's own rule, nothing escaped.
+			 if (!valid_service_name(*s))
 				 return fail(c.at(v, key, "expected a service unit name for key"));
 			 lic.gridd_unit = *s;
 			 return {};

@@ -140,6 +140,11 @@ TEST_CASE("bad configs name the file, the line and the key", "[config]")
 		{"staging: &a /x\ndriver_root: *a\n", "f.yaml:2: YAML aliases are not allowed here under 'driver_root'"},
 		{"licensing: [[[[[[[[[[[[1]]]]]]]]]]]]\n", "f.yaml:1: nested deeper than 8 levels under 'licensing"},
 		{"licensing:\n  gridd_unit: gridd\n", "expected a service unit name for key 'licensing.gridd_unit'"},
+		// Written into two drop-ins' text: a newline would add the attacker's own line (any directive).
+		{"licensing:\n  gridd_unit: \"nvidia-gridd.service\\nRequires=evil.service\"\n", "expected a service unit name for key 'licensing.gridd_unit'"},
+		{"licensing:\n  gridd_unit: \"nvidia gridd.service\"\n", "expected a service unit name for key 'licensing.gridd_unit'"},
+		{"licensing:\n  gridd_unit: \"@.service\"\n", "expected a service unit name for key 'licensing.gridd_unit'"},
+		{"licensing:\n  gridd_unit: \"a@b@c.service\"\n", "expected a service unit name for key 'licensing.gridd_unit'"},
 	};
 	for (const auto &c : cases) {
 		INFO(test::one_line(c.yaml));
