@@ -97,25 +97,6 @@ Result<void> make_symlink(const std::string &dir, const std::string &name, const
 
 }  // namespace
 
-std::optional<std::string> container_manager(const Input &in, std::string &why)
-{
-	if (in.virtualization) {
-		const std::string &v = *in.virtualization;
-		if (v.starts_with("container:") && v.size() > 10)
-			return v.substr(10);
-		why = "$SYSTEMD_VIRTUALIZATION is '" + printable(v) + "', not a container";
-		return std::nullopt;
-	}
-	const std::string dir = rooted(in, "/run/systemd");
-	auto fd = fs::open_dir(dir);
-	auto text = fd ? fs::read_file_at(fd->get(), "container", "/run/systemd/container", 256) : fail(fd.error());
-	const std::string name = text ? std::string(trim_blanks(*text)) : std::string();
-	if (!name.empty() && is_printable(name))
-		return name;
-	why = text ? "/run/systemd/container is empty" : "no /run/systemd/container and no $SYSTEMD_VIRTUALIZATION";
-	return std::nullopt;
-}
-
 Decision decide(const Input &in, Error *config_error)
 {
 	Decision d;

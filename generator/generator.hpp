@@ -21,13 +21,6 @@ struct Input {
 	std::optional<std::string> virtualization;
 };
 
-// The container manager PID 1 runs under, by systemd's own signals: $SYSTEMD_VIRTUALIZATION when PID 1
-// set it, else /run/systemd/container (written by PID 1 from its $container, and by systemd-nspawn).
-// nullopt outside a container (a host, bare metal or a VM), with what said so in `why`: the generator
-// then writes nothing, so the machine's package installed on a GPU host never orders anything in front
-// of the host's own containerd and kubelet.
-std::optional<std::string> container_manager(const Input &in, std::string &why);
-
 struct Decision {
 	bool nvidia = false;                   // generate the setup unit and the ordering
 	bool licensing = false;                // enable the license .path and .timer units

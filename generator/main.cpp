@@ -5,6 +5,7 @@
 #include "log.hpp"
 #include "main_guard.hpp"
 #include "version.hpp"
+#include "virt.hpp"
 
 #include <algorithm>
 #include <string_view>
@@ -48,7 +49,9 @@ static int run(int argc, char **argv)
 	if (const char *v = std::getenv("SYSTEMD_VIRTUALIZATION"))
 		in.virtualization = v;
 	std::string why;
-	if (!generator::container_manager(in, why)) {
+	// Only in a container: the machine's package installed on a GPU host never orders anything in
+	// front of the host's own containerd and kubelet.
+	if (!container_manager(in.root, in.virtualization, why)) {
 		log::debug("Not in a container (" + why + "): this is a host, whose units are its own; nothing to generate.");
 		return EXIT_READY;
 	}

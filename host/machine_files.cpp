@@ -5,6 +5,7 @@
 #include "nspawn_settings.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cerrno>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -70,7 +71,7 @@ Result<void> put_back(const Context &ctx, const FileChange &c, const Before &b)
 
 }  // namespace
 
-Result<MachineFiles> locate_machine_files(const Context &ctx, const std::string &machine, const std::string &unit)
+Result<MachineFiles> locate_machine_files(const Context &ctx, const std::string &machine, const std::string &unit, bool writing)
 {
 	MachineFiles f;
 	f.machine = machine;
@@ -85,11 +86,16 @@ Result<MachineFiles> locate_machine_files(const Context &ctx, const std::string 
 			return fail(text.error());
 		if (!*text)
 			continue;
-		if (path.starts_with("/run/"))
+		if (writing && path.starts_with("/run/"))
 			return fail(make_error(path + " is the settings file systemd-nspawn uses for " + machine +
 					       " (another program's, rewritten by it): a file in /etc/systemd/nspawn would hide it. Add the lines of "
 					       "`unbounded-nvidia-host binds " +
 					       machine + " --print` to it, or move it to /etc/systemd/nspawn"));
+		if (writing && path.starts_with("/var/"))
+			return fail(make_error(path + " is the settings file systemd-nspawn uses for " + machine +
+					       ", untrusted (nspawn ignores its Bind=, Capability= and network lines): a file in "
+					       "/etc/systemd/nspawn would hide it and trust every line of it copied there. Move it to "
+					       "/etc/systemd/nspawn once you trust its lines, then run binds again"));
 		f.base = path;
 		f.base_text = std::move(**text);
 		break;
@@ -116,7 +122,7 @@ std::vector<std::string> file_differences(const Context &ctx, const MachineFiles
 	std::vector<std::string> lines;
 	const std::string &nspawn = f.base.empty() ? f.nspawn : f.base;
 	if (f.base != f.nspawn)
-		lines.push_back(f.nspawn + " is missing" + (f.base.empty() ? "" : " (nspawn reads " + f.base + ", without its Bind= lines)"));
+		lines.push_back(f.nspawn + " is missing" + (f.base.empty() ? "" : " (nspawn reads " + f.base + ")"));
 	const auto d = diff_settings(f.base_text, b.nspawn);
 	for (const auto &l : d.missing)
 		lines.push_back("missing in " + nspawn + ": [" + l.section + "] " + l.text());
@@ -193,7 +199,11 @@ Result<std::vector<std::string>> commit_files(const Context &ctx, const std::vec
 		bool changed = true;
 		if (c.text) {
 			changed = prepared[i].outcome() == fs::WriteOutcome::Written;
-			r = prepared[i].commit();
+			// The directory's sync failing leaves the file renamed into place: said, not undone.
+			Error sync_error;
+			r = prepared[i].commit(&sync_error);
+			if (r && !sync_error.message.empty())
+				std::fprintf(stderr, "warning: %s\n", sync_error.message.c_str());
 		} else if (::unlink(ctx.real(c.path).c_str()) < 0 && errno != ENOENT) {
 			r = fail(last_errno_error("Failed to remove " + c.path));
 		}

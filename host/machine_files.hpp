@@ -27,11 +27,13 @@ struct MachineFiles {
 };
 
 // Finds MACHINE.nspawn as systemd-nspawn does (nspawn.c load_settings()): /etc/systemd/nspawn, then
-// /run/systemd/nspawn, then beside the image in /var/lib/machines (whose Bind= lines nspawn ignores
-// unless --settings=trusted: its lines are carried into /etc's file, which then shadows it). A file
-// in /run belongs to the agent that wrote it there and rewrites it: refused, naming it, as /etc's
-// file would shadow it.
-Result<MachineFiles> locate_machine_files(const Context &ctx, const std::string &machine, const std::string &unit);
+// /run/systemd/nspawn, then beside the image in /var/lib/machines. Our lines can only go into /etc's
+// file, which would hide the other two: `writing` refuses, naming it, when nspawn reads one of those
+// today. A file in /run is an agent's, rewritten by it; one beside the image is untrusted (nspawn
+// ignores its Bind=, Capability= and network lines unless --settings=trusted), and copying it into
+// /etc would make an image's own privileged lines take effect. To print or check, the file nspawn
+// reads is the base.
+Result<MachineFiles> locate_machine_files(const Context &ctx, const std::string &machine, const std::string &unit, bool writing);
 
 // One file as binds wants it: its text, or nullopt for "removed" (a setting no longer given).
 struct FileChange {

@@ -3,15 +3,19 @@
 //   check           the host's preflight: preflight.hpp
 #include "context.hpp"
 #include "fs.hpp"
+#include "format.hpp"
 #include "host_binds.hpp"
+#include "lock.hpp"
 #include "machine_files.hpp"
 #include "version.hpp"
+#include "virt.hpp"
 #include "main_guard.hpp"
 #include "nspawn_settings.hpp"
 #include "preflight.hpp"
 
 #include <cstdio>
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -239,8 +243,6 @@ int write_binds(const Context &ctx, const Args &a, const MachineFiles &f, const 
 		for (const auto &path : *done)
 			std::printf("%s %s\n", std::any_of(changes->begin(), changes->end(), [&](const FileChange &c) { return c.path == path && !c.text; }) ? "Removed" : "Wrote",
 				    path.c_str());
-	if (!a.json && f.base != f.nspawn && !f.base.empty())
-		std::printf("%s carries the lines of %s, which it now shadows.\n", f.nspawn.c_str(), f.base.c_str());
 	if (!a.json)
 		std::printf(!done->empty() ? "Run `systemctl daemon-reload`, then restart the machine (machinectl reboot %s) for the binds to apply.\n"
 					   : "%s's binds are up to date.\n",
@@ -248,13 +250,29 @@ int write_binds(const Context &ctx, const Args &a, const MachineFiles &f, const 
 	return report_binds(a, f, b, {{"changed", !done->empty()}, {"written", *done}});
 }
 
-int run_binds(const Context &ctx, const Args &a)
+// A plain re-run (automation after a driver upgrade) must not lift the host's kill switch: an
+// enabled setting already written is kept unless --enabled says otherwise.
+void keep_kill_switch(const Context &ctx, const MachineFiles &f, Args &a)
 {
-	auto f = locate_machine_files(ctx, a.binds.machine, a.unit);
+	if (a.binds.enabled)
+		return;
+	auto text = fs::read_file(ctx.real(f.settings + "/unbounded-nvidia.enabled"), 64);
+	const std::string v = text ? std::string(trim_blanks(*text)) : std::string();
+	if (v == "yes" || v == "no" || v == "auto") {
+		a.binds.enabled = v;
+		if (!a.json && !a.check)
+			std::fprintf(stderr, "Keeping %s's enabled=%s (pass --enabled= to change it).\n", a.binds.machine.c_str(), v.c_str());
+	}
+}
+
+int run_binds(const Context &ctx, Args a)
+{
+	auto f = locate_machine_files(ctx, a.binds.machine, a.unit, /*writing=*/!a.print && !a.check);
 	if (!f) {
 		std::fprintf(stderr, "%s\n", f.error().message.c_str());
 		return f.error().exit_code;
 	}
+	keep_kill_switch(ctx, *f, a);
 	auto b = plan_binds(ctx, a.binds);
 	if (!b) {
 		std::fprintf(stderr, "%s\n", b.error().message.c_str());
@@ -269,6 +287,15 @@ int run_binds(const Context &ctx, const Args &a)
 				std::printf("\n# %s/%s\n%s\n", f->settings.c_str(), name.c_str(), value.c_str());
 		}
 		return report_binds(a, *f, *b, nlohmann::json::object());
+	}
+	// One binds at a time: each removes the temporary files a killed run left, which another's are.
+	const std::string lock_dir = "/run/lock";
+	auto made = fs::mkdir_p(ctx.real(lock_dir), 0755);
+	auto dir = made ? fs::open_dir(ctx.real(lock_dir)) : fail(made.error());
+	auto lock = dir ? RunLock::acquire(dir->get(), "unbounded-nvidia-host.lock", lock_dir + "/unbounded-nvidia-host.lock") : fail(dir.error());
+	if (!lock) {
+		std::fprintf(stderr, "%s\n", lock.error().message.c_str());
+		return EXIT_NOT_READY;
 	}
 	return write_binds(ctx, a, *f, *b);
 }
@@ -300,6 +327,15 @@ int main(int argc, char **argv)
 			return r < 0 ? EXIT_READY : r;
 		Context ctx;
 		ctx.root = effective_root(a.root);
+		// The host's half: inside a machine it would write a machine's /etc as if it were a host's.
+		std::string why;
+		const char *virt = std::getenv("SYSTEMD_VIRTUALIZATION");
+		if (ctx.root.empty())
+			if (auto in = container_manager("", virt ? std::optional<std::string>(virt) : std::nullopt, why)) {
+				std::fprintf(stderr, "%s: this is a container (%s), not a host: run it on the host (or give --root)\n", PROGRAM,
+					     in->c_str());
+				return static_cast<int>(EXIT_USAGE);
+			}
 		return a.command == "binds" ? run_binds(ctx, a) : run_check(ctx, a);
 	});
 }

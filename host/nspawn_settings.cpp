@@ -60,7 +60,11 @@ std::vector<Line> parse(std::string_view text)
 			const bool first = pos == 0;
 			pos = end + 1;
 			l.raw += (l.raw.empty() && !continued ? "" : "\n") + std::string(raw);
-			const auto t = trim_blanks(content_of(raw, first));
+			// Leading blanks go; trailing ones stay until the line is whole: a backslash followed by a
+			// blank escapes the blank, it does not continue the line (conf-parser.c).
+			auto t = content_of(raw, first);
+			while (!t.empty() && (t.front() == ' ' || t.front() == '\t'))
+				t.remove_prefix(1);
 			if (continued && is_comment(t))
 				continue;
 			logical += std::string(t);

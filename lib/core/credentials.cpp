@@ -35,22 +35,27 @@ struct Source {
 	const char *kind;  // how origins name it: "credential" or "host setting"
 };
 
-// Where the host's settings may be, first found first: a unit's own credentials ($CREDENTIALS_DIRECTORY:
-// an operator's LoadCredential= or ImportCredential=), the directory unbounded-nvidia-host binds, then
-// the system credentials. A unit that was given some other credential must still see the host's.
+// Where the host's settings may be, first found first: the directory unbounded-nvidia-host binds, a
+// unit's own credentials ($CREDENTIALS_DIRECTORY: what its LoadCredential= copied of the system's, or an
+// operator's ImportCredential=), then the system credentials. The bound directory first, so that the
+// generator (no unit credentials), setup and verify all take the same value; a unit that was given
+// some other credential must still see the host's.
 Result<std::vector<Source>> open_sources(const std::string &root, const char *env_dir)
 {
 	std::vector<Source> sources;
+	auto settings = open_dir_in_root(root, HOST_SETTINGS_DIR);
+	if (!settings)
+		return fail(settings.error());
+	if (settings->valid())
+		sources.push_back({std::move(*settings), HOST_SETTINGS_DIR, "host setting"});
 	if (env_dir && env_dir[0] == '/')
 		if (auto d = fs::open_dir(env_dir))
 			sources.push_back({std::move(*d), env_dir, "credential"});
-	for (const auto &[path, kind] : {std::pair{HOST_SETTINGS_DIR, "host setting"}, std::pair{SYSTEM_CREDENTIALS_DIR, "credential"}}) {
-		auto d = open_dir_in_root(root, path);
-		if (!d)
-			return fail(d.error());
-		if (d->valid())
-			sources.push_back({std::move(*d), path, kind});
-	}
+	auto system = open_dir_in_root(root, SYSTEM_CREDENTIALS_DIR);
+	if (!system)
+		return fail(system.error());
+	if (system->valid())
+		sources.push_back({std::move(*system), SYSTEM_CREDENTIALS_DIR, "credential"});
 	return sources;
 }
 

@@ -7,8 +7,8 @@
 //   unbounded-nvidia.expected_gpus  how many GPUs the machine must offer
 //   unbounded-nvidia.gpus           the GPUs assigned to it, UUIDs or PCI addresses, comma-separated;
 //                                   each must be offered, and expected_gpus defaults to their count
-// Read from $CREDENTIALS_DIRECTORY when a unit imported them (ImportCredential=), else from the host's
-// settings directory, else from the system credentials PID 1 keeps of what the container manager
+// Read from the host's settings directory, else from $CREDENTIALS_DIRECTORY when a unit imported them
+// (LoadCredential=, ImportCredential=), else from the system credentials PID 1 keeps of what the container manager
 // passed: /run/credentials/@system (on systemd 252 a link to nspawn's /run/host/credentials, followed
 // inside the root). Each file is opened without following its last component or blocking, and read
 // bounded.

@@ -418,21 +418,29 @@ class TestNspawnFiles(HostCase):
         self.assertIn("/run/systemd/nspawn/gpu1.nspawn is the settings file systemd-nspawn uses for gpu1", r.stderr)
         self.assertFalse(os.path.exists(self.nspawn))
         self.assertFalse(os.path.exists(self.dropin))
+        # What it says to do can be done: --print gives the lines, --check judges the agent's file.
+        p = self.binds("--print")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("Bind=/dev/nvidia0", p.stdout)
+        c = self.binds("--check")
+        self.assertIn("missing in /run/systemd/nspawn/gpu1.nspawn: [Files] Bind=/dev/nvidia0", c.stdout)
 
-    def test_the_file_beside_the_image_is_carried_into_etc(self):
-        """An agent's /var/lib/machines/gpu1.nspawn: nspawn reads it only while /etc has none, so its
-        lines (PrivateUsers=, the network) go into the /etc file with ours."""
-        write(self.h.p("/var/lib/machines/gpu1.nspawn"), "[Exec]\nPrivateUsers=pick\n\n[Network]\nZone=k8s\n")
+    def test_the_untrusted_file_beside_the_image_is_refused_naming_it(self):
+        """nspawn reads /var/lib/machines/gpu1.nspawn only while /etc has none, and untrusted (its Bind=,
+        Capability= and network lines ignored): binds' file in /etc would hide it, and copying it there
+        would make an image's own privileged lines take effect. Refused; --print and --check still work."""
+        beside = "[Exec]\nPrivateUsers=pick\nCapability=all\n\n[Files]\nBind=/:/host\n"
+        write(self.h.p("/var/lib/machines/gpu1.nspawn"), beside)
+        r = self.binds()
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("/var/lib/machines/gpu1.nspawn is the settings file systemd-nspawn uses for gpu1, untrusted", r.stderr)
+        self.assertFalse(os.path.exists(self.nspawn))
+        self.assertFalse(os.path.exists(self.dropin))
+        self.assertEqual(self.binds("--print").returncode, 0)
         c = self.binds("--check")
         self.assertEqual(c.returncode, 1)
-        self.assertIn("/etc/systemd/nspawn/gpu1.nspawn is missing (nspawn reads /var/lib/machines/gpu1.nspawn", c.stdout)
-        r = self.binds()
-        self.assertEqual(r.returncode, 0, r.stderr)
-        text = self.read("/etc/systemd/nspawn/gpu1.nspawn")
-        self.assertIn("PrivateUsers=pick", text)
-        self.assertIn("[Network]\nZone=k8s", text)
-        self.assertIn("Bind=/dev/nvidia0", text)
-        self.assertEqual(self.binds("--check").returncode, 0)
+        self.assertIn("/etc/systemd/nspawn/gpu1.nspawn is missing (nspawn reads /var/lib/machines/gpu1.nspawn)", c.stdout)
+        self.assertEqual(self.read("/var/lib/machines/gpu1.nspawn"), beside)
 
     def test_both_files_or_neither(self):
         write(self.nspawn, "[Exec]\nBoot=yes\n")
@@ -474,6 +482,30 @@ class TestNspawnFiles(HostCase):
         self.assertFalse(os.path.exists(self.dropin))
         self.assertEqual(self.binds("--unit", "evil/../x.service").returncode, 2)
 
+    def test_a_plain_re_run_keeps_the_host_s_kill_switch(self):
+        """Automation re-running binds after a driver upgrade must not switch a machine back on."""
+        self.assertEqual(self.binds("--enabled=no").returncode, 0)
+        r = self.binds()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("Keeping gpu1's enabled=no", r.stderr)
+        self.assertEqual(self.read("/etc/unbounded-nvidia-host/machines/gpu1/unbounded-nvidia.enabled"), "no\n")
+        self.assertEqual(self.binds("--enabled=auto").returncode, 0)
+        self.assertEqual(self.read("/etc/unbounded-nvidia-host/machines/gpu1/unbounded-nvidia.enabled"), "auto\n")
+
+    def test_the_host_tool_refuses_to_run_in_a_container(self):
+        r = subprocess.run([HOST_BIN, "check"], capture_output=True, text=True,
+                           env={**os.environ, "SYSTEMD_VIRTUALIZATION": "container:systemd-nspawn", "UNBOUNDED_NVIDIA_ROOT": ""})
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("this is a container (systemd-nspawn), not a host", r.stderr)
+
+    def test_a_backslash_before_a_blank_does_not_continue_the_line(self):
+        """systemd reads `X=a\\ ` (a backslash, then a blank) as a whole line: the next is not swallowed."""
+        write(self.nspawn, "[Files]\nBind=/srv/a\\ \nBind=/dev/nvidia0\n")
+        self.assertEqual(self.binds().returncode, 0)
+        text = self.read("/etc/systemd/nspawn/gpu1.nspawn")
+        self.assertEqual(text.count("Bind=/dev/nvidia0\n"), 1, text)
+        self.assertEqual(self.binds("--check").returncode, 0)
+
     def test_settings_are_files_of_a_bound_directory(self):
         settings = "/etc/unbounded-nvidia-host/machines/gpu1"
         self.assertEqual(self.binds("--credentials", "--enabled=no").returncode, 0)
@@ -486,11 +518,14 @@ class TestNspawnFiles(HostCase):
         self.assertEqual(c.returncode, 1)
         self.assertIn(f"{settings}/unbounded-nvidia.enabled says 'yes', binds gives 'no'", c.stdout)
         # Not given any more: removed (the machine would still read them), the bind dropped.
+        self.assertEqual(self.binds("--credentials", "--enabled=no").returncode, 0)
+        r = self.binds("--enabled=auto")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(f"Removed {settings}/unbounded-nvidia.expected_gpus", r.stdout)
         r = self.binds()
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn(f"Removed {settings}/unbounded-nvidia.enabled", r.stdout)
-        self.assertEqual(os.listdir(self.h.p(settings)), [])
-        self.assertNotIn("host-nvidia-settings", self.read("/etc/systemd/nspawn/gpu1.nspawn"))
+        # enabled=auto is kept by a plain run, as every value of the kill switch is.
+        self.assertEqual(os.listdir(self.h.p(settings)), ["unbounded-nvidia.enabled"])
 
 
 class TestPreflight(HostCase):
