@@ -165,6 +165,85 @@ class TestPackage(unittest.TestCase):
         self.assertEqual(r.returncode, 0, f"{' '.join(args)}:\n{r.stdout}{r.stderr}")
         return r
 
+    def next_build(self):
+        """The machine's package as the next release's would differ: another version, and binaries
+        whose bytes differ (a marker appended; an ELF file runs as before)."""
+        work = os.path.join(self.tmp, "next-build")
+        subprocess.run(["dpkg-deb", "-R", self.deb, work], check=True)
+        for binary in ("usr/bin/unbounded-nvidia-setup", "usr/libexec/unbounded-nvidia/unbounded-nvidia-license-reload"):
+            with open(os.path.join(work, binary), "ab") as f:
+                f.write(b"\0unbounded-nvidia next build\0")
+        control = os.path.join(work, "DEBIAN/control")
+        with open(control) as f:
+            text = f.read()
+        version = next(l.split(": ", 1)[1] for l in text.splitlines() if l.startswith("Version: "))
+        with open(control, "w") as f:
+            f.write(text.replace(f"Version: {version}\n", f"Version: {version}+next1\n"))
+        os.remove(os.path.join(work, "DEBIAN/md5sums"))  # stale now; dpkg does not need it
+        deb = os.path.join(self.tmp, "next.deb")
+        subprocess.run(["dpkg-deb", "--root-owner-group", "-b", work, deb], check=True, capture_output=True)
+        return deb, version + "+next1"
+
+    def test_upgrade_downgrade_and_purge_on_a_booted_machine(self):
+        """dpkg on a running GPU machine: containerd is never touched and setup never run again; the
+        next refresh runs the binary just installed and is ready; the previous version installs back
+        over it (a rollback) the same way; a purge removes our spec and state with containerd running."""
+        self.assertEqual(self.build.returncode, 0, "package did not build")
+        from unbounded_tests.machine import Machine
+        newer, newer_version = self.next_build()
+        m = Machine(self, "upgrade")
+        self.nspawn(m.image, "dpkg", "-i", "/run/pkg.deb", binds=[f"--bind-ro={self.deb}:/run/pkg.deb"])
+        staging = MachineRoot(tmp=m.host("staging"))
+        staging.stage_all(V1)
+        for n in range(3):
+            m.bind(staging.p(f"/run/host-nvidia/{n}"), f"/run/host-nvidia/{n}", read_only=True)
+        for dev, major, minor in (("nvidiactl", 195, 255), ("nvidia-uvm", 509, 0), ("nvidia-uvm-tools", 509, 1), ("nvidia0", 195, 0)):
+            make_chardev(m.host(f"dev/{dev}"), major, minor)
+            m.bind(m.host(f"dev/{dev}"), f"/dev/{dev}")
+        m.bind(self.deb, "/run/pkgs/current.deb", read_only=True)
+        m.bind(newer, "/run/pkgs/newer.deb", read_only=True)
+        m.write("/etc/unbounded/nvidia.yaml", "refresh:\n  settle_time: 0s\n")
+        m.boot(scenario="""
+state() {
+	echo "$(systemctl show -p MainPID --value containerd.service) $(systemctl show -p InvocationID --value unbounded-nvidia-setup.service)"
+}
+step() {  # step NAME COMMAND...: run it, then a refresh; record what each said
+	name=$1; shift
+	"$@" > $out/$name.log 2>&1; echo $? > $out/$name.rc
+	dpkg-query -W -f='${Version}' unbounded-nvidia-setup > $out/$name.version 2>/dev/null
+	sha256sum /usr/bin/unbounded-nvidia-setup > $out/$name.sha256 2>/dev/null
+	systemctl start unbounded-nvidia-refresh.service; echo $? > $out/$name.refresh-rc
+	/usr/bin/unbounded-nvidia-setup verify > $out/$name.verify 2>&1; echo $? > $out/$name.verify-rc
+	state > $out/$name.state
+}
+state > $out/before.state
+step upgrade dpkg -i /run/pkgs/newer.deb
+step downgrade dpkg -i /run/pkgs/current.deb
+dpkg --purge unbounded-nvidia-setup > $out/purge.log 2>&1; echo $? > $out/purge.rc
+state > $out/purge.state
+ls -A /etc/cdi /var/lib/unbounded-nvidia > $out/purge.left 2>&1
+""")
+        read = lambda name: m.read(f"/var/lib/standin/{name}").strip()  # noqa: E731
+        before = read("before.state").split()
+        self.assertEqual(len(before), 2, before)
+        self.assertNotEqual(before[0], "0", "containerd was not running before the upgrade")
+        sha = lambda deb: subprocess.run(  # noqa: E731
+            f"dpkg-deb --fsys-tarfile {shlex.quote(deb)} | tar -xO ./usr/bin/unbounded-nvidia-setup | sha256sum",
+            shell=True, capture_output=True, text=True, check=True).stdout.split()[0]
+        for step, deb, version in (("upgrade", newer, newer_version), ("downgrade", self.deb, None)):
+            self.assertEqual(read(f"{step}.rc"), "0", read(f"{step}.log"))
+            if version:
+                self.assertEqual(read(f"{step}.version"), version)
+            self.assertEqual(read(f"{step}.sha256").split()[0], sha(deb), f"{step}: not the package's binary")
+            self.assertEqual(read(f"{step}.refresh-rc"), "0", f"{step}: the refresh with the installed binary failed")
+            self.assertEqual(read(f"{step}.verify-rc"), "0", f"{step}: not ready: " + read(f"{step}.verify"))
+            self.assertEqual(read(f"{step}.state").split(), before, f"{step}: containerd restarted or setup run again")
+        self.assertEqual(read("purge.rc"), "0", read("purge.log"))
+        self.assertEqual(read("purge.state").split()[0], before[0], "the purge touched containerd")
+        left = read("purge.left")
+        self.assertNotIn("nvidia.yaml", left)
+        self.assertFalse(os.path.exists(m.p("/var/lib/unbounded-nvidia")), left)
+
     def test_remove_and_purge_leave_nothing_of_ours(self):
         """Issue 19: install the package into a machine image, run setup and the license install,
         then remove and purge: our CDI spec and state go, a spec someone else wrote stays."""
