@@ -8,6 +8,7 @@
 #pragma once
 
 #include "context.hpp"
+#include "credentials.hpp"
 #include "error.hpp"
 
 #include <optional>
@@ -65,7 +66,7 @@ bool valid_machine_name(std::string_view name);
 
 // The host directory holding MACHINE's settings, bound at /run/host-nvidia-settings in it.
 std::string settings_dir(const std::string &machine);
-inline constexpr const char *SETTINGS_MOUNT = "/run/host-nvidia-settings";
+inline constexpr const char *SETTINGS_MOUNT = HOST_SETTINGS_DIR;  // where the machine reads them
 
 // The drop-in's text: [Service] with one DeviceAllow= per node or major.
 std::string device_allow_dropin(const HostBinds &b);

@@ -76,14 +76,11 @@ Result<bool> read_credential(const std::vector<Source> &sources, const char *key
 	return false;
 }
 
-}  // namespace
-
-Result<void> apply_credentials(Config &cfg, const std::string &root, const char *env_dir)
+// Applies the settings found to `cfg` (recording each one's origin). One whose value is not understood
+// is a usage error naming it, as a bad line of the file is.
+Result<void> apply_credentials(Config &cfg, const std::vector<Source> &sources)
 {
-	auto sources = open_sources(root, env_dir);
-	if (!sources)
-		return fail(sources.error());
-	const auto read = [&](const char *key, std::string &value, std::string &origin) { return read_credential(*sources, key, value, origin); };
+	const auto read = [&](const char *key, std::string &value, std::string &origin) { return read_credential(sources, key, value, origin); };
 	std::string value, origin;
 	const auto bad = [&](const std::string &what) { return fail(usage_error(origin + ": '" + printable(value) + "' is not " + what)); };
 	if (auto r = read("enabled", value, origin); !r)
@@ -130,14 +127,30 @@ Result<void> apply_credentials(Config &cfg, const std::string &root, const char 
 	return {};
 }
 
+// The host's kill switch alone: where enabled=false was set, or nullopt. Read on its own so that no
+// error in the image's file or in another setting can override it.
+std::optional<std::string> host_switched_off(const std::vector<Source> &sources)
+{
+	std::string value, origin;
+	if (!read_credential(sources, "enabled", value, origin).value_or(false))
+		return std::nullopt;
+	const auto e = parse_enabled(value);
+	return e && *e == Enabled::No ? std::optional(origin) : std::nullopt;
+}
+
+}  // namespace
+
 Result<Config> load_machine_config(const std::string &config_path, bool must_exist, const std::string &root, const char *env_dir,
 				   std::vector<std::string> &warnings)
 {
+	auto sources = open_sources(root, env_dir);
 	auto cfg = load_config(config_path, must_exist);
+	if (cfg && !sources)
+		cfg = fail(sources.error());
 	if (cfg)
-		if (auto r = apply_credentials(*cfg, root, env_dir); !r)
+		if (auto r = apply_credentials(*cfg, *sources); !r)
 			cfg = fail(r.error());
-	const auto off = host_switched_off(root, env_dir);
+	const auto off = sources ? host_switched_off(*sources) : std::nullopt;
 	if (!off)
 		return cfg;
 	if (!cfg) {
@@ -147,16 +160,6 @@ Result<Config> load_machine_config(const std::string &config_path, bool must_exi
 	cfg->enabled = Enabled::No;
 	cfg->origins["enabled"] = *off;
 	return cfg;
-}
-
-std::optional<std::string> host_switched_off(const std::string &root, const char *env_dir)
-{
-	auto sources = open_sources(root, env_dir);
-	std::string value, origin;
-	if (!sources || !read_credential(*sources, "enabled", value, origin).value_or(false))
-		return std::nullopt;
-	const auto e = parse_enabled(value);
-	return e && *e == Enabled::No ? std::optional(origin) : std::nullopt;
 }
 
 }  // namespace unbounded

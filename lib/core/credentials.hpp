@@ -27,20 +27,12 @@ inline constexpr const char *SYSTEM_CREDENTIALS_DIR = "/run/credentials/@system"
 inline constexpr const char *HOST_SETTINGS_DIR = "/run/host-nvidia-settings";
 inline constexpr std::size_t MAX_CREDENTIAL_BYTES = 16 * 1024;
 
-// Applies the credentials found to `cfg` (recording each one's origin). A credential whose value is
-// not understood is a usage error naming it, as a bad line of the file is. `env_dir`:
-// $CREDENTIALS_DIRECTORY, or nullptr.
-Result<void> apply_credentials(Config &cfg, const std::string &root, const char *env_dir);
-
 // The machine's configuration as the generator, setup and verify all take it: the image's file
 // (load_config()), the host's settings over it, and the host's kill switch over every error of either:
 // a machine the host switched off gets the defaults, switched off, and the error as a warning in
-// `warnings`, so that a typo can never put setup in front of containerd there.
+// `warnings`, so that a typo can never put setup in front of containerd there. `env_dir`:
+// $CREDENTIALS_DIRECTORY, or nullptr. The settings' directories are opened once for both.
 Result<Config> load_machine_config(const std::string &config_path, bool must_exist, const std::string &root, const char *env_dir,
 				   std::vector<std::string> &warnings);
-
-// The host's kill switch alone: where enabled=false was set by the host, or nullopt. Read on its own
-// so that no error in the image's file or in another setting can override it.
-std::optional<std::string> host_switched_off(const std::string &root, const char *env_dir);
 
 }  // namespace unbounded
