@@ -5,6 +5,7 @@
 #include "fs.hpp"
 #include "format.hpp"
 #include "host_binds.hpp"
+#include "live_apply.hpp"
 #include "lock.hpp"
 #include "machine_files.hpp"
 #include "version.hpp"
@@ -31,7 +32,7 @@ constexpr const char *PROGRAM = "unbounded-nvidia-host";
 void help()
 {
 	std::printf("Usage: %s [--root DIR] [--json] binds MACHINE [--unit NAME] [--gpus LIST] [--licensing DIR] [--credentials] "
-		    "[--enabled=V] [--no-optix] [--print|--check]\n"
+		    "[--enabled=V] [--no-optix] [--print|--check|--apply]\n"
 		    "       %s [--root DIR] [--json] check\n"
 		    "       %s --version\n\n"
 		    "The host's half of unbounded-nvidia-setup: run on the host, as root.\n\n"
@@ -53,6 +54,8 @@ void help()
 		    "  --no-optix      leave OptiX's data file out, as the machine's `nvoptix: false`\n"
 		    "  --print         print the files' lines instead of writing them\n"
 		    "  --check         compare the files with what is needed; name each missing or superfluous line\n"
+		    "  --apply         write the files, then give the running machine their binds, device permissions and\n"
+		    "                  settings without a restart and run its refresh; what only a restart applies is named\n"
 		    "  -h, --help      show this help\n"
 		    "  --version       show the release and the commit it was built from\n\n"
 		    "Exit status: 0 done, up to date or ready, 1 not ready or the files differ (--check), 2 usage error.\n"
@@ -66,7 +69,7 @@ struct Args {
 	std::string command;
 	BindsOptions binds;
 	std::string unit;
-	bool print = false, check = false;
+	bool print = false, check = false, apply = false;
 };
 
 std::vector<std::string> split_list(const std::string &s)
@@ -94,10 +97,10 @@ const char *usage_problem(const Args &a)
 		       ? "MACHINE must be a machine name as systemd takes it (labels of letters, digits and '-' joined by '.', "
 			 "none empty or starting or ending with '-', at most 64 characters)"
 	       : !a.unit.empty() && !valid_service_name(a.unit) ? "--unit takes a service name (NAME.service)"
-	       : a.print && a.check                             ? "--print and --check exclude each other"
-	       : !binds && (a.print || a.check || a.binds.credentials || a.binds.enabled || a.binds.licensing || !a.binds.gpus.empty() ||
+	       : int(a.print) + int(a.check) + int(a.apply) > 1 ? "--print, --check and --apply exclude each other"
+	       : !binds && (a.print || a.check || a.apply || a.binds.credentials || a.binds.enabled || a.binds.licensing || !a.binds.gpus.empty() ||
 			    !a.unit.empty())
-		       ? "only binds takes --unit, --gpus, --licensing, --credentials, --enabled, --print and --check"
+		       ? "only binds takes --unit, --gpus, --licensing, --credentials, --enabled, --print, --check and --apply"
 		       : nullptr;
 }
 
@@ -150,6 +153,8 @@ int parse_args(int argc, char **argv, Args &a)
 			a.print = true;
 		} else if (arg == "--check") {
 			a.check = true;
+		} else if (arg == "--apply") {
+			a.apply = true;
 		} else if (!arg.starts_with("-") && a.command.empty()) {
 			a.command = arg;
 		} else if (!arg.starts_with("-") && a.command == "binds" && a.binds.machine.empty()) {
@@ -231,6 +236,34 @@ int check_binds(const Context &ctx, const Args &a, const MachineFiles &f, const 
 	return report_binds(a, f, b, {{"up_to_date", lines.empty()}, {"differences", lines}});
 }
 
+void print_live(const std::string &machine, const LiveResult &live)
+{
+	for (const auto &d : live.done)
+		std::printf("%s: %s\n", machine.c_str(), d.c_str());
+	for (const auto &n : live.not_live)
+		std::printf("Not applied live: %s\n", n.c_str());
+	if (live.state == "not-running")
+		std::printf("%s is not running: the binds apply when it starts.\n", machine.c_str());
+	else if (live.state == "not-live")
+		std::printf("Nothing was changed in the running %s: restart it (machinectl reboot %s) for the binds to apply.\n", machine.c_str(),
+			    machine.c_str());
+	else if (live.state == "applied" && !live.refresh.empty())
+		std::printf("%s: unbounded-nvidia-refresh.service finished.\n", machine.c_str());
+	else if (live.state == "applied")
+		std::printf("%s has these binds already.\n", machine.c_str());
+	if (!live.error.empty())
+		std::fprintf(stderr, "%s\n", live.error.c_str());
+}
+
+nlohmann::json live_json(const LiveResult &live)
+{
+	return {{"state", live.state},
+		{"changed", live.done},
+		{"not_live", live.not_live},
+		{"refresh", live.refresh.empty() ? nlohmann::json() : nlohmann::json(live.refresh)},
+		{"error", live.error.empty() ? nlohmann::json() : nlohmann::json(live.error)}};
+}
+
 int write_binds(const Context &ctx, const Args &a, const MachineFiles &f, const HostBinds &b)
 {
 	auto changes = planned_files(ctx, f, b);
@@ -243,8 +276,16 @@ int write_binds(const Context &ctx, const Args &a, const MachineFiles &f, const 
 		for (const auto &path : *done)
 			std::printf("%s %s\n", std::any_of(changes->begin(), changes->end(), [&](const FileChange &c) { return c.path == path && !c.text; }) ? "Removed" : "Wrote",
 				    path.c_str());
+	if (a.apply) {
+		const auto live = apply_live(f, b, f.base_text, *done);
+		if (!a.json)
+			print_live(a.binds.machine, live);
+		const int rc = report_binds(a, f, b, {{"changed", !done->empty()}, {"written", *done}, {"live", live_json(live)}});
+		return live.state == "applied" || live.state == "not-running" ? rc : EXIT_NOT_READY;
+	}
 	if (!a.json)
-		std::printf(!done->empty() ? "Run `systemctl daemon-reload`, then restart the machine (machinectl reboot %s) for the binds to apply.\n"
+		std::printf(!done->empty() ? "Run `systemctl daemon-reload`, then restart the machine (machinectl reboot %s), or run binds --apply, for "
+					     "the binds to apply.\n"
 					   : "%s's binds are up to date.\n",
 			    a.binds.machine.c_str());
 	return report_binds(a, f, b, {{"changed", !done->empty()}, {"written", *done}});
@@ -267,6 +308,10 @@ void keep_kill_switch(const Context &ctx, const MachineFiles &f, Args &a)
 
 int run_binds(const Context &ctx, Args a)
 {
+	if (a.apply && !ctx.root.empty()) {
+		std::fprintf(stderr, "%s: --apply changes this host's running machine: not with --root or $UNBOUNDED_NVIDIA_ROOT\n", PROGRAM);
+		return EXIT_USAGE;
+	}
 	auto f = locate_machine_files(ctx, a.binds.machine, a.unit, /*writing=*/!a.print && !a.check);
 	if (!f) {
 		std::fprintf(stderr, "%s\n", f.error().message.c_str());

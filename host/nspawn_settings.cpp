@@ -89,7 +89,8 @@ std::vector<Line> parse(std::string_view text)
 
 bool under(std::string_view path, std::string_view dir) { return path == dir || (path.starts_with(dir) && path[dir.size()] == '/'); }
 
-// Where a Bind=/BindReadOnly= value mounts: SOURCE[:DEST[:OPTIONS]], DEST defaulting to SOURCE.
+}  // namespace
+
 std::string_view bind_destination(std::string_view value)
 {
 	const auto colon = value.find(':');
@@ -99,17 +100,25 @@ std::string_view bind_destination(std::string_view value)
 	return rest.substr(0, rest.find(':'));
 }
 
-}  // namespace
+std::optional<BindSpec> bind_spec(const SettingLine &l)
+{
+	if (l.section != "Files" || (l.key != "Bind" && l.key != "BindReadOnly"))
+		return std::nullopt;
+	const auto colon = l.value.find(':');
+	return BindSpec{l.value.substr(0, colon), std::string(bind_destination(l.value)), l.key == "BindReadOnly"};
+}
+
+bool owned_destination(std::string_view dest)
+{
+	return dest.starts_with("/run/host-nvidia/") || dest == "/run/host-nvidia-licensing" || dest == SETTINGS_MOUNT || dest.starts_with("/dev/nvidia") ||
+	       under(dest, "/dev/dri") || dest == "/dev/gdrdrv" || under(dest, "/run/nvidia-persistenced") || under(dest, "/run/nvidia-fabricmanager") ||
+	       under(dest, "/tmp/nvidia-mps");
+}
 
 bool owned(const SettingLine &l)
 {
-	if (l.section == "Files" && (l.key == "Bind" || l.key == "BindReadOnly")) {
-		const auto dest = bind_destination(l.value);
-		return dest.starts_with("/run/host-nvidia/") || dest == "/run/host-nvidia-licensing" || dest == SETTINGS_MOUNT ||
-		       dest.starts_with("/dev/nvidia") ||
-		       under(dest, "/dev/dri") || dest == "/dev/gdrdrv" || under(dest, "/run/nvidia-persistenced") ||
-		       under(dest, "/run/nvidia-fabricmanager") || under(dest, "/tmp/nvidia-mps");
-	}
+	if (const auto bind = bind_spec(l))
+		return owned_destination(bind->dest);
 	if (l.section == "Exec" && (l.key == "SetCredential" || l.key == "LoadCredential"))
 		return l.value.starts_with("unbounded-nvidia.");
 	return l.section == "Exec" && l.key == "SystemCallFilter" && l.value == "bpf";

@@ -7,6 +7,7 @@
 
 #include "host_binds.hpp"
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,6 +15,18 @@
 namespace unbounded::host {
 
 bool owned(const SettingLine &line);
+
+// A Bind=/BindReadOnly= line: SOURCE[:DEST[:OPTIONS]], DEST defaulting to SOURCE.
+struct BindSpec {
+	std::string source;
+	std::string dest;
+	bool read_only = false;
+	bool operator==(const BindSpec &) const = default;
+};
+std::optional<BindSpec> bind_spec(const SettingLine &line);
+std::string_view bind_destination(std::string_view value);
+// Whether a mount at `dest` in a machine is one of ours (what owned() says of a bind line onto it).
+bool owned_destination(std::string_view dest);
 
 // `existing` with our lines replaced by `ours`, each at the end of the first section of its name
 // (a section appended when the file has none).

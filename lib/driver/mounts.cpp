@@ -91,11 +91,35 @@ Result<MountTable> MountTable::load(const std::string &parent, const std::string
 	while (!prefix.empty() && prefix.back() == '/')
 		prefix.pop_back();
 	prefix += '/';
+	MountTable t;
+	auto read = scan(mountinfo, [&](std::string_view line) {
+		if (auto e = parse_line(line, prefix))
+			t.entries_.push_back(std::move(*e));
+	});
+	if (!read)
+		return fail(read.error());
+	return t;
+}
 
+Result<MountTable> MountTable::load_if(const std::function<bool(const std::string &target)> &keep, const std::string &mountinfo)
+{
+	MountTable t;
+	auto read = scan(mountinfo, [&](std::string_view line) {
+		auto target = unmangle(field(line, 4));
+		const auto dash = line.find(" - ");
+		if (dash != std::string_view::npos && keep(target))
+			t.entries_.push_back(MountEntry{std::move(target), unmangle(field(line, 3)), unmangle(field(line.substr(dash + 3), 0))});
+	});
+	if (!read)
+		return fail(read.error());
+	return t;
+}
+
+Result<void> MountTable::scan(const std::string &mountinfo, const std::function<void(std::string_view line)> &each)
+{
 	UniqueFd fd(::open(mountinfo.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
 	if (!fd)
 		return fail(last_errno_error("Failed to open " + mountinfo));
-	MountTable t;
 	std::string line;
 	bool skipping = false;  // inside a line longer than MAX_LINE
 	char buf[1 << 16];
@@ -122,14 +146,13 @@ Result<MountTable> MountTable::load(const std::string &parent, const std::string
 			if (nl == std::string_view::npos)
 				break;
 			if (!skipping)
-				if (auto e = parse_line(line, prefix))
-					t.entries_.push_back(std::move(*e));
+				each(line);
 			line.clear();
 			skipping = false;
 			chunk.remove_prefix(nl + 1);
 		}
 	}
-	return t;
+	return {};
 }
 
 std::optional<MountEntry> MountTable::mount_at(const std::string &p) const

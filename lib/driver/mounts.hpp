@@ -6,7 +6,9 @@
 
 #include "error.hpp"
 
+#include <functional>
 #include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -24,6 +26,9 @@ public:
 	// while the file is parsed: pod volumes are mounts in the machine, and a table of 60,000 held
 	// whole cost 37 MiB on every run; the staging mount points are all that is ever asked for.
 	static Result<MountTable> load(const std::string &parent, const std::string &mountinfo = "/proc/self/mountinfo");
+	// Every mount whose (unescaped) mount point `keep` takes: the host tool's view of a machine's mounts.
+	static Result<MountTable> load_if(const std::function<bool(const std::string &target)> &keep, const std::string &mountinfo);
+	const std::vector<MountEntry> &entries() const { return entries_; }
 
 	// Entry whose mount point is exactly `canonical_path` (see canonical()), if any.
 	std::optional<MountEntry> mount_at(const std::string &canonical_path) const;
@@ -32,6 +37,7 @@ public:
 	static std::string canonical(const std::string &path);
 
 private:
+	static Result<void> scan(const std::string &mountinfo, const std::function<void(std::string_view line)> &each);
 	std::vector<MountEntry> entries_;  // in the order of the file: later ones shadow earlier ones
 };
 

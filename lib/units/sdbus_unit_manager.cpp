@@ -32,6 +32,7 @@ struct SdBusApi {
 	X(sd_bus_message_unref)       \
 	X(sd_bus_new)                 \
 	X(sd_bus_open_system)         \
+	X(sd_bus_open_system_machine) \
 	X(sd_bus_process)             \
 	X(sd_bus_set_address)         \
 	X(sd_bus_slot_unref)          \
@@ -346,6 +347,19 @@ Result<std::unique_ptr<UnitManager>> connect_system_manager()
 	int r = bus_api->sd_bus_open_system(&bus);
 	if (r < 0)
 		return fail(errno_error(-r, "Failed to connect to the system bus"));
+	return std::unique_ptr<UnitManager>(std::make_unique<SdBusUnitManager>(bus, false));
+}
+
+Result<std::unique_ptr<UnitManager>> connect_machine_manager(const std::string &machine)
+{
+	auto api = sd_bus_api();
+	if (!api)
+		return fail(api.error());
+	bus_api = *api;
+	sd_bus *bus = nullptr;
+	int r = bus_api->sd_bus_open_system_machine(&bus, machine.c_str());
+	if (r < 0)
+		return fail(errno_error(-r, "Failed to connect to the system bus of machine " + machine));
 	return std::unique_ptr<UnitManager>(std::make_unique<SdBusUnitManager>(bus, false));
 }
 

@@ -56,6 +56,10 @@ public:
 // setup's boot path never pays for it.
 Result<std::unique_ptr<UnitManager>> connect_system_manager();
 
+// The service manager of a running machine, from the host: its system bus, reached through
+// systemd-machined (as `systemctl -M MACHINE` does).
+Result<std::unique_ptr<UnitManager>> connect_machine_manager(const std::string &machine);
+
 // A service manager kept in a JSON file, for tests through the real binaries on fake roots:
 // {"units": {"containerd.service": {"load_state": "loaded", "active_state": "inactive",
 // "active_enter_usec": 0, "job_type": "start", "start_result": "done"}}, "calls": ["start ..."]}.

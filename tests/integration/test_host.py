@@ -323,7 +323,11 @@ class TestBindsDevices(HostCase):
                            (["binds", "gpu1", "--print", "--gpus", ","], "--gpus names no GPU"),
                            (["binds", "gpu_1", "--print"], "machine name"),
                            (["binds", "gpu1", "--print", "--licensing", "/srv/none"], "is not a directory"),
-                           (["check", "--gpus", "1"], "only binds")):
+                           (["check", "--gpus", "1"], "only binds"),
+                           (["check", "--apply"], "only binds"),
+                           (["binds", "gpu1", "--apply", "--check"], "exclude each other"),
+                           # --apply changes this host's running machine: a tree is no host that runs one
+                           (["binds", "gpu1", "--apply"], "not with --root")):
             r = self.host(*args, root=host.root)
             self.assertEqual(r.returncode, 2, (args, r.stderr))
             self.assertIn(text, r.stderr)

@@ -323,6 +323,146 @@ class TestHostBinds(SystemCase):
         # (the generator's warning goes to the kernel log, which nspawn hides: test_host.py reads it)
 
 
+BOOTED_HOST_SCENARIO = r"""
+inner=/var/lib/machines/gpu
+# The host tool refuses to run in a container; this host is one (nspawn's /run/systemd/container):
+# each run gets a mount namespace where that file is empty, as on a host.
+host() { unshare -m sh -c 'mount --bind /var/lib/not-a-container /run/systemd/container && exec "$@"' host "$@"; }
+in_gpu() { systemd-run -M gpu --wait --pipe -q "$@"; }
+up() {  # the GPU machine's kubelet (after containerd, after setup) is active
+	systemctl -M gpu is-active -q kubelet.service 2>/dev/null
+}
+observe() {  # observe N: what the host and the running GPU machine show now
+	machinectl show gpu -p Leader --value > $out/leader-$1
+	systemctl -M gpu show -p InvocationID --value unbounded-nvidia-setup.service > $out/setup-invocation-$1
+	systemctl -M gpu show -p InvocationID --value unbounded-nvidia-refresh.service > $out/refresh-invocation-$1
+	systemctl show -p DeviceAllow --value systemd-nspawn@gpu.service > $out/device-allow-$1
+	in_gpu /usr/bin/unbounded-nvidia-setup verify --json > $out/verify-$1.json 2> $out/verify-$1.err
+	for n in 0 1; do in_gpu sh -c "head -c1 /dev/nvidia$n" > $out/open-nvidia$n-$1 2>&1; done
+}
+host unbounded-nvidia-host binds gpu --credentials --gpus 0 > $out/binds.out 2>&1; echo $? > $out/binds.rc
+cp /etc/systemd/nspawn/gpu.nspawn $out/written.nspawn
+systemctl daemon-reload
+machinectl start gpu
+wait_for 120 up
+observe 1
+# A GPU reassigned while the machine runs: GPU 1 given, GPU 0 taken back.
+host unbounded-nvidia-host --json binds gpu --credentials --gpus 1 --apply > $out/apply.json 2> $out/apply.err; echo $? > $out/apply.rc
+observe 2
+# The kill switch is the generator's, at boot: --apply names it and changes nothing live.
+host unbounded-nvidia-host binds gpu --credentials --gpus 1 --enabled=no --apply > $out/off.out 2>&1; echo $? > $out/off.rc
+echo 'stagin_timeout: 30s' > $inner/etc/unbounded/nvidia.yaml
+rm -rf $inner/var/lib/standin
+machinectl poweroff gpu
+wait_for 60 sh -c '! machinectl show gpu > /dev/null 2>&1'
+machinectl start gpu
+wait_for 120 up
+systemctl -M gpu show -p LoadState --value unbounded-nvidia-setup.service > $out/setup-load-off
+machinectl poweroff gpu
+wait_for 60 sh -c '! machinectl show gpu > /dev/null 2>&1'
+"""
+
+
+class TestBootedHost(SystemCase):
+    """A host with systemd as PID 1 (this image booted with systemd-nspawn, its systemd-machined and
+    systemd-nspawn@.service its own) that runs a GPU machine the way hosts do: `unbounded-nvidia-host
+    binds` writes the files, `machinectl start gpu` starts it. The host's driver is the fake one in its
+    own /usr/lib/<multiarch>, /usr/bin and /usr/lib/firmware, its GPU nodes bound from this test; the
+    host package only (the tool, no generator). The GPU machine is a system-tier image with the project."""
+
+    def machines(self):
+        gpu = Machine(self, "bootedgpu")
+        for unit in ("multi-user.target.wants/unbounded-test-scenario.service", "unbounded-test-scenario.service"):
+            os.unlink(gpu.p(f"/etc/systemd/system/{unit}"))  # (a first boot's preset would enable it again)
+        host = Machine(self, "bootedhost", installed=False)
+        state = MachineRoot(tmp=host.host("state"))
+        state.set_proc_version(V1)
+        uuids = ["GPU-00000000-1111-2222-3333-444455556666", "GPU-11111111-2222-3333-4444-555566667777"]
+        for minor, (bus, uuid) in enumerate(zip(("0000:18:00.0", "0000:19:00.0"), uuids)):
+            state.add_gpu(minor, bus, uuid)
+        # This host's /proc/devices with the module's majors added: its systemd resolves char-pts and
+        # the other classes of DeviceAllow= there.
+        with open("/proc/devices") as f:
+            real = f.read()
+        state.write_proc_devices()
+        with open(state.p("/proc/devices")) as f:
+            nvidia = [line for line in f.read().split("\n\n")[0].splitlines() if "nvidia" in line]
+        with open(state.p("/proc/devices"), "w") as f:
+            f.write(real.replace("Character devices:\n", "Character devices:\n" + "".join(f"{line}\n" for line in nvidia), 1))
+        gpu.fake_module(proc_version_text(V1))
+        gpu.binds.clear()  # the GPU machine's binds are the host's .nspawn file's, nothing of the test's
+        fake = MachineRoot(tmp=host.host("driver"))
+        fake.stage_ubuntu(V1, unrelated=False)
+        fake.stage_bin(V1)
+        fake.stage_firmware(V1)
+        for n, path in {0: f"/usr/lib/{ARCH}", 1: "/usr/bin", 2: "/usr/lib/firmware"}.items():
+            os.makedirs(host.p(path), exist_ok=True)
+            subprocess.run(["cp", "-a", fake.p(f"/run/host-nvidia/{n}") + "/.", host.p(path)], check=True)
+        shutil.copy(os.path.join(BUILD, "host", "unbounded-nvidia-host"), host.p("/usr/bin/unbounded-nvidia-host"))
+        host.write("/var/lib/not-a-container", "")
+        # The operator's own lines: no user namespace and no veth (machined binds into no user
+        # namespace on 252; this test host has no network to give), the fake module's /proc/driver.
+        host.write("/etc/systemd/nspawn/gpu.nspawn", "[Exec]\nPrivateUsers=no\n\n[Files]\nBindReadOnly=/var/lib/fake-proc-driver\n\n"
+                   "[Network]\nVirtualEthernet=no\n")
+        host.write("/etc/systemd/system/fake-host-driver.service",
+                   "[Unit]\nDescription=The fake NVIDIA module's /proc files (system tests)\nDefaultDependencies=no\n"
+                   "After=local-fs.target\nBefore=sysinit.target\n[Service]\nType=oneshot\nRemainAfterExit=yes\n"
+                   "ExecStart=/bin/mount --bind /var/lib/fake-proc-driver /proc/driver\n"
+                   "ExecStart=/bin/mount --bind /var/lib/fake-proc-devices /proc/devices\n")
+        os.makedirs(host.p("/etc/systemd/system/sysinit.target.wants"), exist_ok=True)
+        os.symlink("/etc/systemd/system/fake-host-driver.service", host.p("/etc/systemd/system/sysinit.target.wants/fake-host-driver.service"))
+        host.bind(state.p("/proc/driver"), "/var/lib/fake-proc-driver", read_only=True)
+        host.bind(state.p("/proc/devices"), "/var/lib/fake-proc-devices", read_only=True)
+        for dev, major, minor in [("nvidiactl", 195, 255), ("nvidia-uvm", 509, 0), ("nvidia-uvm-tools", 509, 1), ("nvidia0", 195, 0), ("nvidia1", 195, 1)]:
+            make_chardev(host.host(f"dev/{dev}"), major, minor)
+            host.bind(host.host(f"dev/{dev}"), f"/dev/{dev}")
+        host.bind(gpu.image, "/var/lib/machines/gpu")
+        # A host's systemd: the unified hierarchy, where DeviceAllow= is a BPF program; nspawn's system
+        # call filter off and every capability, so its own systemd-nspawn@gpu.service can run nspawn.
+        host.nspawn_env.update({"SYSTEMD_NSPAWN_UNIFIED_HIERARCHY": "1", "SYSTEMD_SECCOMP": "0"})
+        host.nspawn_args.append("--capability=all")
+        return host, gpu
+
+    def test_binds_and_live_apply_on_a_host_that_starts_the_machine_with_machinectl(self):
+        host, gpu = self.machines()
+        host.boot(BOOTED_HOST_SCENARIO, timeout=420)
+        out = lambda name: host.read(f"/var/lib/standin/{name}").strip()
+        self.assertEqual(out("binds.rc"), "0", out("binds.out"))
+        written = out("written.nspawn")
+        self.assertIn("PrivateUsers=no", written)  # the operator's lines kept
+        self.assertIn("Bind=/dev/nvidia0", written)
+        # The settings reached the machine through the file the host's nspawn read.
+        verify1 = json.loads(out("verify-1.json"))
+        self.assertTrue(verify1["ready"], verify1)
+        origin = "host setting unbounded-nvidia.{} (/run/host-nvidia-settings)"
+        self.assertEqual(verify1["settings"]["expected_gpus"], {"value": 1, "from": origin.format("expected_gpus")})
+        self.assertEqual(verify1["settings"]["gpus"], {"value": ["GPU-00000000-1111-2222-3333-444455556666"], "from": origin.format("gpus")})
+        self.assertIn("No such device or address", out("open-nvidia0-1"))  # allowed, bound (no driver: ENXIO)
+        self.assertIn("No such file", out("open-nvidia1-1"))
+        # Live apply: one bind added, one removed, DeviceAllow= changed, the refresh ran; no restart.
+        self.assertEqual(out("apply.rc"), "0", out("apply.err"))
+        live = json.loads(out("apply.json"))["live"]
+        self.assertEqual(live["state"], "applied", live)
+        self.assertIn("bound /dev/nvidia1 at /dev/nvidia1", live["changed"])
+        self.assertIn("unmounted /dev/nvidia0", live["changed"])
+        self.assertEqual(live["refresh"], "done")
+        self.assertEqual(out("leader-1"), out("leader-2"))
+        self.assertEqual(out("setup-invocation-1"), out("setup-invocation-2"))
+        self.assertNotEqual(out("refresh-invocation-2"), out("refresh-invocation-1"))
+        self.assertIn("/dev/nvidia1 rw", out("device-allow-2"))
+        self.assertNotIn("/dev/nvidia0 rw", out("device-allow-2"))
+        self.assertIn("No such device or address", out("open-nvidia1-2"))  # permitted by the live DeviceAllow=
+        self.assertIn("No such file", out("open-nvidia0-2"))
+        verify2 = json.loads(out("verify-2.json"))
+        self.assertTrue(verify2["ready"], verify2)
+        self.assertEqual(verify2["settings"]["gpus"]["value"], ["GPU-11111111-2222-3333-4444-555566667777"])
+        # The kill switch: named as not live, then at the next start no setup unit, whatever the typo.
+        self.assertEqual(out("off.rc"), "1", out("off.out"))
+        self.assertIn("Not applied live: the kill switch", out("off.out"))
+        self.assertEqual(out("setup-load-off"), "not-found")
+        self.assertEqual(gpu.read("/var/lib/standin/containerd/setup-load").strip(), "not-found")
+
+
 class TestCredentials(SystemCase):
     def test_a_credential_the_host_passed_reaches_the_sandboxed_setup_and_verify(self):
         """Issue 45, item 4, on systemd 252: setup's unit loads the host's credentials (LoadCredential=; its

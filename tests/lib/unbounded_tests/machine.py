@@ -41,18 +41,20 @@ verify_now
 
 
 class Machine:
-    def __init__(self, testcase, name, base=None, real_containerd=False):
+    def __init__(self, testcase, name, base=None, real_containerd=False, installed=True):
         """`base`: another cached image than the system tier's (the containerd tier's trixie);
-        `real_containerd`: keep the image's own containerd.service instead of the stand-in."""
+        `real_containerd`: keep the image's own containerd.service instead of the stand-in;
+        `installed=False`: neither the project nor the stand-ins, only the scenario (a host)."""
         self.tmp = tempfile.mkdtemp(prefix=f"unbounded-sys-{name}-", dir=os.environ.get("UNBOUNDED_TEST_CACHE_TMP"))
         testcase.addCleanup(shutil.rmtree, self.tmp, True)
         self.image = os.path.join(self.tmp, "image")
         subprocess.run(["cp", "-a", "--reflink=auto", base or base_image(), self.image], check=True)
-        r = subprocess.run(["meson", "install", "-C", BUILD, "--no-rebuild", "--quiet", "--destdir", self.image],
-                           capture_output=True, text=True)
-        if r.returncode != 0:
-            raise RuntimeError(f"meson install into the image failed:\n{r.stdout}{r.stderr}")
-        self._install_standins(real_containerd)
+        if installed:
+            r = subprocess.run(["meson", "install", "-C", BUILD, "--no-rebuild", "--quiet", "--destdir", self.image],
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                raise RuntimeError(f"meson install into the image failed:\n{r.stdout}{r.stderr}")
+        self._install_standins(real_containerd, scenario_only=not installed)
         os.makedirs(self.p("/var/log/journal"), exist_ok=True)  # persistent journal, read after shutdown
         self.binds = []
         self.init_args = []  # passed to systemd as PID 1 (systemd.setenv=..., as a kernel command line would)
@@ -69,11 +71,11 @@ class Machine:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         return path
 
-    def _install_standins(self, real_containerd=False):
+    def _install_standins(self, real_containerd=False, scenario_only=False):
         wants = self.p("/etc/systemd/system/multi-user.target.wants")
         os.makedirs(wants, exist_ok=True)
         for unit in ("containerd.service", "kubelet.service", "nvidia-gridd.service", "unbounded-test-scenario.service"):
-            if unit == "containerd.service" and real_containerd:
+            if (unit == "containerd.service" and real_containerd) or (scenario_only and unit != "unbounded-test-scenario.service"):
                 continue
             shutil.copy(os.path.join(STANDINS, unit), self.p("/etc/systemd/system"))
             os.symlink(f"/etc/systemd/system/{unit}", os.path.join(wants, unit))
