@@ -128,11 +128,24 @@ class HostCase(unittest.TestCase):
         self.assertEqual(asking, [], r.result["warnings"])
         return r
 
+    def assertEachStagingContributes(self, m, out):
+        """No bound directory gives nothing: each staging mount is the source of a file of the root
+        (the manifest says where each came from) or a file of the spec (a graphics configuration)."""
+        with open(os.path.join(m.driver_root(), ".unbounded-manifest.json")) as f:
+            sources = [e.get("source", "") for e in json.load(f)["entries"]]
+        with open(m.p("/etc/cdi/nvidia.yaml")) as f:
+            spec = f.read()
+        for n, host_dir in enumerate(out["staging"]):
+            mount = f"/run/host-nvidia/{n}/"
+            self.assertTrue(any(s.startswith(mount) for s in sources) or mount in spec,
+                            f"{host_dir} (bound at {mount}) gives the machine nothing: {out['staging']}")
+
     def assertSameAsRecipe(self, host, out, recipe, version, config=None, host_lacks=()):
         """binds' output applied, and the hand-written recipe (`recipe`: host paths at /run/host-nvidia/N
         with the same nodes), give the same root and spec."""
         ours = self.apply(host, out["nspawn"], config)
         self.assertReadyWithoutBindWarnings(ours, version, host_lacks)
+        self.assertEachStagingContributes(ours, out)
         theirs = host_snapshots.machine(self, host, recipe, version, gpus=1)
         shutil.copytree(host.p("/sys"), theirs.p("/sys"), symlinks=True, dirs_exist_ok=True)
         if config:
