@@ -69,6 +69,16 @@ Result<void> LicenseReloader::known_bad(ReloadReport &report, const LicenseSet &
 {
 	if (unverified && applied && read_targets() != *applied)
 		return roll_back(report, *applied, source);
+	if (unverified && applied) {
+		auto unfinished = rollback_unfinished();
+		if (!unfinished)
+			return fail(unfinished.error());
+		if (*unfinished) {
+			note(report, "A rollback to the last known good licensing files was interrupted before nvidia-gridd ran with them; "
+				     "restarting it.");
+			return restart_with_good(report);
+		}
+	}
 	if (auto r = write_state(RESTARTING, std::nullopt); !r)
 		return r;
 	if (set_outcome)

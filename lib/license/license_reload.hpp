@@ -81,6 +81,8 @@ private:
 	bool shutting_down();
 	Result<bool> check_boot_install(ReloadReport &report);
 	Result<void> roll_back(ReloadReport &report, const LicenseSet &good, const LicenseSet &bad);
+	Result<void> restart_with_good(ReloadReport &report);
+	Result<bool> rollback_unfinished();
 	using Body = Result<void> (LicenseReloader::*)(ReloadReport &);
 	Result<ReloadReport> prepared(Body body);
 	Result<void> reload_rounds(ReloadReport &report);

@@ -84,6 +84,13 @@ Result<void> LicenseReloader::roll_back(ReloadReport &report, const LicenseSet &
 			   {{"MESSAGE_ID", message_id::LICENSE_FAILED}});
 		return write_state(RESTARTING, std::nullopt);
 	}
+	return restart_with_good(report);
+}
+
+// The rollback's restart, with the last known good installed: judged, and the record of a restart
+// under way cleared either way (the files are the last known good, judged by this restart).
+Result<void> LicenseReloader::restart_with_good(ReloadReport &report)
+{
 	auto again = restart_gridd(report);
 	if (!again || *again != Restart::Up) {
 		report.outcome = ReloadOutcome::Failed;
@@ -98,6 +105,20 @@ Result<void> LicenseReloader::roll_back(ReloadReport &report, const LicenseSet &
 		   "The new files are not retried until they change.",
 		   {{"MESSAGE_ID", message_id::LICENSE_ROLLED_BACK}});
 	return write_state(RESTARTING, std::nullopt);
+}
+
+// A rollback killed after it put the last known good back but before nvidia-gridd ran with it: the
+// daemon is down (it failed with the bad files, or our stop job left it stopped). The next run must
+// finish that restart, not leave it down because the files on disk are already the good ones.
+Result<bool> LicenseReloader::rollback_unfinished()
+{
+	auto status = units_.status(ctx_.config.licensing.gridd_unit);
+	if (!status)
+		return fail(status.error());
+	auto ours = read_state(STOPPED_BY_US);
+	if (!ours)
+		return fail(ours.error());
+	return status->active_state == "failed" || (ours->has_value() && status->active_state == "inactive");
 }
 
 // The first half of apply_set(): the record that a restart is under way, then the files. A failure
