@@ -8,6 +8,7 @@
 #include "unit_manager.hpp"
 
 #include <algorithm>
+#include <sys/sysmacros.h>
 #include <cerrno>
 #include <cstdlib>
 #include <fcntl.h>
@@ -27,7 +28,8 @@ namespace unbounded::host {
 namespace {
 
 constexpr const char *REFRESH_UNIT = "unbounded-nvidia-refresh.service";
-constexpr Millis REFRESH_TIMEOUT{300'000};
+// The refresh unit's own TimeoutStartSec= is three settle limits and builds (about 21 minutes).
+constexpr Millis REFRESH_TIMEOUT{1'500'000};
 constexpr std::uint64_t RELOAD_TIMEOUT_USEC = 120'000'000;  // a daemon-reload of a large host takes seconds
 constexpr const char *MACHINED = "org.freedesktop.machine1";
 constexpr const char *MACHINED_PATH = "/org/freedesktop/machine1";
@@ -101,11 +103,11 @@ Result<std::optional<MachineInfo>> find_machine(sd_bus *bus, const std::string &
 }
 
 // The leader's UID map is the identity only without a user namespace (what machined checks).
-bool user_namespaced(std::uint32_t leader)
+Result<bool> user_namespaced(int proc)
 {
-	auto map = fs::read_file("/proc/" + std::to_string(leader) + "/uid_map", 4096);
+	auto map = fs::read_file_at(proc, "uid_map", "the machine leader's uid_map", 4096);
 	if (!map)
-		return true;
+		return fail(map.error());
 	std::vector<std::string> words;
 	for (std::size_t i = 0; i < map->size();) {
 		const auto start = map->find_first_not_of(" \t\n", i);
@@ -124,65 +126,74 @@ bool unified_cgroups()
 	return ::statfs("/sys/fs/cgroup", &s) == 0 && s.f_type == CGROUP2_SUPER_MAGIC;
 }
 
-// The mount points of ours in the leader's mount namespace, as its /proc/PID/mountinfo lists them
-// (paths as the machine sees them; the parser skips every other mount as it reads).
-Result<std::vector<std::string>> our_mount_points(std::uint32_t leader)
+// The leader's /proc directory, opened once: every later look at the machine goes through this fd,
+// so a leader that exits meanwhile fails those looks instead of a reused PID answering them. machined
+// is asked again after the open: the fd is the machine's leader, not a process that took its PID.
+Result<UniqueFd> open_leader(sd_bus *bus, const std::string &machine, std::uint32_t leader)
 {
-	auto table = MountTable::load_if([](const std::string &target) { return owned_destination(target); },
-					 "/proc/" + std::to_string(leader) + "/mountinfo");
-	if (!table)
-		return fail(table.error());
-	std::vector<std::string> out;
-	for (const auto &e : table->entries())
-		if (std::find(out.begin(), out.end(), e.target) == out.end())
-			out.push_back(e.target);
-	return out;
+	const std::string path = "/proc/" + std::to_string(leader);
+	UniqueFd proc(::open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+	if (!proc)
+		return fail(last_errno_error("Failed to open " + path + ", the leader of " + machine));
+	auto again = find_machine(bus, machine);
+	if (!again)
+		return fail(again.error());
+	if (!*again || (*again)->leader != leader)
+		return fail(make_error(machine + " stopped or restarted while binds looked at it; run it again"));
+	return proc;
 }
 
-// What is mounted at each of our destinations in the machine, compared with `wanted`'s sources.
-Result<std::map<std::string, LiveMount>> machine_mounts(std::uint32_t leader, const std::vector<BindSpec> &wanted)
+std::string via(int proc, const char *name) { return "/proc/self/fd/" + std::to_string(proc) + "/" + name; }
+
+// What is mounted at each of our destinations in the machine (its mountinfo, paths as the machine sees
+// them), compared with `wanted`'s sources. A mount point that mountinfo lists but that cannot be reached
+// by its path (a later mount over a parent hides it, say a tmpfs on /tmp) is left alone: nothing could
+// be unmounted there by its path, and the machine does not see it.
+Result<std::map<std::string, LiveMount>> machine_mounts(int proc, const std::vector<BindSpec> &wanted)
 {
-	auto points = our_mount_points(leader);
-	if (!points)
-		return fail(points.error());
-	const std::string root_path = "/proc/" + std::to_string(leader) + "/root";
-	UniqueFd root(::open(root_path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+	auto table = MountTable::load_if([](const std::string &target) { return owned_destination(target); }, via(proc, "mountinfo"));
+	if (!table)
+		return fail(table.error());
+	UniqueFd root(::openat(proc, "root", O_PATH | O_DIRECTORY | O_CLOEXEC));
 	if (!root)
-		return fail(last_errno_error("Failed to open " + root_path));
+		return fail(last_errno_error("Failed to open the machine's root"));
 	std::map<std::string, LiveMount> out;
-	for (const auto &point : *points) {
-		LiveMount m;
+	for (const auto &e : table->entries()) {
 		// Resolved in the machine's root, never through a link of its own: the machine writes its /run.
-		auto fd = open_confined(root.get(), point, {.confinement = Confinement::InRoot, .flags = O_PATH, .follow_last = false});
+		auto fd = open_confined(root.get(), e.target, {.confinement = Confinement::InRoot, .flags = O_PATH, .follow_last = false});
+		if (!fd)
+			continue;
+		LiveMount m;
 		struct stat inside {
 		}, host{};
 		struct statvfs vfs {};
-		const auto bind = std::find_if(wanted.begin(), wanted.end(), [&](const BindSpec &b) { return b.dest == point; });
-		if (fd && bind != wanted.end() && ::fstat(fd->get(), &inside) == 0 && ::stat(bind->source.c_str(), &host) == 0)
+		const auto bind = std::find_if(wanted.begin(), wanted.end(), [&](const BindSpec &b) { return b.dest == e.target; });
+		if (bind != wanted.end() && ::fstat(fd->get(), &inside) == 0 && ::stat(bind->source.c_str(), &host) == 0)
 			m.same_source = inside.st_dev == host.st_dev && inside.st_ino == host.st_ino;
-		if (fd && ::fstatvfs(fd->get(), &vfs) == 0)
+		if (::fstatvfs(fd->get(), &vfs) == 0)
 			m.read_only = (vfs.f_flag & ST_RDONLY) != 0;
-		out[point] = m;
+		out[e.target] = m;  // the last of stacked mounts is the one seen
 	}
 	return out;
 }
 
-// Unmounts `dest` in the leader's mount namespace (lazily: a pod may hold a node open), then removes
-// the empty file or directory nspawn or machined made to mount on. A forked child enters the namespace:
-// setns() into a mount namespace needs a process that shares its file system state with no thread.
-Result<void> unmount_in(std::uint32_t leader, const std::string &dest)
+// Unmounts `dest` in the leader's mount namespace (lazily), then removes the empty file or directory
+// nspawn or machined made to mount on. A forked child enters the namespace: setns() into a mount
+// namespace needs a process that shares its file system state with no thread.
+Result<void> unmount_in(int proc, const std::string &dest)
 {
-	const std::string ns = "/proc/" + std::to_string(leader) + "/ns/mnt";
-	UniqueFd fd(::open(ns.c_str(), O_RDONLY | O_CLOEXEC));
-	if (!fd)
-		return fail(last_errno_error("Failed to open " + ns));
+	UniqueFd ns(::openat(proc, "ns/mnt", O_RDONLY | O_CLOEXEC));
+	if (!ns)
+		return fail(last_errno_error("Failed to open the machine's mount namespace"));
 	const char *path = dest.c_str();
 	const pid_t pid = ::fork();
 	if (pid < 0)
 		return fail(last_errno_error("Failed to fork"));
 	if (pid == 0) {
-		if (::setns(fd.get(), CLONE_NEWNS) < 0 || ::umount2(path, UMOUNT_NOFOLLOW | MNT_DETACH) < 0)
-			::_exit(errno);
+		if (::setns(ns.get(), CLONE_NEWNS) < 0)
+			::_exit(255);
+		if (::umount2(path, UMOUNT_NOFOLLOW | MNT_DETACH) < 0)
+			::_exit(errno & 0x7f);
 		struct stat st {};
 		if (::lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0)
 			(void)::unlink(path);
@@ -191,11 +202,15 @@ Result<void> unmount_in(std::uint32_t leader, const std::string &dest)
 		::_exit(0);
 	}
 	int status = 0;
-	while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+	pid_t r;
+	while ((r = ::waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
 	}
-	const int err = WIFEXITED(status) ? WEXITSTATUS(status) : EINTR;
-	if (err != 0)
-		return fail(errno_error(err, "Failed to unmount " + dest + " in the machine"));
+	if (r < 0)
+		return fail(last_errno_error("Failed to wait for the unmount of " + dest));
+	if (!WIFEXITED(status) || WEXITSTATUS(status) == 255)
+		return fail(make_error("Failed to enter the machine's mount namespace to unmount " + dest));
+	if (WEXITSTATUS(status) != 0)
+		return fail(errno_error(WEXITSTATUS(status), "Failed to unmount " + dest + " in the machine"));
 	return {};
 }
 
@@ -227,19 +242,28 @@ Result<void> daemon_reload(sd_bus *bus)
 	return {};
 }
 
-// The device nodes and classes `unit`'s device cgroup allows now, as systemd reports them.
-Result<std::vector<std::string>> device_allow_of(sd_bus *bus, const std::string &unit)
+// `unit`'s object path ("" when the manager does not know it; a property read of it then fails).
+std::string unit_object(sd_bus *bus, const std::string &unit)
 {
 	BusError err;
 	sd_bus_message *raw = nullptr;
 	int r = sd_bus_call_method(bus, SYSTEMD, "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager", "GetUnit", err.get(), &raw, "s", unit.c_str());
 	MessagePtr reply(raw);
 	const char *path = nullptr;
-	if (r < 0 || (r = sd_bus_message_read(reply.get(), "o", &path)) < 0)
-		return fail(make_error("Failed to find " + unit + ": " + err.text(r), EXIT_NOT_READY, -r));
+	if (r < 0 || sd_bus_message_read(reply.get(), "o", &path) < 0 || !path)
+		return "";
+	return path;
+}
+
+// The device nodes and classes `unit`'s device cgroup allows now, as systemd reports them.
+Result<std::vector<std::string>> device_allow_of(sd_bus *bus, const std::string &unit)
+{
+	const std::string path = unit_object(bus, unit);
+	if (path.empty())
+		return fail(make_error("Failed to find " + unit + " in the host's systemd"));
 	sd_bus_message *praw = nullptr;
 	BusError perr;
-	r = sd_bus_get_property(bus, SYSTEMD, path, "org.freedesktop.systemd1.Service", "DeviceAllow", perr.get(), &praw, "a(ss)");
+	int r = sd_bus_get_property(bus, SYSTEMD, path.c_str(), "org.freedesktop.systemd1.Service", "DeviceAllow", perr.get(), &praw, "a(ss)");
 	MessagePtr prop(praw);
 	if (r < 0 || (r = sd_bus_message_enter_container(prop.get(), 'a', "(ss)")) < 0)
 		return fail(make_error("Failed to read DeviceAllow= of " + unit + ": " + perr.text(r), EXIT_NOT_READY, -r));
@@ -254,35 +278,148 @@ Result<std::vector<std::string>> device_allow_of(sd_bus *bus, const std::string 
 
 bool wrote(const std::vector<std::string> &written, const std::string &path) { return std::find(written.begin(), written.end(), path) != written.end(); }
 
-// What of the change only a restart applies (see the header).
-std::vector<std::string> not_live(const MachineFiles &f, const HostBinds &b, const std::string &old_text, const std::vector<std::string> &written,
-				  const MachineInfo &m)
+// A DeviceAllow= node or class of ours: an NVIDIA or DRM node, or an NVIDIA class.
+bool our_device(const std::string &entry)
 {
-	std::vector<std::string> out;
+	return entry.starts_with("/dev/nvidia") || entry.starts_with("char-nvidia") || entry.starts_with("/dev/dri") || entry == "/dev/gdrdrv";
+}
+
+// Ours of DeviceAllow= entries ("/dev/nvidia0" as systemd reports them, "/dev/nvidia0 rwm" as binds
+// writes them), by node or class, sorted.
+std::vector<std::string> our_devices(std::vector<std::string> entries)
+{
+	for (auto &e : entries)
+		e = e.substr(0, e.find(' '));
+	std::erase_if(entries, [](const std::string &e) { return !our_device(e); });
+	std::sort(entries.begin(), entries.end());
+	entries.erase(std::unique(entries.begin(), entries.end()), entries.end());
+	return entries;
+}
+
+std::string setting(const HostBinds &b, const std::string &name)
+{
+	for (const auto &[n, v] : b.settings)
+		if (n == name)
+			return v;
+	return "";
+}
+
+// The processes of `unit`'s cgroup and every cgroup below it (the machine's pods included).
+std::vector<pid_t> unit_processes(const std::string &cgroup)
+{
+	std::vector<pid_t> pids;
+	std::vector<std::string> dirs{"/sys/fs/cgroup" + cgroup};
+	for (std::size_t i = 0; i < dirs.size() && dirs.size() < 100'000; i++) {
+		auto procs = fs::read_file(dirs[i] + "/cgroup.procs", 4u << 20);
+		for (std::size_t pos = 0; procs && pos < procs->size();) {
+			const auto nl = procs->find('\n', pos);
+			pids.push_back(static_cast<pid_t>(std::atol(procs->substr(pos, nl - pos).c_str())));
+			pos = nl == std::string::npos ? procs->size() : nl + 1;
+		}
+		auto dir = fs::open_dir(dirs[i]);
+		auto names = dir ? fs::list_dir(dir->get(), dirs[i]) : fail(dir.error());
+		for (const auto &n : names ? *names : std::vector<std::string>{})
+			if (struct stat st{}; ::fstatat(dir->get(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+				dirs.push_back(dirs[i] + "/" + n);
+	}
+	return pids;
+}
+
+struct Probe {
+	UniqueFd proc;                       // the leader's /proc directory
+	std::unique_ptr<UnitManager> units;  // the machine's service manager
+	std::vector<std::string> not_live;
+	bool devices_differ = false;  // the unit's DeviceAllow= (ours) is not what binds gives
+};
+
+// What the running machine must be for its change to be applied live, asked of machined, the host's
+// systemd and the machine's own (its bus), before anything is written.
+Result<void> probe_machine(Probe &p, sd_bus *bus, const MachineFiles &f, const HostBinds &b, const MachineInfo &m)
+{
 	if (m.unit != f.unit)
-		out.push_back(f.machine + " runs in " + m.unit + ", not " + f.unit + ": give that unit with --unit");
-	if (user_namespaced(m.leader))
-		out.push_back(f.machine + " runs in a user namespace: systemd-machined binds into none");
+		p.not_live.push_back(f.machine + " runs in " + m.unit + ", not " + f.unit + ": give that unit with --unit");
+	auto userns = user_namespaced(p.proc.get());
+	if (!userns)
+		return fail(userns.error());
+	if (*userns)
+		p.not_live.push_back(f.machine + " runs in a user namespace: systemd-machined binds into none");
 	const auto exec = [](const std::vector<SettingLine> &lines) {
 		std::vector<SettingLine> e;
 		std::copy_if(lines.begin(), lines.end(), std::back_inserter(e), [](const SettingLine &l) { return l.section == "Exec"; });
 		return e;
 	};
-	const auto before = exec(owned_lines(old_text)), after = exec(b.nspawn);
+	const auto before = exec(owned_lines(f.base_text)), after = exec(b.nspawn);
 	for (const auto &l : after)
 		if (std::find(before.begin(), before.end(), l) == before.end())
-			out.push_back("[Exec] " + l.text() + ": nspawn applies it when the machine starts");
+			p.not_live.push_back("[Exec] " + l.text() + ": nspawn applies it when the machine starts");
 	for (const auto &l : before)
 		if (std::find(after.begin(), after.end(), l) == after.end())
-			out.push_back("[Exec] " + l.text() + " removed: nspawn applies it when the machine starts");
-	if (wrote(written, f.settings + "/unbounded-nvidia.enabled"))
-		out.push_back("the kill switch (unbounded-nvidia.enabled): the machine's generator reads it at boot");
-	if (wrote(written, f.dropin) && !unified_cgroups())
-		out.push_back("DeviceAllow= on the legacy cgroup hierarchy: a running machine's device cgroup keeps its own list");
-	return out;
+			p.not_live.push_back("[Exec] " + l.text() + " removed: nspawn applies it when the machine starts");
+	auto units = connect_machine_manager(f.machine);
+	auto refresh = units ? (*units)->state(REFRESH_UNIT) : fail(units.error());
+	auto setup = refresh ? (*units)->state("unbounded-nvidia-setup.service") : fail(refresh.error());
+	if (!setup)
+		return fail(make_error(setup.error().message + " (binds --apply asks the machine's systemd over its bus)"));
+	p.units = std::move(*units);
+	const bool off = setting(b, "unbounded-nvidia.enabled") == "no";
+	if (off && setup->installed())
+		p.not_live.push_back("the kill switch (enabled=no): " + f.machine + "'s generator reads it at boot");
+	if (!off && !refresh->installed())
+		p.not_live.push_back(f.machine + " has no " + REFRESH_UNIT + " (it booted switched off or without a GPU): its generator decides at boot");
+	auto allowed = device_allow_of(bus, f.unit);
+	if (!allowed)
+		return fail(allowed.error());
+	const auto have = our_devices(*allowed), want = our_devices(b.device_allow);
+	p.devices_differ = have != want;
+	if (p.devices_differ && !unified_cgroups())
+		p.not_live.push_back("DeviceAllow= on the legacy cgroup hierarchy: a running machine's device cgroup keeps its own list");
+	std::vector<std::string> gone;
+	std::set_difference(have.begin(), have.end(), want.begin(), want.end(), std::back_inserter(gone));
+	std::erase_if(gone, [](const std::string &e) { return !e.starts_with("/dev/"); });
+	if (gone.empty())
+		return {};
+	auto cgroup = string_property(bus, SYSTEMD, unit_object(bus, f.unit), "org.freedesktop.systemd1.Service", "ControlGroup");
+	const auto pids = cgroup ? unit_processes(*cgroup) : std::vector<pid_t>{};
+	for (const auto &node : gone)
+		if (auto pid = process_holding(pids, node))
+			p.not_live.push_back(node + " is open in " + f.machine + " (PID " + std::to_string(*pid) +
+					     "): the GPU would stay with it; drain its pods first");
+	return {};
+}
+
+// Whether the unit runs (a machine machined does not know, started with --register=no).
+Result<bool> unit_runs(const std::string &unit)
+{
+	auto units = connect_system_manager();
+	auto state = units ? (*units)->state(unit) : fail(units.error());
+	if (!state)
+		return fail(state.error());
+	return state->active_state == "active" || state->active_state == "activating" || state->active_state == "reloading";
 }
 
 }  // namespace
+
+// A process of the machine (a pod's CUDA program, say) that holds `node` open: removing the node's
+// bind and permission would not take the GPU from it. Attributes as cached (AT_STATX_DONT_SYNC): a
+// file the machine opened on a file system that hangs must not hang the host's tool.
+std::optional<pid_t> process_holding(const std::vector<pid_t> &pids, const std::string &node)
+{
+	struct stat want {};
+	if (::stat(node.c_str(), &want) != 0 || !S_ISCHR(want.st_mode))
+		return std::nullopt;
+	for (const pid_t pid : pids) {
+		const std::string fds = "/proc/" + std::to_string(pid) + "/fd";
+		auto dir = fs::open_dir(fds);
+		auto names = dir ? fs::list_dir(dir->get(), fds) : fail(dir.error());
+		for (const auto &n : names ? *names : std::vector<std::string>{}) {
+			struct statx st {};
+			if (::statx(dir->get(), n.c_str(), AT_STATX_DONT_SYNC, STATX_TYPE, &st) == 0 && S_ISCHR(st.stx_mode) &&
+			    ::makedev(st.stx_rdev_major, st.stx_rdev_minor) == want.st_rdev)
+				return pid;
+		}
+	}
+	return std::nullopt;
+}
 
 LivePlan plan_live(const std::vector<BindSpec> &wanted, const std::map<std::string, LiveMount> &mounted)
 {
@@ -302,22 +439,28 @@ LivePlan plan_live(const std::vector<BindSpec> &wanted, const std::map<std::stri
 
 namespace {
 
-// The mounts of `plan`, additions first: one that fails takes back those made before it, so the
-// machine keeps what it had. An unmount that fails (after every addition) is reported as it is.
-Result<void> change_mounts(sd_bus *bus, const std::string &machine, std::uint32_t leader, const LivePlan &plan, std::vector<std::string> &done)
+// Binds what the machine lacks; one that fails takes back those made before it.
+Result<std::vector<std::string>> add_binds(sd_bus *bus, const std::string &machine, int proc, const LivePlan &plan)
 {
 	std::vector<std::string> added;
 	for (const auto &b : plan.add) {
 		if (auto r = bind_into(bus, machine, b); !r) {
 			for (const auto &dest : added)
-				(void)unmount_in(leader, dest);
-			return r;
+				if (auto u = unmount_in(proc, dest); !u)
+					return fail(make_error(r.error().message + "; and taking back " + dest + " failed: " + u.error().message));
+			return fail(r.error());
 		}
 		added.push_back(b.dest);
-		done.push_back("bound " + b.source + " at " + b.dest + (b.read_only ? " read-only" : ""));
 	}
+	return added;
+}
+
+// The rest of `plan` once the device cgroup follows the files: mounts from another source replaced,
+// ours no longer given unmounted. A failure is reported with what was done before it.
+Result<void> replace_and_remove(sd_bus *bus, const std::string &machine, int proc, const LivePlan &plan, std::vector<std::string> &done)
+{
 	for (const auto &b : plan.replace) {
-		auto r = unmount_in(leader, b.dest);
+		auto r = unmount_in(proc, b.dest);
 		if (r)
 			r = bind_into(bus, machine, b);
 		if (!r)
@@ -325,30 +468,83 @@ Result<void> change_mounts(sd_bus *bus, const std::string &machine, std::uint32_
 		done.push_back("rebound " + b.source + " at " + b.dest + (b.read_only ? " read-only" : ""));
 	}
 	for (const auto &dest : plan.remove) {
-		if (auto r = unmount_in(leader, dest); !r)
+		if (auto r = unmount_in(proc, dest); !r)
 			return r;
 		done.push_back("unmounted " + dest);
 	}
 	return {};
 }
 
-// After the daemon-reload: the unit's device cgroup allows each node binds gives, or it is an error.
+// After the daemon-reload: the unit's device cgroup allows exactly our nodes that binds gives.
 Result<void> check_device_allow(sd_bus *bus, const MachineFiles &f, const HostBinds &b)
 {
 	auto allowed = device_allow_of(bus, f.unit);
 	if (!allowed)
 		return fail(allowed.error());
-	for (const auto &d : b.device_allow) {
-		const auto node = d.substr(0, d.find(' '));
-		if (std::find(allowed->begin(), allowed->end(), node) == allowed->end())
-			return fail(make_error(f.unit + " does not allow " + node + " after the daemon-reload (DeviceAllow= overridden by another drop-in?)"));
-	}
+	const auto have = our_devices(*allowed), want = our_devices(b.device_allow);
+	for (const auto &d : want)
+		if (!std::binary_search(have.begin(), have.end(), d))
+			return fail(make_error(f.unit + " does not allow " + d + " after the daemon-reload (DeviceAllow= overridden by another drop-in?)"));
+	for (const auto &d : have)
+		if (!std::binary_search(want.begin(), want.end(), d))
+			return fail(make_error(f.unit + " still allows " + d + " after the daemon-reload (another drop-in's DeviceAllow=?)"));
 	return {};
+}
+
+// With nothing standing in the way: the files written, then the machine changed to match them.
+LiveResult apply_probed(LiveResult &res, Probe &p, sd_bus *bus, const MachineFiles &f, const HostBinds &b, const Commit &commit)
+{
+	const auto failed = [&](const Error &e) {
+		res.state = "failed";
+		res.error = e.message;
+		return res;
+	};
+	auto written = commit();
+	if (!written)
+		return failed(written.error());
+	res.written = *written;
+	std::vector<BindSpec> wanted;
+	for (const auto &l : b.nspawn)
+		if (auto spec = bind_spec(l))
+			wanted.push_back(*spec);
+	auto mounts = machine_mounts(p.proc.get(), wanted);
+	if (!mounts)
+		return failed(mounts.error());
+	const auto plan = plan_live(wanted, *mounts);
+	const bool reload = p.devices_differ || wrote(res.written, f.dropin);
+	res.state = "applied";
+	if (res.written.empty() && plan.empty() && !reload)
+		return res;
+	// Additions first, while the device cgroup keeps its old list: a new node is seen a moment before
+	// it may be opened, and a failure here leaves the machine as it was.
+	auto added = add_binds(bus, f.machine, p.proc.get(), plan);
+	if (!added)
+		return failed(added.error());
+	if (reload) {
+		auto reloaded = daemon_reload(bus);
+		auto checked = reloaded ? check_device_allow(bus, f, b) : reloaded;
+		if (!checked) {
+			for (const auto &dest : *added)
+				(void)unmount_in(p.proc.get(), dest);
+			return failed(checked.error());
+		}
+	}
+	for (const auto &a : plan.add)
+		res.done.push_back("bound " + a.source + " at " + a.dest + (a.read_only ? " read-only" : ""));
+	if (reload)
+		res.done.push_back("reloaded systemd: " + f.unit + "'s DeviceAllow= as the drop-in says");
+	if (auto changed = replace_and_remove(bus, f.machine, p.proc.get(), plan, res.done); !changed)
+		return failed(changed.error());
+	auto started = p.units->start(REFRESH_UNIT, REFRESH_TIMEOUT);
+	res.refresh = started ? "done" : started.error().message;
+	if (!started)
+		return failed(make_error("The machine's " + std::string(REFRESH_UNIT) + " did not succeed: " + started.error().message));
+	return res;
 }
 
 }  // namespace
 
-LiveResult apply_live(const MachineFiles &f, const HostBinds &b, const std::string &old_text, const std::vector<std::string> &written)
+LiveResult apply_live(const MachineFiles &f, const HostBinds &b, const Commit &commit)
 {
 	LiveResult res;
 	const auto failed = [&](const Error &e) {
@@ -365,47 +561,34 @@ LiveResult apply_live(const MachineFiles &f, const HostBinds &b, const std::stri
 	if (!machine)
 		return failed(machine.error());
 	if (!*machine || (*machine)->state == "closing") {
-		auto units = connect_system_manager();
-		auto unit = units ? (*units)->state(f.unit) : fail(units.error());
-		const bool runs = unit && (unit->active_state == "active" || unit->active_state == "activating" || unit->active_state == "reloading");
-		res.state = runs ? "not-live" : "not-running";
-		if (runs)
+		auto runs = unit_runs(f.unit);
+		if (!runs)
+			return failed(runs.error());
+		if (*runs) {
+			res.state = "not-live";
 			res.not_live.push_back(f.unit + " runs, but systemd-machined knows no machine " + f.machine + " (started with --register=no?)");
+			return res;
+		}
+		auto written = commit();
+		if (!written)
+			return failed(written.error());
+		res.written = *written;
+		res.state = "not-running";
 		return res;
 	}
-	const auto &m = **machine;
-	if (res.not_live = not_live(f, b, old_text, written, m); !res.not_live.empty()) {
+	Probe p;
+	auto proc = open_leader(bus.get(), f.machine, (*machine)->leader);
+	if (!proc)
+		return failed(proc.error());
+	p.proc = std::move(*proc);
+	if (auto probed = probe_machine(p, bus.get(), f, b, **machine); !probed)
+		return failed(probed.error());
+	if (!p.not_live.empty()) {
 		res.state = "not-live";
+		res.not_live = p.not_live;
 		return res;
 	}
-	std::vector<BindSpec> wanted;
-	for (const auto &l : b.nspawn)
-		if (auto spec = bind_spec(l))
-			wanted.push_back(*spec);
-	auto mounts = machine_mounts(m.leader, wanted);
-	if (!mounts)
-		return failed(mounts.error());
-	const auto plan = plan_live(wanted, *mounts);
-	if (written.empty() && plan.empty()) {
-		res.state = "applied";
-		return res;
-	}
-	if (wrote(written, f.dropin)) {
-		auto reloaded = daemon_reload(bus.get());
-		auto checked = reloaded ? check_device_allow(bus.get(), f, b) : reloaded;
-		if (!checked)
-			return failed(checked.error());
-		res.done.push_back("reloaded systemd: " + f.unit + "'s DeviceAllow= as the drop-in says");
-	}
-	if (auto changed = change_mounts(bus.get(), f.machine, m.leader, plan, res.done); !changed)
-		return failed(changed.error());
-	auto units = connect_machine_manager(f.machine);
-	auto started = units ? (*units)->start(REFRESH_UNIT, REFRESH_TIMEOUT) : fail(units.error());
-	res.refresh = started ? "done" : started.error().message;
-	res.state = started ? "applied" : "failed";
-	if (!started)
-		res.error = "The machine's " + std::string(REFRESH_UNIT) + " did not succeed: " + started.error().message;
-	return res;
+	return apply_probed(res, p, bus.get(), f, b, commit);
 }
 
 }  // namespace unbounded::host

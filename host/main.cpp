@@ -54,11 +54,11 @@ void help()
 		    "  --no-optix      leave OptiX's data file out, as the machine's `nvoptix: false`\n"
 		    "  --print         print the files' lines instead of writing them\n"
 		    "  --check         compare the files with what is needed; name each missing or superfluous line\n"
-		    "  --apply         write the files, then give the running machine their binds, device permissions and\n"
-		    "                  settings without a restart and run its refresh; what only a restart applies is named\n"
+		    "  --apply         give the running machine the files' binds, device permissions and settings without a\n"
+		    "                  restart, then run its refresh; what only a restart applies is named, nothing written\n"
 		    "  -h, --help      show this help\n"
 		    "  --version       show the release and the commit it was built from\n\n"
-		    "Exit status: 0 done, up to date or ready, 1 not ready or the files differ (--check), 2 usage error.\n"
+		    "Exit status: 0 done, up to date, applied or ready, 1 not ready, differing (--check) or not applied live, 2 usage error.\n"
 		    "See unbounded-nvidia-host(8).\n",
 		    PROGRAM, PROGRAM, PROGRAM);
 }
@@ -245,7 +245,7 @@ void print_live(const std::string &machine, const LiveResult &live)
 	if (live.state == "not-running")
 		std::printf("%s is not running: the binds apply when it starts.\n", machine.c_str());
 	else if (live.state == "not-live")
-		std::printf("Nothing was changed in the running %s: restart it (machinectl reboot %s) for the binds to apply.\n", machine.c_str(),
+		std::printf("Nothing was written or changed: run binds without --apply, then restart %s (machinectl reboot %s).\n", machine.c_str(),
 			    machine.c_str());
 	else if (live.state == "applied" && !live.refresh.empty())
 		std::printf("%s: unbounded-nvidia-refresh.service finished.\n", machine.c_str());
@@ -267,22 +267,32 @@ nlohmann::json live_json(const LiveResult &live)
 int write_binds(const Context &ctx, const Args &a, const MachineFiles &f, const HostBinds &b)
 {
 	auto changes = planned_files(ctx, f, b);
-	auto done = changes ? commit_files(ctx, *changes) : fail(changes.error());
+	if (!changes) {
+		std::fprintf(stderr, "%s\n", changes.error().message.c_str());
+		return EXIT_NOT_READY;
+	}
+	const auto print_written = [&](const std::vector<std::string> &done) {
+		if (!a.json)
+			for (const auto &path : done)
+				std::printf("%s %s\n",
+					    std::any_of(changes->begin(), changes->end(), [&](const FileChange &c) { return c.path == path && !c.text; }) ? "Removed"
+																			  : "Wrote",
+					    path.c_str());
+	};
+	if (a.apply) {
+		const auto live = apply_live(f, b, [&] { return commit_files(ctx, *changes); });
+		print_written(live.written);
+		if (!a.json)
+			print_live(a.binds.machine, live);
+		const int rc = report_binds(a, f, b, {{"changed", !live.written.empty()}, {"written", live.written}, {"live", live_json(live)}});
+		return live.state == "applied" || live.state == "not-running" ? rc : EXIT_NOT_READY;
+	}
+	auto done = commit_files(ctx, *changes);
 	if (!done) {
 		std::fprintf(stderr, "%s\n", done.error().message.c_str());
 		return EXIT_NOT_READY;
 	}
-	if (!a.json)
-		for (const auto &path : *done)
-			std::printf("%s %s\n", std::any_of(changes->begin(), changes->end(), [&](const FileChange &c) { return c.path == path && !c.text; }) ? "Removed" : "Wrote",
-				    path.c_str());
-	if (a.apply) {
-		const auto live = apply_live(f, b, f.base_text, *done);
-		if (!a.json)
-			print_live(a.binds.machine, live);
-		const int rc = report_binds(a, f, b, {{"changed", !done->empty()}, {"written", *done}, {"live", live_json(live)}});
-		return live.state == "applied" || live.state == "not-running" ? rc : EXIT_NOT_READY;
-	}
+	print_written(*done);
 	if (!a.json)
 		std::printf(!done->empty() ? "Run `systemctl daemon-reload`, then restart the machine (machinectl reboot %s), or run binds --apply, for "
 					     "the binds to apply.\n"

@@ -349,8 +349,15 @@ observe 1
 # A GPU reassigned while the machine runs: GPU 1 given, GPU 0 taken back.
 host unbounded-nvidia-host --json binds gpu --credentials --gpus 1 --apply > $out/apply.json 2> $out/apply.err; echo $? > $out/apply.rc
 observe 2
-# The kill switch is the generator's, at boot: --apply names it and changes nothing live.
+# Written first without --apply (the operator's first step), applied after: --apply goes by what the
+# running machine and its unit have, not by what it wrote itself.
+host unbounded-nvidia-host binds gpu --credentials --gpus 0 > $out/back.out 2>&1
+host unbounded-nvidia-host --json binds gpu --credentials --gpus 0 --apply > $out/apply-back.json 2> $out/apply-back.err; echo $? > $out/apply-back.rc
+observe 3
+# The kill switch is the generator's, at boot: --apply names it and writes and changes nothing.
 host unbounded-nvidia-host binds gpu --credentials --gpus 1 --enabled=no --apply > $out/off.out 2>&1; echo $? > $out/off.rc
+ls /etc/unbounded-nvidia-host/machines/gpu > $out/settings-after-off
+host unbounded-nvidia-host binds gpu --credentials --gpus 1 --enabled=no > $out/off-written.out 2>&1
 echo 'stagin_timeout: 30s' > $inner/etc/unbounded/nvidia.yaml
 rm -rf $inner/var/lib/standin
 machinectl poweroff gpu
@@ -456,9 +463,19 @@ class TestBootedHost(SystemCase):
         verify2 = json.loads(out("verify-2.json"))
         self.assertTrue(verify2["ready"], verify2)
         self.assertEqual(verify2["settings"]["gpus"]["value"], ["GPU-11111111-2222-3333-4444-555566667777"])
+        # Files written before, applied after: nothing left to write, the machine changed all the same.
+        self.assertEqual(out("apply-back.rc"), "0", out("apply-back.err"))
+        back = json.loads(out("apply-back.json"))
+        self.assertEqual(back["written"], [])
+        self.assertIn("bound /dev/nvidia0 at /dev/nvidia0", back["live"]["changed"])
+        self.assertIn("unmounted /dev/nvidia1", back["live"]["changed"])
+        self.assertIn("No such device or address", out("open-nvidia0-3"))
+        self.assertIn("No such file", out("open-nvidia1-3"))
+        self.assertEqual(out("leader-1"), out("leader-3"))
         # The kill switch: named as not live, then at the next start no setup unit, whatever the typo.
         self.assertEqual(out("off.rc"), "1", out("off.out"))
         self.assertIn("Not applied live: the kill switch", out("off.out"))
+        self.assertNotIn("unbounded-nvidia.enabled", out("settings-after-off"))  # not even the files: they are bound live
         self.assertEqual(out("setup-load-off"), "not-found")
         self.assertEqual(gpu.read("/var/lib/standin/containerd/setup-load").strip(), "not-found")
 

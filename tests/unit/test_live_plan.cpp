@@ -3,6 +3,8 @@
 #include "live_apply.hpp"
 
 #include <catch2/catch.hpp>
+#include <fcntl.h>
+#include <unistd.h>
 
 using namespace unbounded::host;
 
@@ -52,4 +54,14 @@ TEST_CASE("bind lines: source, destination and read-only, and which destinations
 	CHECK_FALSE(owned_destination("/run/host-nvidia-other"));
 	CHECK_FALSE(owned_destination("/var/lib/fake-proc-driver"));
 	CHECK_FALSE(owned_destination("/dev/net/tun"));
+}
+
+TEST_CASE("process_holding: a process with the node open is found, by the device it opened", "[live]")
+{
+	const int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+	REQUIRE(fd >= 0);
+	CHECK(process_holding({::getpid()}, "/dev/null") == ::getpid());
+	CHECK_FALSE(process_holding({::getpid()}, "/dev/zero"));  // another device: /dev/null's fd does not count
+	CHECK_FALSE(process_holding({::getpid()}, "/nonexistent-node"));
+	::close(fd);
 }
