@@ -147,9 +147,14 @@ private:
 		if (!fd)
 			return;  // a directory that is not there holds no spec
 		std::size_t total = 0;
-		auto names = bounded_listing(fd->get(), total);
+		std::vector<std::string> odd;
+		auto names = bounded_listing(fd->get(), total, odd);
 		if (!names)
 			return;
+		// Past the names read whole, a FIFO or device still hangs the library: its type is cheap.
+		for (const auto &n : odd)
+			if (!std::binary_search(names->begin(), names->end(), n))
+				blocks(fs::join(dir, n));
 		if (total > names->size())
 			warn("cdi-scan", message_id::CDI_SPEC_SHADOWED, dir,
 			     dir + " holds " + (total == SIZE_MAX ? std::string("more") : std::to_string(total)) + " CDI specs: only the first " +
@@ -189,7 +194,9 @@ private:
 	// The directory's spec names, streamed: at most MAX_SPECS_PER_DIR kept (the smallest by name, as
 	// the CDI library reads them in order) whatever a pod created there, within the time budget.
 	// `total` counts the spec names seen (SIZE_MAX when the budget ran out first).
-	std::optional<std::vector<std::string>> bounded_listing(int dirfd, std::size_t &total)
+	// `odd`: the spec names whose entries are not plain files or directories (FIFOs, devices, links),
+	// at most MAX_SPECS_PER_DIR of them, for blocks().
+	std::optional<std::vector<std::string>> bounded_listing(int dirfd, std::size_t &total, std::vector<std::string> &odd)
 	{
 		UniqueFd d(::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
 		if (!d)
@@ -208,6 +215,8 @@ private:
 				if (!cdi_library_reads(name) || name == "." || name == "..")
 					continue;
 				total++;
+				if (e->d_type != DT_REG && e->d_type != DT_DIR && odd.size() < MAX_SPECS_PER_DIR)
+					odd.emplace_back(name);
 				if (heap.size() < MAX_SPECS_PER_DIR) {
 					heap.emplace_back(name);
 					std::push_heap(heap.begin(), heap.end());
@@ -251,14 +260,36 @@ private:
 			take_text(s, *already_read->text);
 			return;
 		}
+		if (blocks(s.path))
+			return;
 		auto path_fd = open_confined(root_.get(), s.path, ConfinedOpen{Confinement::InRoot, O_PATH, true, &steps_});
 		struct stat st = {};
 		if (!path_fd || ::fstat(path_fd->get(), &st) < 0 || !S_ISREG(st.st_mode))
-			return;
+			return;  // a directory or socket: the library's read fails at once, and it goes on
 		UniqueFd fd(::open(("/proc/self/fd/" + std::to_string(path_fd->get())).c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
 		if (!fd || !fs::require_regular(fd.get(), s.path))
 			return;
 		take_text(s, fs::read_fd(fd.get(), s.path, s.ours ? OWN_SPEC_CAP : MAX_SPEC_BYTES));
+	}
+
+	// An entry the CDI library opens and reads to its end with a blocking read, under the lock every
+	// container creation takes: a FIFO (no writer: it waits for ever) or a device (/dev/zero never ends,
+	// and containerd grows until it is killed), or a link to one. A pod that can write the directory
+	// made it. Its type only: O_PATH opens nothing, inside the machine root.
+	bool blocks(const std::string &path)
+	{
+		auto fd = open_confined(root_.get(), path, ConfinedOpen{Confinement::InRoot, O_PATH, true, &steps_});
+		struct stat st = {};
+		if (!fd || ::fstat(fd->get(), &st) < 0 || !(S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)))
+			return false;
+		const char *what = S_ISFIFO(st.st_mode) ? "a FIFO" : "a device node";
+		out_.findings.push_back(ConsumerFinding{
+			"cdi-blocking", message_id::CDI_SPEC_SHADOWED,
+			Problem{printable(path), printable(path) + " is " + what + " (or a link to one): the CDI library reads every spec file " +
+							 "to its end under the lock each container creation takes, so containerd hangs or runs out of memory "
+							 "there and no pod gets a GPU. Remove it"},
+			false});
+		return true;
 	}
 
 	void take_text(SpecFile &s, const Result<std::string> &text)

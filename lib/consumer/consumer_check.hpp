@@ -31,12 +31,13 @@ struct ConsumerFinding {
 // Every check name, for metrics that show a zero as well as a count.
 // Problems: cdi-disabled, cdi-spec-dirs, cdi-version, shadowed (another spec's device wins over ours,
 // or conflicts with it), unjudged (a spec the CDI library may read that verify cannot: past its
-// limits), cdi-crash (a spec the CDI library panics on), config-refused (containerd refuses its configuration and does not start), cdi-schema (a
+// limits), cdi-crash (a spec the CDI library panics on), cdi-blocking (a FIFO or device node where the
+// library reads a spec: it hangs or never ends), config-refused (containerd refuses its configuration and does not start), cdi-schema (a
 // file that replaces the CDI schema of every runtime). Warnings: second-spec (another spec of our
 // kind that does not take our devices), dra-stale, containerd-config (unreadable, or the version
 // unknown), cdi-scan (a directory too full or slow to read whole), nvidia-runtime
 // (nvidia-container-runtime's configuration gives NVIDIA_VISIBLE_DEVICES another spec than ours).
-inline constexpr const char *CONSUMER_CHECKS[] = {"cdi-disabled", "cdi-spec-dirs", "cdi-version", "shadowed", "unjudged", "cdi-crash",
+inline constexpr const char *CONSUMER_CHECKS[] = {"cdi-disabled", "cdi-spec-dirs", "cdi-version", "shadowed", "unjudged", "cdi-crash", "cdi-blocking",
 						  "config-refused", "cdi-schema", "second-spec", "dra-stale", "containerd-config",
 						  "cdi-scan", "nvidia-runtime"};
 

@@ -8,10 +8,11 @@ binary; the containerd version comes from dpkg's database, as on a Debian node."
 import json
 import os
 import shutil
+import stat
 import time
 import unittest
 
-from unbounded_tests.harness import ARCH, PLUGIN_SPEC, SANITIZED, V1, V2, MachineRoot, main, plugin_spec, write
+from unbounded_tests.harness import ARCH, PLUGIN_SPEC, SANITIZED, V1, V2, MachineRoot, main, make_chardev, plugin_spec, write
 
 SPEC = "/etc/cdi/nvidia.yaml"
 CONFIG = "/etc/containerd/config.toml"
@@ -339,6 +340,21 @@ class TestShadowing(ConsumerCase):
         self.assertEqual(r.result["consumer_findings"]["second-spec"], 1)
         self.assertEqual(r.result["consumer_findings"]["shadowed"], 0)
 
+    def test_an_entry_that_would_hang_or_exhaust_the_library_is_a_problem_naming_it(self):
+        """The CDI library reads every *.json and *.yaml entry with a blocking read under its lock: a
+        FIFO a pod made there hangs every GPU pod's creation, a link to /dev/zero grows containerd until
+        it is killed. verify read past them and said ready."""
+        for name, make in (("fifo.json", lambda p: os.mkfifo(p)),
+                           ("zero.yaml", lambda p: os.symlink("/dev/zero", p)),
+                           ("node.json", lambda p: os.mknod(p, 0o600 | stat.S_IFCHR, os.makedev(1, 5)))):
+            with self.subTest(name=name):
+                m = self.cdi_machine()
+                make_chardev(m.p("/dev/zero"), 1, 5)  # the machine's own, where the link leads
+                path = m.p(f"/var/run/cdi/{name}")
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                make(path)
+                self.assertNotReady(m, f"/var/run/cdi/{name}", "the CDI library")
+
     def test_a_spec_containerd_refuses_shadows_nothing(self):
         # containerd 1.7.24's CDI library (0.7.0 at most) skips a 1.0.0 spec: ours stays in force.
         m = self.cdi_machine()
@@ -429,6 +445,7 @@ class TestShadowing(ConsumerCase):
         m = self.cdi_machine()
         os.makedirs(m.p("/var/run/cdi"), exist_ok=True)
         os.mkfifo(m.p("/var/run/cdi/fifo.yaml"))
+        make_chardev(m.p("/dev/zero"), 1, 5)
         os.symlink("/dev/zero", m.p("/var/run/cdi/zero.yaml"))
         os.symlink("/../../../../etc/passwd", m.p("/var/run/cdi/passwd.yaml"))
         write(m.p("/var/run/cdi/bomb.yaml"), "a: &a [" + ",".join(["*a"] * 50) + "]\n")
@@ -438,10 +455,12 @@ class TestShadowing(ConsumerCase):
         start = time.monotonic()
         r = self.verify(m)
         self.assertLess(time.monotonic() - start, 20)
-        # The alias bomb and the file over the size cap may be specs to the library: named, not
-        # ready (issue 44, item 4); the FIFO, the device and the link out of the root are not read.
+        # The alias bomb and the file over the size cap may be specs to the library, and the FIFO and
+        # the link to a device hang or exhaust it: each named, not ready, none of them read; the link
+        # out of the root is not followed out of it.
         self.assertEqual(r.returncode, 1, r.stderr)
-        self.assertEqual(sorted(p["path"] for p in r.result["problems"]), ["/var/run/cdi/big.json", "/var/run/cdi/bomb.yaml"], r.stderr)
+        self.assertEqual(sorted(p["path"] for p in r.result["problems"]),
+                         ["/var/run/cdi/big.json", "/var/run/cdi/bomb.yaml", "/var/run/cdi/fifo.yaml", "/var/run/cdi/zero.yaml"], r.stderr)
         self.assertTrue(any("holds 305 CDI specs: only the first 256 by name" in w for w in r.result["warnings"]), r.result["warnings"])
 
 
