@@ -599,6 +599,21 @@ class TestNewerConsumers(ConsumerCase):
         self.assertNotReady(m, "/etc/crio/crio.conf.d/10-cdi.conf", "CRI-O reads CDI specs from /var/run/cdi",
                             "(cdi_spec_dirs in /etc/crio/crio.conf.d/10-cdi.conf)", "[crio.runtime]")
 
+    def test_every_crio_drop_in_whatever_its_name_and_in_subdirectories(self):
+        """CRI-O applies every file under crio.conf.d by a recursive walk, whatever its name: each of
+        these, without /etc/cdi, breaks every GPU pod, and verify read only the top-level *.conf."""
+        for name in ("01-my-overwrite", "10-cdi.conf.dpkg-old", "gpu/10-cdi.conf"):
+            with self.subTest(name=name):
+                m = self.crio_machine(conf='[crio.runtime]\ncdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]\n',
+                                      drop_ins={name: '[crio.runtime]\ncdi_spec_dirs = ["/var/run/cdi"]\n'})
+                self.assertNotReady(m, f"/etc/crio/crio.conf.d/{name}", "CRI-O reads CDI specs from /var/run/cdi")
+
+    def test_crio_drop_ins_in_its_order(self):
+        # filepath.Walk: lexical, a subdirectory's files where its name sorts; the last word wins.
+        m = self.crio_machine(drop_ins={"10-a.conf": '[crio.runtime]\ncdi_spec_dirs = ["/var/run/cdi"]\n',
+                                        "20-dir/x": '[crio.runtime]\ncdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]\n'})
+        self.assertReady(m)
+
     def test_a_crio_config_it_cannot_parse(self):
         m = self.crio_machine(drop_ins={"10-cdi.conf": "[crio.runtime\n"})
         self.assertNotReady(m, "/etc/crio/crio.conf.d/10-cdi.conf", "CRI-O 1.34.2 refuses its configuration")
