@@ -91,7 +91,8 @@ int npd_license(const Context &ctx)
 	const std::string &state_dir = ctx.config.licensing.state_dir;
 	auto dir = fs::open_dir(ctx.real(state_dir));
 	if (!dir) {
-		npd_print("unknown: no license state (licensing is not set up here)");
+		// Not an unknown (exit 2 everywhere else): a machine that licenses nothing has no such condition.
+		npd_print("licensing not used here (no license state): the condition does not apply");
 		return 0;
 	}
 	if (auto t = fs::check_trusted(dir->get(), state_dir, /*directory=*/true); !t) {

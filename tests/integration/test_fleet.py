@@ -356,7 +356,8 @@ class TestLicenseCondition(unittest.TestCase):
 
     def test_the_condition_follows_the_recorded_state_and_its_age(self):
         m = MachineRoot(self)
-        self.assertEqual(self.npd(m), (0, "unknown: no license state (licensing is not set up here)"))
+        # Not "unknown" (exit 2 everywhere else): licensing is not used, the condition does not apply.
+        self.assertEqual(self.npd(m), (0, "licensing not used here (no license state): the condition does not apply"))
         self.state(m, "licensed", 3600)
         self.assertEqual(self.npd(m), (0, "licensed for 60m"))
         self.state(m, "pending", 120)
