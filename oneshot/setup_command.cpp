@@ -88,6 +88,7 @@ int finish_kept(const Context &ctx, Report &report, const DriverDecision &decisi
 		break;
 	case DriverAction::KeepStagingGone:
 		fields.push_back({"MESSAGE_ID", message_id::STAGING_GONE});
+		fields.push_back({"UNBOUNDED_NVIDIA_PATH", cfg.staging});
 		log::error(decision.message + ".", fields);
 		report.problems.push_back(Problem{cfg.staging, decision.message});
 		report.error = decision.message;

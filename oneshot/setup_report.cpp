@@ -26,10 +26,12 @@ int finish_failed(const Context &ctx, Report &report, const Error &e)
 				 : c == "verify" ? "Not ready: "
 				 : c == "setup"  ? "Setup failed: "
 						 : "Failed to " + c + ": ";
+	// The path every entry of these IDs names: what the run was building or checking.
 	log::error(what + e.message,
 		   {{"MESSAGE_ID", id},
 		    {"ERRNO", std::to_string(e.errnum)},
-		    {"UNBOUNDED_NVIDIA_DRIVER_ROOT", ctx.config.driver_root}});
+		    {"UNBOUNDED_NVIDIA_DRIVER_ROOT", ctx.config.driver_root},
+		    {"UNBOUNDED_NVIDIA_PATH", ctx.config.driver_root}});
 	notify_status("Failed: " + e.message);
 	return e.exit_code == EXIT_READY ? EXIT_NOT_READY : e.exit_code;
 }

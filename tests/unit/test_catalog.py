@@ -59,6 +59,59 @@ def parse_catalog(path=CATALOG):
     return entries
 
 
+def entry_fields(entry):
+    text = "\n".join([entry["headers"].get("Subject", "")] + entry["body"])
+    return set(re.findall(r"@([A-Z_]+)@", text))
+
+
+def function_around(code, pos):
+    """The top-level function (or class) `pos` is in: from the closing brace before it to the next."""
+    start, end = code.rfind("\n}\n", 0, pos), code.find("\n}\n", pos)
+    return code[max(start, 0):end if end >= 0 else len(code)]
+
+
+def sources(*tops):
+    for top in tops:
+        for dirpath, _, files in os.walk(os.path.join(SOURCE, top)):
+            for f in sorted(files):
+                if f.endswith(".cpp"):
+                    path = os.path.join(dirpath, f)
+                    yield os.path.relpath(path, SOURCE), open(path, encoding="utf-8").read()
+
+
+def sites_missing_fields(ids, entries):
+    """[(file:line, ID name, fields missing)] for each log call with a MESSAGE_ID: the fields of its
+    statement (of its function, where the fields are pushed one by one) against its entry's @FIELD@s.
+    A MESSAGE_ID taken from a variable or call stands for every ID that could be in it: those of its
+    function, of the function it calls, or (a consumer finding's) every ID of lib/consumer/."""
+    by_name = {name: i for i, name in ids.items()}
+    fields_of = {e["id"]: entry_fields(e) for e in entries}
+    consumer = set(re.findall(r"message_id::(\w+)", "".join(code for _, code in sources("lib/consumer"))))
+    out = []
+    for path, code in sources("lib", "oneshot", "generator"):
+        for m in re.finditer(r'"MESSAGE_ID",\s*([^}]+?)\}', code):
+            start = max(code.rfind(";", 0, m.start()), code.rfind("{\n", 0, m.start()))
+            statement = code[start:code.find(";", m.end())]
+            pushed = re.search(r'\w+\.push_back\(\{"MESSAGE_ID"', statement)
+            logged = set(re.findall(r'\{"([A-Z_]+)",', function_around(code, m.start()) if pushed else statement))
+            expr = m.group(1).strip()
+            if expr.startswith("message_id::"):
+                names = {expr[len("message_id::"):]}
+            elif expr.endswith(".message_id"):
+                names = consumer
+            elif call := re.match(r"(\w+)\(", expr):
+                body = code.find(f"{call.group(1)}(")  # its definition comes first
+                names = set(re.findall(r"message_id::(\w+)", function_around(code, body)))
+            else:
+                names = set(re.findall(r"message_id::(\w+)", function_around(code, m.start())))
+            assert names, f"{path}: a MESSAGE_ID from {expr!r} that stands for no ID this test can find"
+            for name in sorted(names):
+                missing = fields_of.get(by_name.get(name), set()) - logged
+                if missing:
+                    out.append((f"{path}:{code.count(chr(10), 0, m.start()) + 1}", name, missing))
+    return out
+
+
 class Tap:
     def __init__(self):
         self.n = 0
@@ -147,6 +200,13 @@ def main():
                 bad.append(f"{e['id']}: an unterminated @FIELD")
         assert not bad, "\n".join(bad)
 
+    def every_site_logs_what_its_entry_names():
+        # journalctl -x fills @FIELD@ from the message's own fields: one site of an ID that lacks a
+        # field its entry names shows the bare name ("driver UNBOUNDED_NVIDIA_DRIVER_VERSION is kept").
+        bad = [f"{site}: {name} logs no {', '.join(sorted(missing))}, which its catalog entry names"
+               for site, name, missing in sites_missing_fields(ids, entries)]
+        assert not bad, "\n".join(bad)
+
     def journalctl_reads_it():
         journalctl = shutil.which("journalctl")
         assert journalctl, "journalctl is missing (systemd; make deps installs it)"
@@ -181,6 +241,7 @@ def main():
     tap.check("each entry has Subject, Defined-By, Documentation (our man pages) and a body", headers_and_bodies)
     tap.check("each @FIELD@ substitution is a field the code logs", substitutions_are_fields_the_code_sets)
     tap.check("journalctl --update-catalog on a temporary root takes and lists every entry", journalctl_reads_it)
+    tap.check("every site that logs a MESSAGE_ID logs each field its catalog entry names", every_site_logs_what_its_entry_names)
 
     def header_names_files_that_exist():
         # Issue 46: the header once named a checker that did not exist.
