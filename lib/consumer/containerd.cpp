@@ -5,6 +5,8 @@
 #include "fs.hpp"
 #include "containerd_config.hpp"
 #include "crio_config.hpp"
+#include "format.hpp"
+#include "run_probe.hpp"
 
 #include <algorithm>
 #include <array>
@@ -14,6 +16,7 @@
 #include <fnmatch.h>
 #include <iterator>
 #include <set>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace unbounded {
@@ -220,11 +223,40 @@ std::string section_name(const std::string &table)
 											  : "[plugins.\"" + table + "\"]";
 }
 
-// Whether containerd is installed, and its version when dpkg knows it.
+// containerd's version as the binary says it (`containerd --version`: "containerd
+// github.com/containerd/containerd v1.7.24 88bf19b...", 2.x's ".../containerd/v2 v2.1.9 ...",
+// Docker's "containerd containerd.io 1.7.27 ..."), for a containerd no package database knows (a
+// release tarball, an RPM). Only a binary that is root's and writable by nobody else is run.
+std::optional<std::pair<ContainerdVersion, std::string>> binary_version(const Context &ctx, int root, const char *bin)
+{
+	struct stat st = {};
+	if (::fstatat(root, bin + 1, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH)) ||
+	    !(st.st_mode & S_IXUSR))
+		return std::nullopt;
+	const auto out = run_probe(ctx.real(bin), "--version", Millis(2000), 4096);
+	if (!out)
+		return std::nullopt;
+	std::string_view text = *out;
+	while (!text.empty()) {
+		const auto start = text.find_first_not_of(" \t\n");
+		if (start == std::string_view::npos)
+			break;
+		text.remove_prefix(start);
+		const auto word = text.substr(0, text.find_first_of(" \t\n"));
+		text.remove_prefix(word.size());
+		const auto digits = word.starts_with('v') ? word.substr(1) : word;
+		if (!digits.empty() && std::isdigit(static_cast<unsigned char>(digits[0])))
+			if (auto v = parse_containerd_version(digits))
+				return std::pair(*v, std::string(word));
+	}
+	return std::nullopt;
+}
+
+// Whether containerd is installed, and its version when dpkg knows it, else as its binary says.
 // With the CDI library Debian built it against, when the package names it: that library, not the
 // one upstream's go.mod names for the version, decides which cdiVersion containerd accepts (trixie's
 // 1.7.24 is built with 0.8.0 where upstream's vendors 0.7.0).
-void find_containerd(int root, ContainerdView &view)
+void find_containerd(const Context &ctx, int root, ContainerdView &view)
 {
 	if (auto pkg = dpkg_version(root)) {
 		view.found = true;
@@ -241,6 +273,10 @@ void find_containerd(int root, ContainerdView &view)
 			if (::fstatat(root, bin + 1, &st, AT_SYMLINK_NOFOLLOW) == 0) {
 				view.found = true;
 				view.version_source = bin;
+				if (auto v = binary_version(ctx, root, bin)) {
+					view.version = v->first;
+					view.version_source = std::string(bin) + " --version (" + printable(v->second) + ")";
+				}
 				break;
 			}
 		}
@@ -288,7 +324,7 @@ ContainerdView read_containerd(const Context &ctx)
 	const UniqueFd root = open_root(ctx);
 	if (!root)
 		return view;
-	find_containerd(root.get(), view);
+	find_containerd(ctx, root.get(), view);
 	if (!view.found) {
 		read_crio(root.get(), view);
 		return view;
@@ -305,7 +341,7 @@ ContainerdView read_containerd(const Context &ctx)
 			view.max_cdi_version_from.clear(), view.cdi_library.clear();
 	} else {
 		view.warnings.push_back("containerd's version is unknown (" + view.version_source +
-					" is not in dpkg's database): which cdiVersion it accepts is not checked");
+					" is in no package database and did not say its version): which cdiVersion it accepts is not checked");
 	}
 	if (view.version && view.max_cdi_version.empty()) {
 		view.cdi_enabled = false;

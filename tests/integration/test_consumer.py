@@ -275,6 +275,39 @@ class TestContainerdConfig(ConsumerCase):
         self.assertIn('unbounded_nvidia_consumer_findings{check="shadowed"} 0\n', metrics)
 
 
+class TestContainerdWithoutPackage(ConsumerCase):
+    """containerd from a release tarball or an RPM: no dpkg entry, so its version (and with it CDI's
+    default and the newest cdiVersion it reads) came from nowhere, and verify stayed ready with a
+    warning whatever the configuration said. The binary says its version."""
+
+    def tarball_machine(self, says, config):
+        m = self.machine(config=config)
+        write(m.p("/usr/local/bin/containerd"), f"#!/bin/sh\n[ \"$1\" = --version ] && echo '{says}'\n")
+        os.chmod(m.p("/usr/local/bin/containerd"), 0o755)
+        return m
+
+    def test_containerd_1_7_from_a_tarball_with_cdi_off_by_default(self):
+        m = self.tarball_machine("containerd github.com/containerd/containerd v1.7.24 88bf19b2105c8b17560993bee28a01ddc2f97182",
+                                 f"version = 2\n{CRI_17}\n")
+        r = self.assertNotReady(m, CONFIG, "enable_cdi")
+        c = r.result["containerd"]
+        self.assertEqual((c["version"], c["cdi_enabled"]), ("1.7.24", False), c)
+        self.assertEqual(c["version_source"], "/usr/local/bin/containerd --version (v1.7.24)")
+
+    def test_containerd_2_from_a_tarball_and_dockers_containerd_io(self):
+        for says, version in (("containerd github.com/containerd/containerd/v2 v2.1.9 0ab1b2c", "2.1.9"),
+                              ("containerd containerd.io 1.7.27 05044ec0a9a75232cad458027ca83437aae3f4da", "1.7.27")):
+            with self.subTest(says=says):
+                m = self.tarball_machine(says, f"version = 2\n{CRI_17}\n  enable_cdi = true\n")
+                r = self.assertReady(m)
+                self.assertEqual(r.result["containerd"]["version"], version)
+
+    def test_a_binary_that_says_nothing_leaves_the_version_unknown(self):
+        m = self.tarball_machine("no version here", f"version = 2\n{CRI_17}\n")
+        r = self.assertReady(m)
+        self.assertTrue(any("containerd's version is unknown" in w for w in r.result["warnings"]), r.result["warnings"])
+
+
 class TestSpecVersion(ConsumerCase):
     def additional_gids_machine(self, containerd):
         # A GPU node of group video (44), not world-writable: nvidia-ctk's rule gives the spec
