@@ -28,7 +28,9 @@ int run_cleanup(const Context &ctx, Report &report)
 		if (!removed) {
 			report.outcome = "failed";
 			report.error = removed.error().message;
-			log::error(removed.error().message);
+			log::error(removed.error().message, {{"MESSAGE_ID", message_id::CLEANUP_FAILED},
+							     {"ERRNO", std::to_string(removed.error().errnum)},
+							     {"UNBOUNDED_NVIDIA_PATH", *path}});
 			return EXIT_NOT_READY;
 		}
 		report.details[std::string(key) + "_removed"] = *removed;

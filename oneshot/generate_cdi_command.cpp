@@ -4,11 +4,21 @@
 #include "cdi_state.hpp"
 #include "execute.hpp"
 #include "log.hpp"
+#include "message_ids.hpp"
 
 #include <cstdio>
 #include <unistd.h>
 
 namespace unbounded {
+
+namespace {
+
+void failed(const std::string &message, const std::string &path, int errnum = 0)
+{
+	log::error(message, {{"MESSAGE_ID", message_id::GENERATE_CDI_FAILED}, {"ERRNO", std::to_string(errnum)}, {"UNBOUNDED_NVIDIA_PATH", path}});
+}
+
+}  // namespace
 
 int run_generate_cdi(const Context &ctx, Report &report, const std::string &output)
 {
@@ -20,14 +30,14 @@ int run_generate_cdi(const Context &ctx, Report &report, const std::string &outp
 		report.outcome = "failed";
 		report.problems = problems;
 		report.error = "Driver root is not usable: " + problems.front().message;
-		log::error(report.error);
+		failed(report.error, cfg.driver_root);
 		return EXIT_NOT_READY;
 	}
 	auto state = spec_for_state(ctx, manifest);
 	if (!state) {
 		report.outcome = "failed";
 		report.error = state.error().message;
-		log::error("Failed to generate the CDI spec: " + report.error);
+		failed("Failed to generate the CDI spec: " + report.error, cfg.driver_root, state.error().errnum);
 		return state.error().exit_code;
 	}
 	report.details["driver_version"] = manifest.driver_version;
@@ -44,7 +54,7 @@ int run_generate_cdi(const Context &ctx, Report &report, const std::string &outp
 		if (auto w = fs::write_all(STDOUT_FILENO, state->spec.yaml, "standard output"); !w) {
 			report.outcome = "failed";
 			report.error = w.error().message;
-			log::error(report.error);
+			failed(report.error, "-", w.error().errnum);
 			return EXIT_NOT_READY;
 		}
 	} else {
@@ -52,7 +62,7 @@ int run_generate_cdi(const Context &ctx, Report &report, const std::string &outp
 		if (!w) {
 			report.outcome = "failed";
 			report.error = w.error().message;
-			log::error(report.error);
+			failed(report.error, output, w.error().errnum);
 			return EXIT_NOT_READY;
 		}
 	}

@@ -9,6 +9,10 @@ inline constexpr const char *SETUP_READY = "a22c5f0c72d0426dbccb8b3dbb5eb396";
 inline constexpr const char *SETUP_FAILED = "59a6c10a04f94e3c9b5851e03f3004f7";
 // A refresh (the path unit, the timer, the host) that failed: the machine keeps what it had.
 inline constexpr const char *REFRESH_FAILED = "0e5c9147dad245b8a13814a30adddc74";
+// cleanup could not remove a spec of ours (a CPU machine may then offer devices that are gone).
+inline constexpr const char *CLEANUP_FAILED = "b8ff63520feb4717b5de6332a234e142";
+// generate-cdi could not make or write the spec it was asked for.
+inline constexpr const char *GENERATE_CDI_FAILED = "2e777899f05f402ca0cff71d22b80039";
 // What a failed boot setup held back (containerd, kubelet), started by a refresh that made the root
 // ready (oneshot/self_repair.hpp), or that start failing.
 inline constexpr const char *SELF_REPAIRED = "0336e6fed63b469aac716429d562c391";
