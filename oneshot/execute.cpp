@@ -89,7 +89,10 @@ void record_metrics(const Context &ctx, const Report &report, double duration_se
 {
 	const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 	const std::string &dir = ctx.config.metrics_dir;
-	publish_metrics(ctx.real(dir), dir, "unbounded-nvidia-setup.prom", setup_metrics_text(report, now, duration_seconds));
+	// The refresh timer runs on a GPU machine only: setup and refresh there, never on a CPU node.
+	const bool timer = (report.command == "setup" || report.command == "refresh") && report.outcome != "no-gpu";
+	const double interval = timer ? std::chrono::duration<double>(ctx.config.refresh.interval).count() : 0;
+	publish_metrics(ctx.real(dir), dir, "unbounded-nvidia-setup.prom", setup_metrics_text(report, now, duration_seconds, interval));
 }
 
 }  // namespace unbounded

@@ -10,6 +10,7 @@
 #include "license_reload.hpp"
 #include "lock.hpp"
 #include "log.hpp"
+#include "message_ids.hpp"
 #include "version.hpp"
 #include "main_guard.hpp"
 #include "notify.hpp"
@@ -218,7 +219,8 @@ int reload(const Context &ctx, bool boot, int state_fd)
 			units = fail(make_error("A --root run has no service manager to restart " + ctx.config.licensing.gridd_unit +
 						" with (unless $UNBOUNDED_NVIDIA_FAKE_UNITS names one, in tests)"));
 		if (!units) {
-			log::error(units.error().message);
+			log::error(units.error().message, {{"MESSAGE_ID", message_id::LICENSE_FAILED}});
+			record_license_metrics(ctx, state_fd, ReloadOutcome::Failed, std::nullopt);  // every run is counted
 			return EXIT_NOT_READY;
 		}
 		report = LicenseReloader(ctx, **units, seams).run();
@@ -228,8 +230,9 @@ int reload(const Context &ctx, bool boot, int state_fd)
 			gridd = observe_gridd(ctx, **units, read_license_counters(ctx, state_fd));
 	}
 	if (!report) {
-		log::error(report.error().message);
+		log::error(report.error().message, {{"MESSAGE_ID", message_id::LICENSE_FAILED}});
 		notify_status("Failed: " + report.error().message);
+		record_license_metrics(ctx, state_fd, ReloadOutcome::Failed, gridd);
 		return report.error().exit_code;
 	}
 	record_license_metrics(ctx, state_fd, report->outcome, gridd);
@@ -268,14 +271,14 @@ int run(int argc, char **argv)
 	const std::string &state_dir = ctx.config.licensing.state_dir;
 	auto state = fs::open_private_dir(ctx.real(state_dir), state_dir, 0700);
 	if (!state) {
-		log::error(state.error().message);
+		log::error(state.error().message, {{"MESSAGE_ID", message_id::LICENSE_FAILED}});
 		return EXIT_NOT_READY;
 	}
 	auto lock = RunLock::acquire(state->get(), "lock", fs::join(state_dir, "lock"), [](RunLock::Holder) {
 		log::notice("Another license reload is running, waiting for it.");
 	});
 	if (!lock) {
-		log::error(lock.error().message);
+		log::error(lock.error().message, {{"MESSAGE_ID", message_id::LICENSE_FAILED}});
 		return EXIT_NOT_READY;
 	}
 	return reload(ctx, args.boot, state->get());

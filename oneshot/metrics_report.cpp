@@ -19,7 +19,7 @@ std::string string_of(const nlohmann::ordered_json &details, const char *key)
 
 }  // namespace
 
-std::string setup_metrics_text(const Report &report, double now_seconds, double duration_seconds)
+std::string setup_metrics_text(const Report &report, double now_seconds, double duration_seconds, double refresh_interval_seconds)
 {
 	const auto &d = report.details;
 	MetricsText m;
@@ -35,6 +35,8 @@ std::string setup_metrics_text(const Report &report, double now_seconds, double 
 			 {"staged_driver_version", string_of(d, "staged_driver_version")}});
 	m.gauge("unbounded_nvidia_last_run_timestamp_seconds", "When the last run ended (Unix time)", now_seconds);
 	m.gauge("unbounded_nvidia_last_run_duration_seconds", "How long the last run took", duration_seconds);
+	if (refresh_interval_seconds > 0)
+		m.gauge("unbounded_nvidia_refresh_interval_seconds", "How often the refresh timer runs (refresh.interval)", refresh_interval_seconds);
 	m.gauge("unbounded_nvidia_last_run_copied_files", "Driver files the last run copied", number_of(d, "files_copied"));
 	m.gauge("unbounded_nvidia_last_run_reused_files", "Driver files the last run reused from the live root", number_of(d, "files_reused"));
 	m.gauge("unbounded_nvidia_last_run_copied_bytes", "Bytes the last run copied", number_of(d, "bytes_copied"));

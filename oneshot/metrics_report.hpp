@@ -8,7 +8,9 @@
 
 namespace unbounded {
 
-// The text; the executor publishes it (execute.hpp's record_metrics).
-std::string setup_metrics_text(const Report &report, double now_seconds, double duration_seconds);
+// The text; the executor publishes it (execute.hpp's record_metrics). `refresh_interval_seconds`:
+// the refresh timer's interval on a machine that has one (an alert's measure of a stale record), 0
+// where none runs (no GPU).
+std::string setup_metrics_text(const Report &report, double now_seconds, double duration_seconds, double refresh_interval_seconds = 0);
 
 }  // namespace unbounded

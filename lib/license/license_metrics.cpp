@@ -169,7 +169,7 @@ std::optional<LicenseState> apply_license_view(LicenseCounters &c, const GriddVi
 	return before;
 }
 
-std::string license_metrics_text(const LicenseCounters &c, double now_seconds)
+std::string license_metrics_text(const LicenseCounters &c, double now_seconds, double reload_interval_seconds)
 {
 	MetricsText m;
 	for (auto o : ALL_OUTCOMES) {
@@ -178,6 +178,9 @@ std::string license_metrics_text(const LicenseCounters &c, double now_seconds)
 			  {{"outcome", outcome_name(o)}});
 	}
 	m.gauge("unbounded_nvidia_license_last_run_timestamp_seconds", "When the license reloader last ran (Unix time)", now_seconds);
+	if (reload_interval_seconds > 0)
+		m.gauge("unbounded_nvidia_license_reload_interval_seconds", "How often the license reloader's timer runs (licensing.reload_interval)",
+			reload_interval_seconds);
 	m.gauge("unbounded_nvidia_license_last_applied_timestamp_seconds",
 		"When rotated licensing files were last applied (Unix time, 0 for never)", c.last_applied);
 	for (auto s : ALL_LICENSE_STATES)
@@ -234,7 +237,8 @@ void record_license_metrics(const Context &ctx, int state_fd, ReloadOutcome outc
 	    !w)
 		log::warning(w.error().message + ", license metrics not counted");
 	const std::string &dir = ctx.config.metrics_dir;
-	publish_metrics(ctx.real(dir), dir, "unbounded-nvidia-license.prom", license_metrics_text(c, now));
+	publish_metrics(ctx.real(dir), dir, "unbounded-nvidia-license.prom",
+			license_metrics_text(c, now, std::chrono::duration<double>(ctx.config.licensing.reload_interval).count()));
 }
 
 }  // namespace unbounded

@@ -46,7 +46,8 @@ bool judge_license_expiry(LicenseCounters &c, double now_seconds);
 // change, never per run). A new run of nvidia-gridd that is pending starts a new pending period.
 std::optional<LicenseState> apply_license_view(LicenseCounters &c, const GriddView &view, double now_seconds);
 
-std::string license_metrics_text(const LicenseCounters &c, double now_seconds);
+// `reload_interval_seconds`: the reloader's timer interval (an alert's measure of a stale run), 0 for none.
+std::string license_metrics_text(const LicenseCounters &c, double now_seconds, double reload_interval_seconds = 0);
 // Counts `outcome` in the state directory `state_fd`, takes the license state from `view` (none at
 // boot: nvidia-gridd has not started), logs a state change, and writes the metrics file.
 void record_license_metrics(const Context &ctx, int state_fd, ReloadOutcome outcome, const std::optional<GriddView> &view);

@@ -62,6 +62,7 @@ class TestMetrics(FleetCase):
         self.assertGreater(v["unbounded_nvidia_last_run_copied_bytes"], 0)
         self.assertEqual(v["unbounded_nvidia_gpus"], 1)
         self.assertAlmostEqual(v["unbounded_nvidia_last_run_timestamp_seconds"], time.time(), delta=60)
+        self.assertEqual(v["unbounded_nvidia_refresh_interval_seconds"], 300)  # NvidiaSetupMetricsStale's measure
 
     def test_failed(self):
         m = self.machine()
@@ -78,6 +79,7 @@ class TestMetrics(FleetCase):
         v = self.metrics(m)
         self.assertEqual(v["unbounded_nvidia_ready"], 1)
         self.assertEqual(v['unbounded_nvidia_outcome_info{command="setup",outcome="no-gpu"}'], 1)
+        self.assertNotIn("unbounded_nvidia_refresh_interval_seconds", v)  # no timer on a CPU node: no stale alert
 
     def test_pending_host_reboot(self):
         m = self.machine()
@@ -118,6 +120,7 @@ class TestMetrics(FleetCase):
         self.assertEqual(v['unbounded_nvidia_license_reloads_total{outcome="applied"}'], 0)
         self.assertEqual(v["unbounded_nvidia_license_last_applied_timestamp_seconds"], 0)
         self.assertEqual(v['unbounded_nvidia_license_reloads_total{outcome="rolled-back"}'], 0)
+        self.assertEqual(v["unbounded_nvidia_license_reload_interval_seconds"], 30)
         self.assertNotIn("secret-token", open(m.p(f"{METRICS}/unbounded-nvidia-license.prom")).read())
 
 
@@ -450,7 +453,7 @@ class TestAlertRules(unittest.TestCase):
         r = subprocess.run([promtool, "check", "rules", os.path.join(FLEET, "unbounded-nvidia.rules.yml")],
                            capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        self.assertIn("SUCCESS: 8 rules found", r.stdout)
+        self.assertIn("SUCCESS: 9 rules found", r.stdout)
 
     def test_the_alerts_fire_on_what_makes_pods_fail(self):
         """Issue 43, item 7: CDI off or a shadowed spec alerts (a second spec that shadows nothing does

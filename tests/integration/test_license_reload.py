@@ -221,6 +221,8 @@ class TestRestart(LicenseReloadCase):
         self.assertEqual(r.stderr, "unbounded-nvidia-license-reload: A --root run has no service manager to restart "
                                    f"{UNIT} with (unless $UNBOUNDED_NVIDIA_FAKE_UNITS names one, in tests)\n")
         self.assertEqual(self.installed(), (GOOD, "token-1"))
+        # Counted, as every run is (license-reload(8)): a run that failed early was counted nowhere.
+        self.assertEqual(r.outcome, ["failed"])
 
 
 if __name__ == "__main__":
