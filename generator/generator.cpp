@@ -240,14 +240,10 @@ std::string setup_unit_text(const Decision &d, const Config &cfg)
 
 std::vector<std::string> refresh_watch_paths(const Input &in, const Config &cfg)
 {
-	// The staging parent (mounts that come and go change its entries), and in each staging tree what
-	// changes with the driver and with nothing else: a host binds whole directories (its lib dir, its
-	// /usr/bin), and a watch of those would refresh on every unrelated package update. So the version
-	// witnesses (staging_layout::WITNESSES: the SONAME links that name the installed version, and
-	// nvidia-smi) in the tree, each flavour and bin/, watched by name whether they exist or not (systemd
-	// watches a missing one from its parent, firing only for that name: path.c, 252); and whole only the
-	// directories that hold nothing but NVIDIA's: nvidia/ (a new flavour) and the firmware's. Nothing
-	// is followed: a symlinked subdirectory is not watched (discovery does not follow it either).
+	// The staging parent (mounts that come and go change its entries), every staging tree, and the
+	// directories discovery reads in each: a path unit's watch is not recursive, and package managers
+	// install by creating and renaming entries in exactly these. Nothing is followed: a symlinked
+	// subdirectory is not watched (discovery does not follow it either).
 	std::vector<std::string> paths{cfg.staging};
 	auto parent = fs::open_dir(rooted(in, cfg.staging));
 	if (!parent)
@@ -256,35 +252,35 @@ std::vector<std::string> refresh_watch_paths(const Input &in, const Config &cfg)
 	if (!names)
 		return paths;
 	std::sort(names->begin(), names->end(), numeric_name_less);
-	const auto is_dir = [&](const std::string &path) {
-		struct stat st = {};
-		return ::lstat(rooted(in, path).c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-	};
-	const auto add = [&](const std::string &path) {
-		if (std::find(paths.begin(), paths.end(), path) == paths.end())  // nvidia/ is a firmware dir too
-			paths.push_back(path);
-	};
 	for (const auto &n : *names) {
-		const std::string tree = fs::join(cfg.staging, n);
-		if (!is_staging_entry(n) || !is_dir(tree))
+		if (!is_staging_entry(n))
 			continue;
-		// each component must be a real directory, so no symlink leads the watch elsewhere
-		const auto real_dir = [&](const std::string &dir) {
-			std::string path = tree;
-			for (const auto &c : fs::split_path(dir))
-				if (!is_dir(path = fs::join(path, c)))
-					return std::string();
-			return path;
+		const std::string tree = fs::join(cfg.staging, n);
+		auto is_dir = [&](const std::string &path) {
+			struct stat st = {};
+			return ::lstat(rooted(in, path).c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 		};
-		auto tree_fd = fs::open_dir(rooted(in, tree));
-		const auto flavours = tree_fd ? staging_layout::flavours(tree_fd->get()) : std::vector<std::string>{};
-		for (const auto &dir : staging_layout::witness_dirs(flavours))
-			if (const auto path = real_dir(dir); !path.empty())
-				for (const char *witness : staging_layout::WITNESSES)
-					add(fs::join(path, witness));
-		for (const char *dir : {staging_layout::FLAVOUR_PARENT, "firmware/nvidia", "lib/firmware/nvidia"})
-			if (const auto path = real_dir(dir); !path.empty())
-				add(path);
+		if (!is_dir(tree))
+			continue;
+		paths.push_back(tree);
+		auto watch = [&](const char *dir) {
+			// each component must be a real directory, so no symlink leads the watch elsewhere
+			std::string path = tree;
+			for (const auto &c : fs::split_path(dir)) {
+				path = fs::join(path, c);
+				if (!is_dir(path))
+					return;
+			}
+			if (std::find(paths.begin(), paths.end(), path) == paths.end())  // nvidia/ is a firmware dir too
+				paths.push_back(path);
+		};
+		if (auto tree_fd = fs::open_dir(rooted(in, tree)))
+			for (const auto &dir : staging_layout::watched_dirs(tree_fd->get()))
+				if (!dir.empty())
+					watch(dir.c_str());
+		for (const char *dir : staging_layout::FIRMWARE_DIRS)
+			if (*dir)  // "" is the tree itself, watched already
+				watch(dir);
 	}
 	return paths;
 }

@@ -1,5 +1,5 @@
 // Where driver files live inside a staging tree, relative to its root: read by discovery, watched by
-// the refresh path unit (its witnesses) and stamped by the refresh's settle wait, so all three agree.
+// the refresh path unit and stamped by the refresh's settle wait, so all three agree.
 #pragma once
 
 #include "format.hpp"
@@ -76,18 +76,11 @@ inline std::vector<std::string> scan_dirs(const std::vector<std::string> &flavou
 
 inline std::vector<std::string> scan_dirs(int tree_fd) { return scan_dirs(flavours(tree_fd)); }
 
-// The files whose change is a driver change, in each of witness_dirs(): the SONAME links a driver
-// installation replaces (the versioned files they lead to are removed with the old version), and
-// nvidia-smi, which a bin/ staging tree holds. What the refresh path unit watches by name.
-inline constexpr const char *WITNESSES[] = {"libcuda.so.1", "libnvidia-ml.so.1", "nvidia-smi"};
-
-// Where the witnesses may be: the tree itself, each flavour and bin/.
-inline std::vector<std::string> witness_dirs(const std::vector<std::string> &flavour_names)
+// What a watch of the tree needs beyond scan_dirs: nvidia/ itself, where a new flavour appears.
+inline std::vector<std::string> watched_dirs(int tree_fd)
 {
-	std::vector<std::string> dirs{""};
-	for (const auto &f : flavour_names)
-		dirs.push_back(std::string(FLAVOUR_PARENT) + "/" + f);
-	dirs.emplace_back("bin");
+	auto dirs = scan_dirs(tree_fd);
+	dirs.insert(dirs.begin() + 1, FLAVOUR_PARENT);
 	return dirs;
 }
 
