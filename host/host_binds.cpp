@@ -33,6 +33,17 @@ bool plain_path(std::string_view p)
 	});
 }
 
+// `path` (a plain_path()) without empty or "." components: systemd-machined's BindMountMachine (binds
+// --apply) refuses a source that is not normalized (path_is_normalized()), where nspawn takes it.
+std::string normalized(std::string_view path)
+{
+	std::string out;
+	for (const auto &c : fs::split_path(path))
+		if (!c.empty() && c != ".")
+			out += "/" + std::string(c);
+	return out.empty() ? "/" : out;
+}
+
 // The directory `path` names on the host, symlinks followed inside --root ("/lib" is "usr/lib" on a
 // merged-/usr host): its canonical path, or nullopt when it is not a directory there.
 std::optional<std::string> canonical_dir(int root_fd, const std::string &path)
@@ -348,7 +359,7 @@ Result<HostBinds> plan_binds(const Context &ctx, const BindsOptions &opt, const 
 		return fail(gpus.error());
 	add_devices(ctx, *inv, *gpus, b);
 	if (opt.licensing)
-		b.nspawn.push_back({"Files", "BindReadOnly", *opt.licensing + ":" + LICENSING_MOUNT});
+		b.nspawn.push_back({"Files", "BindReadOnly", normalized(*opt.licensing) + ":" + LICENSING_MOUNT});
 	add_exec_lines(ctx, b);
 	add_settings(opt, *gpus, b);
 	for (const auto &l : b.nspawn)

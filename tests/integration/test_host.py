@@ -320,6 +320,9 @@ class TestBindsDevices(HostCase):
             self.assertIn(line, out["nspawn"])
         self.assertIn("char-nvidia-caps rw", out["device_allow"])
         self.assertIn("char-nvidia-caps-imex-channels rw", out["device_allow"])
+        # Written normalized: systemd-machined (binds --apply) refuses a source with // or /./ in it.
+        spelled = self.binds(host, "--licensing", "/srv//./licensing/")
+        self.assertIn("[Files] BindReadOnly=/srv/licensing:/run/host-nvidia-licensing", spelled["nspawn"])
         m = self.apply(host, out["nspawn"])
         self.assertReadyWithoutBindWarnings(m, self.v535)
         self.assertTrue(os.path.exists(m.p("/etc/cdi/nvidia-imex-channel.yaml")))
