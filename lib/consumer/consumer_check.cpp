@@ -152,9 +152,15 @@ private:
 		if (!names)
 			return;
 		// Past the names read whole, a FIFO or device still hangs the library: its type is cheap.
-		for (const auto &n : odd)
-			if (!std::binary_search(names->begin(), names->end(), n))
-				blocks(fs::join(dir, n));
+		for (const auto &n : odd) {
+			if (std::binary_search(names->begin(), names->end(), n))
+				continue;  // read whole below, judged there
+			const std::string path = fs::join(dir, n);
+			auto entry = open_confined(root_.get(), path, ConfinedOpen{Confinement::InRoot, O_PATH, true, &steps_});
+			struct stat st = {};
+			if (entry && ::fstat(entry->get(), &st) == 0)
+				blocks(path, st);
+		}
 		if (total > names->size())
 			warn("cdi-scan", message_id::CDI_SPEC_SHADOWED, dir,
 			     dir + " holds " + (total == SIZE_MAX ? std::string("more") : std::to_string(total)) + " CDI specs: only the first " +
@@ -195,7 +201,7 @@ private:
 	// the CDI library reads them in order) whatever a pod created there, within the time budget.
 	// `total` counts the spec names seen (SIZE_MAX when the budget ran out first).
 	// `odd`: the spec names whose entries are not plain files or directories (FIFOs, devices, links),
-	// at most MAX_SPECS_PER_DIR of them, for blocks().
+	// at most MAX_SPECS_PER_DIR of them, for blocks() past the names read whole.
 	std::optional<std::vector<std::string>> bounded_listing(int dirfd, std::size_t &total, std::vector<std::string> &odd)
 	{
 		UniqueFd d(::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -260,11 +266,9 @@ private:
 			take_text(s, *already_read->text);
 			return;
 		}
-		if (blocks(s.path))
-			return;
 		auto path_fd = open_confined(root_.get(), s.path, ConfinedOpen{Confinement::InRoot, O_PATH, true, &steps_});
 		struct stat st = {};
-		if (!path_fd || ::fstat(path_fd->get(), &st) < 0 || !S_ISREG(st.st_mode))
+		if (!path_fd || ::fstat(path_fd->get(), &st) < 0 || blocks(s.path, st) || !S_ISREG(st.st_mode))
 			return;  // a directory or socket: the library's read fails at once, and it goes on
 		UniqueFd fd(::open(("/proc/self/fd/" + std::to_string(path_fd->get())).c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
 		if (!fd || !fs::require_regular(fd.get(), s.path))
@@ -275,12 +279,10 @@ private:
 	// An entry the CDI library opens and reads to its end with a blocking read, under the lock every
 	// container creation takes: a FIFO (no writer: it waits for ever) or a device (/dev/zero never ends,
 	// and containerd grows until it is killed), or a link to one. A pod that can write the directory
-	// made it. Its type only: O_PATH opens nothing, inside the machine root.
-	bool blocks(const std::string &path)
+	// made it. Judged by `st`, its type (read through an O_PATH fd, which opens nothing).
+	bool blocks(const std::string &path, const struct stat &st)
 	{
-		auto fd = open_confined(root_.get(), path, ConfinedOpen{Confinement::InRoot, O_PATH, true, &steps_});
-		struct stat st = {};
-		if (!fd || ::fstat(fd->get(), &st) < 0 || !(S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)))
+		if (!(S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)))
 			return false;
 		const char *what = S_ISFIFO(st.st_mode) ? "a FIFO" : "a device node";
 		out_.findings.push_back(ConsumerFinding{
