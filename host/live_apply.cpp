@@ -343,17 +343,12 @@ Result<void> probe_machine(Probe &p, sd_bus *bus, const MachineFiles &f, const H
 		return fail(userns.error());
 	if (*userns)
 		p.not_live.push_back(f.machine + " runs in a user namespace: systemd-machined binds into none");
-	const auto exec = [](const std::vector<SettingLine> &lines) {
-		std::vector<SettingLine> e;
-		std::copy_if(lines.begin(), lines.end(), std::back_inserter(e), [](const SettingLine &l) { return l.section == "Exec"; });
-		return e;
-	};
-	const auto before = exec(owned_lines(f.base_text)), after = exec(b.nspawn);
-	for (const auto &l : after)
-		if (std::find(before.begin(), before.end(), l) == before.end())
+	const auto changed = diff_settings(f.base_text, b.nspawn);
+	for (const auto &l : changed.missing)
+		if (l.section == "Exec")
 			p.not_live.push_back("[Exec] " + l.text() + ": nspawn applies it when the machine starts");
-	for (const auto &l : before)
-		if (std::find(after.begin(), after.end(), l) == after.end())
+	for (const auto &l : changed.superfluous)
+		if (l.section == "Exec")
 			p.not_live.push_back("[Exec] " + l.text() + " removed: nspawn applies it when the machine starts");
 	auto units = connect_machine_manager(f.machine);
 	auto refresh = units ? (*units)->state(REFRESH_UNIT) : fail(units.error());
@@ -491,14 +486,17 @@ Result<void> check_device_allow(sd_bus *bus, const MachineFiles &f, const HostBi
 	return {};
 }
 
+LiveResult failed_with(LiveResult &res, const Error &e)
+{
+	res.state = "failed";
+	res.error = e.message;
+	return res;
+}
+
 // With nothing standing in the way: the files written, then the machine changed to match them.
 LiveResult apply_probed(LiveResult &res, Probe &p, sd_bus *bus, const MachineFiles &f, const HostBinds &b, const Commit &commit)
 {
-	const auto failed = [&](const Error &e) {
-		res.state = "failed";
-		res.error = e.message;
-		return res;
-	};
+	const auto failed = [&](const Error &e) { return failed_with(res, e); };
 	auto written = commit();
 	if (!written)
 		return failed(written.error());
@@ -547,11 +545,7 @@ LiveResult apply_probed(LiveResult &res, Probe &p, sd_bus *bus, const MachineFil
 LiveResult apply_live(const MachineFiles &f, const HostBinds &b, const Commit &commit)
 {
 	LiveResult res;
-	const auto failed = [&](const Error &e) {
-		res.state = "failed";
-		res.error = e.message;
-		return res;
-	};
+	const auto failed = [&](const Error &e) { return failed_with(res, e); };
 	sd_bus *raw = nullptr;
 	const int r = sd_bus_open_system(&raw);
 	BusPtr bus(raw);
