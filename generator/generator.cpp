@@ -243,7 +243,10 @@ std::vector<std::string> refresh_watch_paths(const Input &in, const Config &cfg)
 	// The staging parent (mounts that come and go change its entries), every staging tree, and the
 	// directories discovery reads in each: a path unit's watch is not recursive, and package managers
 	// install by creating and renaming entries in exactly these. Nothing is followed: a symlinked
-	// subdirectory is not watched (discovery does not follow it either).
+	// subdirectory is not watched (discovery does not follow it either). Whole directories, never the
+	// driver's files by name: systemd re-arms every path of the unit on an event that is not its final
+	// path's own, dropping the others' queued events, so a replaced symlink or a moved directory above
+	// a watched name hides the change (doc/how-it-works.md, "Why whole directories").
 	std::vector<std::string> paths{cfg.staging};
 	auto parent = fs::open_dir(rooted(in, cfg.staging));
 	if (!parent)
