@@ -6,6 +6,7 @@
 #include "context.hpp"
 #include "bounded_parse.hpp"
 #include "gridd_journal.hpp"
+#include "feature_type.hpp"
 #include "license_metrics.hpp"
 #include "license_reload.hpp"
 #include "lock.hpp"
@@ -73,7 +74,8 @@ bool pid_alive(std::uint32_t pid)
 struct Args {
 	std::string root, config;
 	bool boot = false;
-	bool npd = false;  // node-problem-detector's custom plugin: NvidiaLicenseNotAcquired
+	bool npd = false;         // node-problem-detector's custom plugin: NvidiaLicenseNotAcquired
+	bool npd_reboot = false;  // --npd=reboot: NvidiaLicenseRebootRequired
 };
 
 // node-problem-detector's custom plugin protocol (exit 0 OK, 1 the condition is true, 2 unknown; one
@@ -118,12 +120,36 @@ int npd_license(const Context &ctx)
 	return 0;
 }
 
+// NvidiaLicenseRebootRequired: rotated files whose FeatureType waits for the host's reboot, as the
+// reloader's last run on this boot of the host recorded it.
+int npd_reboot(const Context &ctx)
+{
+	const std::string &state_dir = ctx.config.licensing.state_dir;
+	auto dir = fs::open_dir(ctx.real(state_dir));
+	if (!dir) {
+		npd_print("licensing not used here (no license state): the condition does not apply");
+		return 0;
+	}
+	if (auto t = fs::check_trusted(dir->get(), state_dir, /*directory=*/true); !t) {
+		npd_print("unknown: " + t.error().message);
+		return 2;
+	}
+	const LicenseCounters c = read_license_counters(ctx, dir->get());
+	if (c.held_feature < 0 || c.host_boot.empty() || c.host_boot != host_boot(ctx)) {
+		npd_print("no licensing change waits for a host reboot");
+		return 0;
+	}
+	npd_print("FeatureType=" + std::to_string(c.held_feature) + " waits for a host reboot (licensed: FeatureType=" +
+		  (c.licensed_feature > 0 ? std::to_string(c.licensed_feature) : std::string("?")) + ")");
+	return 1;
+}
+
 // A usage error is on stderr; with --npd anywhere on the line node-problem-detector reads stdout too.
 int usage_error(int argc, char **argv, const std::string &what)
 {
 	std::fprintf(stderr, "unbounded-nvidia-license-reload: %s\n", what.c_str());
 	for (int i = 1; i < argc; i++)
-		if (std::string_view(argv[i]) == "--npd") {
+		if (std::string_view(argv[i]).starts_with("--npd")) {
 			npd_print("unknown: " + what);
 			break;
 		}
@@ -132,7 +158,7 @@ int usage_error(int argc, char **argv, const std::string &what)
 
 void print_help()
 {
-	std::printf("Usage: unbounded-nvidia-license-reload [--root DIR] [--config FILE] [--boot | --npd]\n\n"
+	std::printf("Usage: unbounded-nvidia-license-reload [--root DIR] [--config FILE] [--boot | --npd[=reboot]]\n\n"
 		    "Applies rotated vGPU licensing files by restarting nvidia-gridd alone; started by\n"
 		    "unbounded-nvidia-license-reload.path and .timer.\n\n"
 		    "Options:\n"
@@ -143,6 +169,9 @@ void print_help()
 		    "  --npd           node-problem-detector plugin protocol for NvidiaLicenseNotAcquired (one\n"
 		    "                  line; exit 1 when nvidia-gridd has run unlicensed or pending longer than\n"
 		    "                  licensing.not_acquired_after, 0 when not, 2 unknown)\n"
+		    "  --npd=reboot    the same for NvidiaLicenseRebootRequired: exit 1 while rotated files ask\n"
+		    "                  for another FeatureType than this host boot's license (kept back until\n"
+		    "                  the host reboots)\n"
 		    "  -h --help       show this help\n"
 		    "  --version       show the release and the commit it was built from\n\n"
 		    "Environment:\n"
@@ -157,14 +186,20 @@ void print_help()
 // 0 to go on, -1 for a clean exit (--help, --version), else the exit status.
 int parse_args(int argc, char **argv, Args &a)
 {
-	static const option opts[] = {{"root", required_argument, nullptr, 'r'}, {"config", required_argument, nullptr, 'c'}, {"boot", no_argument, nullptr, 'b'}, {"help", no_argument, nullptr, 'h'}, {"npd", no_argument, nullptr, 'n'}, {"version", no_argument, nullptr, 'V'}, {nullptr, 0, nullptr, 0}};
+	static const option opts[] = {{"root", required_argument, nullptr, 'r'}, {"config", required_argument, nullptr, 'c'}, {"boot", no_argument, nullptr, 'b'}, {"help", no_argument, nullptr, 'h'}, {"npd", optional_argument, nullptr, 'n'}, {"version", no_argument, nullptr, 'V'}, {nullptr, 0, nullptr, 0}};
 	opterr = 0;
 	for (int c; (c = getopt_long(argc, argv, "h", opts, nullptr)) >= 0;) {
 		switch (c) {
 		case 'r': a.root = optarg; break;
 		case 'c': a.config = optarg; break;
 		case 'b': a.boot = true; break;
-		case 'n': a.npd = true; break;
+		case 'n':
+			a.npd = true;
+			if (optarg && std::string_view(optarg) == "reboot")
+				a.npd_reboot = true;
+			else if (optarg && std::string_view(optarg) != "license")
+				return usage_error(argc, argv, "--npd takes 'license' (the default) or 'reboot', not '" + printable(optarg) + "'");
+			break;
 		case 'h': print_help(); return -1;
 		case 'V': print_version("unbounded-nvidia-license-reload"); return -1;
 		default:
@@ -205,7 +240,8 @@ std::optional<int> load_context(const Args &args, Context &ctx)
 // One reload (or the boot install) under the state directory's lock; the metrics and STATUS= after.
 int reload(const Context &ctx, bool boot, int state_fd)
 {
-	ReloadSeams seams{sleep_unless_stopped, sleep_through, random_below, pid_alive, [] { return stop_flag.load(); }, nullptr};
+	ReloadSeams seams{sleep_unless_stopped, sleep_through, random_below, pid_alive, [] { return stop_flag.load(); }, nullptr,
+			  [&ctx, state_fd] { return licensed_feature_this_boot(ctx, state_fd); }};
 	Result<ReloadReport> report = ReloadReport{};
 	std::optional<GriddView> gridd;  // none at boot: nvidia-gridd has not started yet
 	if (boot) {
@@ -235,7 +271,7 @@ int reload(const Context &ctx, bool boot, int state_fd)
 		record_license_metrics(ctx, state_fd, ReloadOutcome::Failed, gridd);
 		return report.error().exit_code;
 	}
-	record_license_metrics(ctx, state_fd, report->outcome, gridd);
+	record_license_metrics(ctx, state_fd, report->outcome, gridd, report->held_back);
 	notify_status(std::string("Last run: ") + outcome_name(report->outcome) +
 		      (report->restarts ? ", " + std::to_string(report->restarts) + " nvidia-gridd restart(s)" : ""));
 	switch (report->outcome) {
@@ -259,7 +295,7 @@ int run(int argc, char **argv)
 	if (auto rc = load_context(args, ctx))
 		return *rc;
 	if (args.npd)
-		return npd_license(ctx);
+		return args.npd_reboot ? npd_reboot(ctx) : npd_license(ctx);
 
 	struct sigaction sa = {};
 	sa.sa_handler = on_signal;

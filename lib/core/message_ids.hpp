@@ -28,6 +28,7 @@ inline constexpr const char *CDI_SPEC_REMOVED = "d35cfe781ba94c2293fcd820d99139a
 inline constexpr const char *LICENSE_APPLIED = "bcafdef73f1d4c3aba44e70fd75ca0d6";
 inline constexpr const char *LICENSE_ROLLED_BACK = "60946feb744847e99a94e6d6a04d7df9";
 inline constexpr const char *LICENSE_FAILED = "9628df5a7bc046b99b9ed4dc36ba15a6";
+inline constexpr const char *LICENSE_REBOOT_REQUIRED = "af0191fdd289408da9b54124a5c39df0";
 // What the machine's container runtime will do with our specs (lib/consumer/consumer_check.hpp).
 inline constexpr const char *CONTAINERD_CDI_OFF = "e65de5f20dc342469402381e78c24cc1";
 inline constexpr const char *CDI_VERSION_REFUSED = "f7bdc2d4002e4779907f0b8d59ef9662";

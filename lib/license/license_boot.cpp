@@ -95,6 +95,9 @@ Result<void> LicenseReloader::install_boot_files(ReloadReport &report)
 		}
 		note(report, "The licensing files in the source failed before; " + lic.gridd_unit + " starts with the last known good ones.");
 	}
+	// nvidia-gridd starts with what is installed when the source's FeatureType must wait for the host.
+	if (!targets.empty() && targets != want && held_for_reboot(report, want, true))
+		return {};
 	if (targets == want && *applied && **applied == want && !*restarting) {
 		report.outcome = ReloadOutcome::Unchanged;
 		note(report, "Licensing files already installed and applied.");

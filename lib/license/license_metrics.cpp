@@ -1,5 +1,6 @@
 #include "license_metrics.hpp"
 
+#include "feature_type.hpp"
 #include "fs.hpp"
 #include "log.hpp"
 #include "message_ids.hpp"
@@ -29,6 +30,7 @@ constexpr ReloadOutcome ALL_OUTCOMES[] = {
 	ReloadOutcome::Interrupted,
 	ReloadOutcome::Installed,
 	ReloadOutcome::Verified,
+	ReloadOutcome::RebootRequired,
 };
 
 const char *license_state_message_id(LicenseState s)
@@ -92,6 +94,13 @@ std::string LicenseCounters::serialize() const
 		s += "license_invocation " + license_invocation + "\n";
 	if (!journal_cursor.empty())
 		s += "journal_cursor " + journal_cursor + "\n";
+	if (!host_boot.empty()) {
+		s += "host_boot " + host_boot + "\n";
+		if (licensed_feature >= 0)
+			s += "licensed_feature " + std::to_string(licensed_feature) + "\n";
+		if (held_feature >= 0)
+			s += "held_feature " + std::to_string(held_feature) + "\n";
+	}
 	return s;
 }
 
@@ -122,6 +131,10 @@ LicenseCounters LicenseCounters::parse(std::string_view text)
 				c.license_expiry = t;
 			else if (key == "license_rotation" && number)
 				c.license_rotation = t;
+			else if ((key == "licensed_feature" || key == "held_feature") && number && t <= 1000)
+				(key == "licensed_feature" ? c.licensed_feature : c.held_feature) = static_cast<int>(t);
+			else if (key == "host_boot" && number)
+				c.host_boot = value;
 			else if (key == "license")
 				c.license = license_state_from_name(value).value_or(LicenseState::Unknown);
 			else if ((key == "applied_invocation" || key == "license_invocation") && value.size() == 32 &&
@@ -190,6 +203,15 @@ std::string license_metrics_text(const LicenseCounters &c, double now_seconds, d
 	if (c.license == LicenseState::Licensed && c.license_expiry > 0)
 		m.gauge("unbounded_nvidia_license_expiry_timestamp_seconds", "When the license nvidia-gridd holds expires (Unix time)",
 			c.license_expiry);
+	m.gauge("unbounded_nvidia_license_reboot_required",
+		"1 while rotated licensing files ask for another FeatureType than the host's driver holds a license for (applied at its reboot)",
+		c.held_feature >= 0 ? 1 : 0);
+	if (c.licensed_feature > 0)
+		m.gauge("unbounded_nvidia_license_feature_type", "The FeatureType licensed on this boot of the host, and one held back for its reboot",
+			c.licensed_feature, {{"which", "licensed"}});
+	if (c.held_feature >= 0)
+		m.gauge("unbounded_nvidia_license_feature_type", "The FeatureType licensed on this boot of the host, and one held back for its reboot",
+			c.held_feature, {{"which", "held_back"}});
 	m.gauge("unbounded_nvidia_license_state_rotation_timestamp_seconds",
 		"The applied rotation (its last_applied time) whose nvidia-gridd restart the state is of, 0 for none", c.license_rotation);
 	return m.text();
@@ -203,7 +225,54 @@ LicenseCounters read_license_counters(const Context &ctx, int state_fd)
 	return {};
 }
 
-void record_license_metrics(const Context &ctx, int state_fd, ReloadOutcome outcome, const std::optional<GriddView> &view)
+namespace {
+
+// The feature licensed on this boot of the host (kept for the boot: the driver keeps it), and a
+// rotation's FeatureType held back for the host's reboot, with one message when that begins.
+void record_feature(const Context &ctx, LicenseCounters &c, ReloadOutcome outcome, bool observed, const std::optional<FeatureChange> &held)
+{
+	const std::string boot = host_boot(ctx);
+	if (c.host_boot != boot) {  // the host rebooted: its driver licenses afresh
+		c.host_boot = boot;
+		c.licensed_feature = c.held_feature = -1;
+	}
+	if (boot.empty())
+		return;
+	// Only a look at nvidia-gridd on this boot tells: a recorded state may be of the boot before.
+	if (observed && c.license == LicenseState::Licensed && c.licensed_feature <= 0) {
+		// What nvidia-gridd runs with is the installed gridd.conf: the reloader starts it after installing.
+		const std::string &conf = ctx.config.licensing.gridd_conf_target;
+		if (auto text = fs::read_file(ctx.real(conf), 64 * 1024))
+			if (auto f = gridd_feature_type(*text); f && *f > 0)
+				c.licensed_feature = *f;
+	}
+	const int before = c.held_feature;
+	if (held)
+		c.held_feature = held->requested;
+	else if (outcome != ReloadOutcome::Failed && outcome != ReloadOutcome::Interrupted)
+		c.held_feature = -1;
+	if (held && before != held->requested)
+		log::warning("Rotated licensing files ask for " + feature_type_text(held->requested) + ", but this host's driver holds a license for " +
+				     feature_type_text(held->licensed) + " until it restarts: they are kept back, and " +
+				     ctx.config.licensing.gridd_unit + " keeps running, until the host reboots.",
+			     {{"MESSAGE_ID", message_id::LICENSE_REBOOT_REQUIRED},
+			      {"UNBOUNDED_NVIDIA_LICENSE_FEATURE_TYPE", std::to_string(held->requested)},
+			      {"UNBOUNDED_NVIDIA_LICENSED_FEATURE_TYPE", std::to_string(held->licensed)}});
+}
+
+}  // namespace
+
+std::optional<int> licensed_feature_this_boot(const Context &ctx, int state_fd)
+{
+	const LicenseCounters c = read_license_counters(ctx, state_fd);
+	const std::string boot = host_boot(ctx);
+	if (boot.empty() || c.host_boot != boot || c.licensed_feature <= 0)
+		return std::nullopt;
+	return c.licensed_feature;
+}
+
+void record_license_metrics(const Context &ctx, int state_fd, ReloadOutcome outcome, const std::optional<GriddView> &view,
+			    const std::optional<FeatureChange> &held)
 {
 	const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 	const std::string state_display = fs::join(ctx.config.licensing.state_dir, COUNTERS_FILE);
@@ -232,6 +301,7 @@ void record_license_metrics(const Context &ctx, int state_fd, ReloadOutcome outc
 		else
 			log::notice(what, fields);
 	}
+	record_feature(ctx, c, outcome, view.has_value(), held);
 	if (auto w = fs::write_file_atomic_at(state_fd, COUNTERS_FILE, state_display, c.serialize(),
 					      {.mode = 0600, .fsync = false, .skip_if_unchanged = false});
 	    !w)

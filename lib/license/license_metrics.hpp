@@ -23,6 +23,9 @@ struct LicenseCounters {
 	double license_rotation = 0;     // last_applied when the state is of the run that rotation started
 	std::string license_invocation;  // nvidia-gridd's run the state is of
 	std::string journal_cursor;      // that run's journal, derived up to here (gridd_journal.hpp)
+	std::string host_boot;           // the boot of the host the two below are of (feature_type.hpp)
+	int licensed_feature = -1;       // the FeatureType nvidia-gridd was licensed with on it, -1 none seen
+	int held_feature = -1;           // a rotation's FeatureType held back for its reboot, -1 none
 	std::string serialize() const;
 	static LicenseCounters parse(std::string_view text);  // unknown or damaged lines are dropped
 };
@@ -50,7 +53,12 @@ std::optional<LicenseState> apply_license_view(LicenseCounters &c, const GriddVi
 std::string license_metrics_text(const LicenseCounters &c, double now_seconds, double reload_interval_seconds = 0);
 // Counts `outcome` in the state directory `state_fd`, takes the license state from `view` (none at
 // boot: nvidia-gridd has not started), logs a state change, and writes the metrics file.
-void record_license_metrics(const Context &ctx, int state_fd, ReloadOutcome outcome, const std::optional<GriddView> &view);
+// `held`: the FeatureType the run kept back for the host's reboot (RebootRequired).
+void record_license_metrics(const Context &ctx, int state_fd, ReloadOutcome outcome, const std::optional<GriddView> &view,
+			    const std::optional<FeatureChange> &held = std::nullopt);
+
+// The FeatureType licensed on this boot of the host, as recorded by earlier runs (ReloadSeams).
+std::optional<int> licensed_feature_this_boot(const Context &ctx, int state_fd);
 
 // The last recorded license state, for `--npd` (node-problem-detector): read from the state directory.
 LicenseCounters read_license_counters(const Context &ctx, int state_fd);

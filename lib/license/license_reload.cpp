@@ -29,6 +29,7 @@ const char *outcome_name(ReloadOutcome o)
 	case ReloadOutcome::Interrupted: return "interrupted";
 	case ReloadOutcome::Installed: return "installed";
 	case ReloadOutcome::Verified: return "verified";
+	case ReloadOutcome::RebootRequired: return "reboot-required";
 	}
 	return "?";
 }
@@ -87,6 +88,27 @@ Result<void> LicenseReloader::known_bad(ReloadReport &report, const LicenseSet &
 	return {};
 }
 
+// Whether `source` asks for another FeatureType than the driver holds a license for on this boot of
+// the host: then nvidia-gridd restarted with it would not license the new feature (feature_type.hpp),
+// so the files and nvidia-gridd are left as they are, and the report says what waits for the reboot.
+bool LicenseReloader::held_for_reboot(ReloadReport &report, const LicenseSet &source, bool set_outcome) const
+{
+	const auto conf = source.files.find("gridd.conf");
+	if (!seams_.licensed_feature || conf == source.files.end())
+		return false;
+	const auto requested = gridd_feature_type(conf->second);
+	const auto licensed = seams_.licensed_feature();
+	if (!requested || !licensed || *licensed == 0 || *requested == *licensed)
+		return false;
+	report.held_back = FeatureChange{*requested, *licensed};
+	if (set_outcome)
+		report.outcome = ReloadOutcome::RebootRequired;
+	note(report, "The licensing files ask for " + feature_type_text(*requested) + ", but this host's driver holds a license for " +
+			     feature_type_text(*licensed) + " until the host restarts; " + ctx_.config.licensing.gridd_unit +
+			     " is not restarted for them and the installed files are kept. They apply once the host has rebooted.");
+	return true;
+}
+
 // Sleeps a random share of licensing.jitter; false when stopped meanwhile (nothing changed yet).
 bool LicenseReloader::sleep_jitter(ReloadReport &report, const LicenseSet &source, bool unverified)
 {
@@ -127,10 +149,7 @@ Result<bool> LicenseReloader::restart_unjudged(const std::optional<LicenseSet> &
 Result<LicenseReloader::Round> LicenseReloader::run_round(ReloadReport &report, unsigned round, bool decided)
 {
 	const LicensingConfig &lic = ctx_.config.licensing;
-	auto first = [&](ReloadOutcome o) {
-		if (round == 0 && !decided)
-			report.outcome = o;
-	};
+	const auto first = [&](ReloadOutcome o) { report.outcome = round == 0 && !decided ? o : report.outcome; };
 	auto source = read_source();
 	if (!source)
 		return fail(source.error());
@@ -173,6 +192,8 @@ Result<LicenseReloader::Round> LicenseReloader::run_round(ReloadReport &report, 
 			return fail(r.error());
 		return Round::Done;
 	}
+	if (!*unverified && held_for_reboot(report, *source, round == 0 && !decided))
+		return Round::Done;
 
 	// A change. Wait a random share of the jitter so a cluster-wide rotation does not reach the
 	// license server in one burst; then use what the source holds after the wait.

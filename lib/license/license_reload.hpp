@@ -7,6 +7,7 @@
 
 #include "context.hpp"
 #include "error.hpp"
+#include "feature_type.hpp"
 #include "license_set.hpp"
 #include "unit_manager.hpp"
 
@@ -28,29 +29,34 @@ struct ReloadSeams {
 	std::function<bool(std::uint32_t)> pid_alive;
 	std::function<bool()> stop_requested;
 	std::function<void(std::string_view stage)> after_stage;  // test hooks: "recorded" (bytes taken), "installed"
+	// The FeatureType the driver holds a license for on this boot of the host (feature_type.hpp),
+	// none when no license was seen on it: a rotation to another one waits for the host's reboot.
+	std::function<std::optional<int>()> licensed_feature;
 };
 
 enum class ReloadOutcome {
-	Disabled,     // VGPU_LICENSE_AUTO_RELOAD / licensing.auto_reload off
-	NoSource,     // no licensing files anywhere: nothing configured
-	Unchanged,    // content equals the last applied copy
-	Recorded,     // first run: the installed files are the source's, recorded without a restart
-	KnownBad,     // content equals a copy that failed before: not retried until it changes
-	Applied,      // installed, nvidia-gridd restarted (or not running) and alive
-	RolledBack,   // nvidia-gridd did not stay up: last known good restored and running again
-	Failed,       // could not apply or roll back; nvidia-gridd may be down
-	Interrupted,  // stopped (SIGTERM) before anything was changed, or while a restart's outcome was unknown
-	Installed,    // boot: the source's files installed for nvidia-gridd's first start, checked by the next run
-	Verified,     // files installed at boot: nvidia-gridd started with them and runs, recorded as applied
+	Disabled,        // VGPU_LICENSE_AUTO_RELOAD / licensing.auto_reload off
+	NoSource,        // no licensing files anywhere: nothing configured
+	Unchanged,       // content equals the last applied copy
+	Recorded,        // first run: the installed files are the source's, recorded without a restart
+	KnownBad,        // content equals a copy that failed before: not retried until it changes
+	Applied,         // installed, nvidia-gridd restarted (or not running) and alive
+	RolledBack,      // nvidia-gridd did not stay up: last known good restored and running again
+	Failed,          // could not apply or roll back; nvidia-gridd may be down
+	Interrupted,     // stopped (SIGTERM) before anything was changed, or while a restart's outcome was unknown
+	Installed,       // boot: the source's files installed for nvidia-gridd's first start, checked by the next run
+	Verified,        // files installed at boot: nvidia-gridd started with them and runs, recorded as applied
+	RebootRequired,  // the source's FeatureType differs from the feature licensed on this host boot: kept back
 };
 const char *outcome_name(ReloadOutcome o);
 
 struct ReloadReport {
 	ReloadOutcome outcome = ReloadOutcome::Unchanged;
-	unsigned restarts = 0;              // nvidia-gridd restarts, rollbacks included
-	unsigned applied = 0;               // sets applied in this run (a rotation during the run makes it 2)
-	Millis jitter{0};                   // the last jitter slept
-	std::vector<std::string> messages;  // what happened, in order, without file contents
+	unsigned restarts = 0;                   // nvidia-gridd restarts, rollbacks included
+	unsigned applied = 0;                    // sets applied in this run (a rotation during the run makes it 2)
+	Millis jitter{0};                        // the last jitter slept
+	std::vector<std::string> messages;       // what happened, in order, without file contents
+	std::optional<FeatureChange> held_back;  // RebootRequired: what waits for the host's reboot
 };
 
 class LicenseReloader {
@@ -98,6 +104,7 @@ private:
 	Result<void> known_bad(ReloadReport &report, const LicenseSet &source, const std::optional<LicenseSet> &applied, bool unverified,
 			       bool set_outcome);
 	bool sleep_jitter(ReloadReport &report, const LicenseSet &source, bool unverified);
+	bool held_for_reboot(ReloadReport &report, const LicenseSet &source, bool set_outcome) const;
 	void note(ReloadReport &r, std::string msg) const;
 
 	const Context &ctx_;

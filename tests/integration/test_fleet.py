@@ -245,7 +245,8 @@ class TestNodeProblemDetector(FleetCase):
         self.assertEqual(config["plugin"], "custom")
         self.assertEqual(config["pluginConfig"]["max_output_length"], 80)
         conditions = {c["type"] for c in config["conditions"]}
-        self.assertEqual(conditions, {"NvidiaDriverNotReady", "NvidiaHostRebootPending", "NvidiaLicenseNotAcquired"})
+        self.assertEqual(conditions, {"NvidiaDriverNotReady", "NvidiaHostRebootPending", "NvidiaLicenseNotAcquired",
+                                      "NvidiaLicenseRebootRequired"})
         # Issue 43, item 8: one rule per condition (see test_no_condition_flaps_under_either_npd).
         per_condition = [r["condition"] for r in config["rules"]]
         self.assertEqual(len(set(per_condition)), len(per_condition), "a condition set by two rules flaps")
@@ -400,6 +401,26 @@ class TestLicenseCondition(unittest.TestCase):
             self.assertTrue(r.stdout.startswith("unknown: "), r.stdout)
             self.assertLessEqual(len(r.stdout.strip()), 80)
 
+    def test_a_feature_type_held_back_is_its_own_condition_until_the_host_reboots(self):
+        """NvidiaLicenseRebootRequired (--npd=reboot): true while the reloader's last run on this boot of
+        the host kept a rotation's FeatureType back (another one is licensed); false after the reboot."""
+        m = MachineRoot(self)
+        r = subprocess.run([LICENSE_BIN, "--root", m.path, "--npd=reboot"], capture_output=True, text=True)
+        self.assertEqual((r.returncode, r.stdout), (0, "licensing not used here (no license state): the condition does not apply\n"))
+        write(m.p("/proc/stat"), "cpu  1 2 3\nbtime 1796140000\n")
+        d = m.p("/var/lib/unbounded-nvidia/license")
+        os.makedirs(d, mode=0o700, exist_ok=True)
+        write(os.path.join(d, "metrics.state"), "license licensed\nhost_boot 1796140000\nlicensed_feature 2\nheld_feature 4\n")
+        r = subprocess.run([LICENSE_BIN, "--root", m.path, "--npd=reboot"], capture_output=True, text=True)
+        self.assertEqual((r.returncode, r.stdout), (1, "FeatureType=4 waits for a host reboot (licensed: FeatureType=2)\n"))
+        self.assertEqual(self.npd(m)[0], 0)  # the license itself is held
+        write(m.p("/proc/stat"), "cpu  1 2 3\nbtime 1796150000\n")  # the host rebooted
+        r = subprocess.run([LICENSE_BIN, "--root", m.path, "--npd=reboot"], capture_output=True, text=True)
+        self.assertEqual((r.returncode, r.stdout), (0, "no licensing change waits for a host reboot\n"))
+        r = subprocess.run([LICENSE_BIN, "--root", m.path, "--npd=bogus"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertTrue(r.stdout.startswith("unknown: --npd takes"), r.stdout)
+
     def test_boot_and_npd_together_are_a_usage_error(self):
         """Issue 46: --boot --npd once answered the condition and ignored --boot. Either order, one
         clear line on stderr, and node-problem-detector's one line on stdout."""
@@ -453,7 +474,7 @@ class TestAlertRules(unittest.TestCase):
         r = subprocess.run([promtool, "check", "rules", os.path.join(FLEET, "unbounded-nvidia.rules.yml")],
                            capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        self.assertIn("SUCCESS: 9 rules found", r.stdout)
+        self.assertIn("SUCCESS: 10 rules found", r.stdout)
 
     def test_the_alerts_fire_on_what_makes_pods_fail(self):
         """Issue 43, item 7: CDI off or a shadowed spec alerts (a second spec that shadows nothing does

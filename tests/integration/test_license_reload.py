@@ -200,6 +200,32 @@ class TestRestart(LicenseReloadCase):
         self.assert_runs(0, "applied", self.reload())
         self.assertEqual(self.new_log(), ["TERM", f"start {digest(GOOD2, 'token-2')}"])
 
+    def test_a_feature_type_the_host_holds_another_license_for_waits_for_its_reboot(self):
+        """Once the driver is licensed for one FeatureType, a restart of nvidia-gridd cannot license
+        another until the host restarts (nvidia-settings' ctkgridlicense.c, is_restart_required): the
+        rotation is kept back, nothing restarts, run after run, and the reboot lets it through."""
+        write(self.m.p("/proc/stat"), "cpu  1 2 3\nbtime 1796140000\n")
+        self.running_gridd()  # FeatureType=1 applied; the stand-in runs
+        state = self.m.p("/var/lib/unbounded-nvidia/license/metrics.state")
+        text = open(state).read()
+        # What a run records when it sees nvidia-gridd licensed (the journal, not faked here).
+        write(state, text + "host_boot 1796140000\nlicensed_feature 1\n", 0o600)
+        self.rotate(GOOD2, "token-3")
+        for _ in range(2):
+            r = self.reload()
+            self.assert_runs(0, "reboot-required", r)
+            self.assertIn("FeatureType=2 (NVIDIA RTX Virtual Workstation)", r.stderr)
+            self.assertEqual(self.new_calls(), [])
+            self.assertEqual(self.new_log(), [])
+            self.assertEqual(self.installed(), (GOOD, "token-2"))
+        metrics = open(self.m.p(METRICS)).read()
+        self.assertIn("unbounded_nvidia_license_reboot_required 1\n", metrics)
+        self.assertIn('unbounded_nvidia_license_feature_type{which="held_back"} 2\n', metrics)
+        write(self.m.p("/proc/stat"), "cpu  1 2 3\nbtime 1796150000\n")  # the host rebooted
+        self.assert_runs(0, "applied", self.reload())
+        self.assertEqual(self.installed(), (GOOD2, "token-3"))
+        self.assertIn("unbounded_nvidia_license_reboot_required 0\n", open(self.m.p(METRICS)).read())
+
     def test_a_unit_that_could_be_sigkilled_is_refused(self):
         pid = self.running_gridd()
         for n, setting in enumerate(({"send_sigkill": True}, {"send_sigkill": False, "kill_signal": 9})):

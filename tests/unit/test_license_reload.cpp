@@ -1,4 +1,5 @@
 #include "fake_unit_manager.hpp"
+#include "feature_type.hpp"
 #include "license_reload.hpp"
 #include "temp_dir.hpp"
 
@@ -30,6 +31,7 @@ struct Machine {
 	std::function<std::uint64_t(std::uint64_t)> random = [](std::uint64_t bound) { return bound / 2; };
 	std::function<void(std::string_view)> after_stage;
 	bool stop = false;
+	std::optional<int> licensed;  // the FeatureType licensed on this boot of the host
 
 	Machine()
 	{
@@ -59,7 +61,8 @@ struct Machine {
 				   [this](std::string_view s) {
 					   if (after_stage)
 						   after_stage(s);
-				   }};
+				   },
+				   [this] { return licensed; }};
 	}
 	ReloadReport run()
 	{
@@ -881,4 +884,74 @@ TEST_CASE("a license record of a newer state format is refused, saying so; this 
 	REQUIRE(why);
 	CHECK(*why == "applied.state was written by a newer release (state format 2; this release reads 1)");
 	CHECK_FALSE(LicenseSet::newer_format("garbage", "applied.state"));
+}
+
+TEST_CASE("gridd.conf's FeatureType is read as nvidia-settings reads it", "[license]")
+{
+	CHECK(gridd_feature_type("") == 0);
+	CHECK(gridd_feature_type("ServerAddress=a\n") == 0);
+	CHECK(gridd_feature_type("FeatureType=4\n") == 4);
+	CHECK(gridd_feature_type(" Feature Type = 2 \r\n") == 2);  // every blank removed first
+	CHECK(gridd_feature_type("#FeatureType=4\nFeatureType=2\n") == 2);
+	CHECK(gridd_feature_type("FeatureType=2\nFeatureType=\n") == 2);  // an empty value changes nothing
+	CHECK(gridd_feature_type("FeatureType=1\nFeatureType=4") == 4);   // the last one wins
+	CHECK(gridd_feature_type("FeatureTypes=4\n") == 0);
+	CHECK_FALSE(gridd_feature_type("FeatureType=vCS\n"));
+	CHECK_FALSE(gridd_feature_type("FeatureType=-1\n"));
+	CHECK(feature_type_text(4) == "FeatureType=4 (NVIDIA Virtual Compute Server)");
+	CHECK(feature_type_text(3) == "FeatureType=3");
+}
+
+TEST_CASE("a FeatureType the licensed feature keeps back waits for the host's reboot, without restarts", "[license]")
+{
+	LicensedMachine m;  // FeatureType=1 applied
+	m.licensed = 1;
+	m.project("2026_02", "FeatureType=4\n", "token-2");
+	for (int run = 0; run < 3; run++) {  // every later run says the same and restarts nothing
+		auto r = m.run();
+		CHECK(r.outcome == ReloadOutcome::RebootRequired);
+		REQUIRE(r.held_back);
+		CHECK(r.held_back->requested == 4);
+		CHECK(r.held_back->licensed == 1);
+		CHECK(r.restarts == 0);
+		CHECK(m.units.calls.empty());
+		CHECK(m.installed(GRIDD) == "FeatureType=1\n");
+		CHECK(m.installed(TOKEN) == "token-1");
+	}
+	SECTION("a rotation that keeps the licensed FeatureType is applied as ever")
+	{
+		m.project("2026_03", "FeatureType=1\n", "token-3");
+		CHECK(m.run().outcome == ReloadOutcome::Applied);
+		CHECK(m.installed(TOKEN) == "token-3");
+	}
+	SECTION("after the host's reboot (nothing licensed on it yet) the files are applied")
+	{
+		m.licensed.reset();
+		CHECK(m.run().outcome == ReloadOutcome::Applied);
+		CHECK(m.installed(GRIDD) == "FeatureType=4\n");
+	}
+	SECTION("the machine's boot install keeps the installed files for nvidia-gridd's start")
+	{
+		LicenseReloader r(m.ctx, m.units, m.seams());
+		auto rep = r.install_at_boot();
+		REQUIRE(rep);
+		CHECK(rep->outcome == ReloadOutcome::RebootRequired);
+		CHECK(m.installed(GRIDD) == "FeatureType=1\n");
+	}
+}
+
+TEST_CASE("a FeatureType change is applied when no license is held or gridd.conf's value is unreadable", "[license]")
+{
+	LicensedMachine m;
+	SECTION("licensed as unlicensed (0): nothing to keep")
+	{
+		m.licensed = 0;
+	}
+	SECTION("no license seen on this boot of the host")
+	{
+		m.licensed.reset();
+	}
+	m.project("2026_02", "FeatureType=4\n", "token-2");
+	CHECK(m.run().outcome == ReloadOutcome::Applied);
+	CHECK(m.installed(GRIDD) == "FeatureType=4\n");
 }

@@ -1,6 +1,7 @@
 // Issue 28: whether nvidia-gridd holds a license, derived from its journal lines (written from the
 // messages NVIDIA's Client Licensing User Guide and field reports show, in each wording), and what
 // the reloader keeps and publishes of it.
+#include "fs.hpp"
 #include "gridd_journal.hpp"
 #include "license_metrics.hpp"
 #include "license_state.hpp"
@@ -8,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -476,4 +478,45 @@ TEST_CASE("issue 34: the sd-journal source reads a real journal file as the fake
 	REQUIRE(read);
 	CHECK(read->entries == 1);
 	CHECK(read->observation.state == LicenseState::Unlicensed);
+}
+
+TEST_CASE("the FeatureType licensed on a boot of the host is kept for that boot, and one held back is published", "[license-state]")
+{
+	test::TempDir dir;
+	Context ctx;
+	ctx.root = dir.path();
+	ctx.config.metrics_dir = "/metrics";
+	dir.write("metrics/.keep", "");
+	dir.write("proc/stat", "cpu  1 2 3\nintr 5\nbtime 1796140000\nprocesses 9\n");
+	dir.write("etc/nvidia/gridd.conf", "ServerAddress=a\nFeatureType=2\n");
+	dir.write("state/.keep", "");
+	const int state = ::open((dir / "state").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	REQUIRE(state >= 0);
+	const auto metrics = [&] { return *fs::read_file(dir / "metrics/unbounded-nvidia-license.prom"); };
+
+	CHECK_FALSE(licensed_feature_this_boot(ctx, state));  // nothing seen yet
+	GriddView licensed{"0123456789abcdef0123456789abcdef", {LicenseState::Licensed, std::nullopt, 1'796'140'100'000'000}};
+	record_license_metrics(ctx, state, ReloadOutcome::Unchanged, licensed);
+	CHECK(licensed_feature_this_boot(ctx, state) == 2);
+	CHECK(metrics().find("unbounded_nvidia_license_feature_type{which=\"licensed\"} 2\n") != std::string::npos);
+	CHECK(metrics().find("unbounded_nvidia_license_reboot_required 0\n") != std::string::npos);
+
+	// The installed file changing later does not change what the driver holds on this boot.
+	dir.write("etc/nvidia/gridd.conf", "FeatureType=4\n");
+	record_license_metrics(ctx, state, ReloadOutcome::RebootRequired, licensed, FeatureChange{4, 2});
+	CHECK(licensed_feature_this_boot(ctx, state) == 2);
+	CHECK(metrics().find("unbounded_nvidia_license_reboot_required 1\n") != std::string::npos);
+	CHECK(metrics().find("unbounded_nvidia_license_feature_type{which=\"held_back\"} 4\n") != std::string::npos);
+	CHECK(metrics().find("unbounded_nvidia_license_reloads_total{outcome=\"reboot-required\"} 1\n") != std::string::npos);
+	// A failed run keeps what waits; an applied one ends it.
+	record_license_metrics(ctx, state, ReloadOutcome::Failed, std::nullopt);
+	CHECK(metrics().find("unbounded_nvidia_license_reboot_required 1\n") != std::string::npos);
+
+	// The host rebooted: nothing is licensed on this boot until nvidia-gridd says so, and nothing waits.
+	dir.write("proc/stat", "cpu  1 2 3\nbtime 1796150000\n");
+	CHECK_FALSE(licensed_feature_this_boot(ctx, state));
+	record_license_metrics(ctx, state, ReloadOutcome::Unchanged, std::nullopt);
+	CHECK(metrics().find("unbounded_nvidia_license_reboot_required 0\n") != std::string::npos);
+	CHECK(metrics().find("which=\"licensed\"") == std::string::npos);
+	::close(state);
 }
