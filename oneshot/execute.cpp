@@ -92,7 +92,8 @@ void record_metrics(const Context &ctx, const Report &report, double duration_se
 	// The refresh timer runs on a GPU machine only: setup and refresh there, never on a CPU node.
 	const bool timer = (report.command == "setup" || report.command == "refresh") && report.outcome != "no-gpu";
 	const double interval = timer ? std::chrono::duration<double>(ctx.config.refresh.interval).count() : 0;
-	publish_metrics(ctx.real(dir), dir, "unbounded-nvidia-setup.prom", setup_metrics_text(report, now, duration_seconds, interval));
+	publish_metrics(ctx.real(dir), dir, "unbounded-nvidia-setup.prom",
+			setup_metrics_text(report, now, duration_seconds, interval, static_cast<double>(held_back_count(ctx))));
 }
 
 }  // namespace unbounded

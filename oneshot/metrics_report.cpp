@@ -19,13 +19,16 @@ std::string string_of(const nlohmann::ordered_json &details, const char *key)
 
 }  // namespace
 
-std::string setup_metrics_text(const Report &report, double now_seconds, double duration_seconds, double refresh_interval_seconds)
+std::string setup_metrics_text(const Report &report, double now_seconds, double duration_seconds, double refresh_interval_seconds,
+			       double held_back_units)
 {
 	const auto &d = report.details;
 	MetricsText m;
 	m.gauge("unbounded_nvidia_ready", "1 when the driver root and CDI spec serve GPU pods (or there is no GPU)", report.ready() ? 1 : 0);
 	m.gauge("unbounded_nvidia_outcome_info", "Outcome of the last setup, refresh or cleanup", 1,
 		{{"command", report.command}, {"outcome", report.outcome}});
+	m.gauge("unbounded_nvidia_held_back_units",
+		"Units (containerd, kubelet) a failed boot setup holds back until a refresh finds the driver ready", held_back_units);
 	m.gauge("unbounded_nvidia_pending_host_reboot", "1 when the host staged a driver the loaded kernel module does not run yet",
 		report.outcome == "pending-host-reboot" ? 1 : 0);
 	if (const std::string v = string_of(d, "driver_version"); !v.empty())

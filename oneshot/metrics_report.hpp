@@ -11,6 +11,8 @@ namespace unbounded {
 // The text; the executor publishes it (execute.hpp's record_metrics). `refresh_interval_seconds`:
 // the refresh timer's interval on a machine that has one (an alert's measure of a stale record), 0
 // where none runs (no GPU).
-std::string setup_metrics_text(const Report &report, double now_seconds, double duration_seconds, double refresh_interval_seconds = 0);
+// `held_back_units`: the units a failed boot setup holds back now (self_repair.hpp).
+std::string setup_metrics_text(const Report &report, double now_seconds, double duration_seconds, double refresh_interval_seconds = 0,
+			       double held_back_units = 0);
 
 }  // namespace unbounded

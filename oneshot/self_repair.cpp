@@ -98,6 +98,12 @@ bool running(const UnitState &s)
 
 }  // namespace
 
+std::size_t held_back_count(const Context &ctx)
+{
+	auto record = read_held_back(ctx);
+	return record ? record->units.size() : 0;
+}
+
 void note_held_back(const Context &ctx, Report &report)
 {
 	std::string why;

@@ -30,6 +30,9 @@ void note_held_back(const Context &ctx, Report &report);
 // "started_after_failed_boot"), each said in the journal.
 void start_held_back(const Context &ctx, Report &report);
 
+// How many units a failed boot setup holds back now (the record), for the metrics: 0 when none.
+std::size_t held_back_count(const Context &ctx);
+
 // verify: a protected unit that is installed and not active is a problem naming it, its state and
 // what will start it. No manager to ask (a --root tree, no bus): said in report.details["units"].
 std::vector<Problem> check_protected_units(const Context &ctx, Report &report);

@@ -91,6 +91,7 @@ class TestBootRetry(SelfRepairCase):
 class TestHeldBack(SelfRepairCase):
     def failed_boot(self):
         m = self.machine(config=QUICK + "staging_timeout: 1s\n")
+        os.makedirs(m.p("/var/lib/prometheus/node-exporter"), exist_ok=True)
         self.boot_waiting()
         r = self.cmd(m, "setup", "--boot")
         self.assertEqual(r.returncode, 1, r.stderr)
@@ -103,6 +104,9 @@ class TestHeldBack(SelfRepairCase):
             self.assertEqual(json.load(f)["units"], ["containerd.service", "kubelet.service"])
         self.assertIn("a refresh that finds the driver ready starts them", r.stderr)
         self.assertEqual(self.starts(), [])
+        # the fleet's query for nodes held back (README.md, "Fleet queries")
+        prom = open(m.p("/var/lib/prometheus/node-exporter/unbounded-nvidia-setup.prom")).read()
+        self.assertIn("unbounded_nvidia_held_back_units 2\n", prom)
 
     def test_verify_names_the_held_back_units_and_what_starts_them(self):
         m, _ = self.failed_boot()
@@ -131,6 +135,8 @@ class TestHeldBack(SelfRepairCase):
         self.assertFalse(os.path.exists(m.p(HELD_BACK)))
         status = json.load(open(m.p("/run/unbounded-nvidia/status.json")))
         self.assertEqual(status["started_after_failed_boot"], ["containerd.service", "kubelet.service"])
+        prom = open(m.p("/var/lib/prometheus/node-exporter/unbounded-nvidia-setup.prom")).read()
+        self.assertIn("unbounded_nvidia_held_back_units 0\n", prom)
         # Ready now, and the next refresh starts nothing again.
         v = self.cmd(m, "verify")
         self.assertEqual(v.returncode, 0, v.stderr)
