@@ -12,6 +12,7 @@ import time
 import unittest
 import urllib.request
 
+from unbounded_tests import npd
 from unbounded_tests.harness import SETUP, V1, V2, MachineRoot, main, make_chardev, plugin_spec, PLUGIN_SPEC, write
 
 FLEET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fleet")
@@ -293,24 +294,6 @@ class TestMonitorReplay(unittest.TestCase):
             os.rename(os.path.join(d, f"libnvidia-ml.so.{V1}"), os.path.join(d, f"libnvidia-ml.so.{V2}"))
         return m
 
-    @staticmethod
-    def one_at_a_time(rules, results, conditions):
-        """Older NPD: each result, in the rules' order, sets its rule's condition."""
-        for rule, rc in zip(rules, results):
-            if rc in (0, 1):
-                conditions[rule["condition"]] = rc == 1
-        return dict(conditions)
-
-    @staticmethod
-    def gathered(rules, results, conditions):
-        """Newer NPD: a condition is True when any of its rules' results of the interval is."""
-        seen = {}
-        for rule, rc in zip(rules, results):
-            if rc in (0, 1):
-                seen[rule["condition"]] = seen.get(rule["condition"], False) or rc == 1
-        conditions.update(seen)
-        return dict(conditions)
-
     def test_no_condition_flaps_under_either_npd(self):
         config = json.load(open(os.path.join(FLEET, "unbounded-nvidia-monitor.json")))
         rules = [r for r in config["rules"] if r["path"] == "/usr/bin/unbounded-nvidia-setup"]
@@ -323,15 +306,11 @@ class TestMonitorReplay(unittest.TestCase):
                 r = m.run(*rule["args"])
                 self.assertIn(r.returncode, (0, 1), f"{state}: {rule['args']}: {r.stdout}{r.stderr}")
                 results.append(r.returncode)
-            old, new = {}, {}
-            history_old, history_new = [], []
-            for _ in range(3):  # three intervals of an unchanging machine; older NPD's order varies
-                history_old.append(self.one_at_a_time(rules, results, old))
-                history_old.append(self.one_at_a_time(list(reversed(rules)), list(reversed(results)), old))
-                history_new.append(self.gathered(rules, results, new))
+            # three intervals of an unchanging machine; older NPD's order varies
+            history_old, last_new = npd.conditions_over_intervals(rules, results)
             self.assertEqual(len({json.dumps(h, sort_keys=True) for h in history_old}), 1, f"{state}: flaps: {history_old}")
-            self.assertEqual(history_old[-1], history_new[-1], state)
-            got = (history_new[-1]["NvidiaDriverNotReady"], history_new[-1]["NvidiaHostRebootPending"])
+            self.assertEqual(history_old[-1], last_new, state)
+            got = (last_new["NvidiaDriverNotReady"], last_new["NvidiaHostRebootPending"])
             self.assertEqual(got, expect[state], state)
 
     def test_the_replay_catches_a_monitor_that_flaps(self):
@@ -339,7 +318,7 @@ class TestMonitorReplay(unittest.TestCase):
         under the older processing when one finds the problem and the other does not."""
         rules = [{"condition": "C", "reason": "A"}, {"condition": "C", "reason": "B"}]
         cond = {}
-        states = {self.one_at_a_time(rules, [1, 0], cond)["C"], self.one_at_a_time(rules, [0, 1], cond)["C"]}
+        states = {npd.one_at_a_time(rules, [1, 0], cond)["C"], npd.one_at_a_time(rules, [0, 1], cond)["C"]}
         self.assertEqual(states, {True, False})
 
 

@@ -6,10 +6,12 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import unittest
 
+from unbounded_tests import npd
 from unbounded_tests.harness import ARCH, V1, V2, MachineRoot, main, make_chardev, proc_version_text
 from unbounded_tests.machine import BUILD, Machine
 
@@ -842,6 +844,76 @@ LICENSE_CONFIG = """licensing:
   stop_timeout: 20s
   reload_interval: 2s
 """
+
+
+class TestNodeProblemDetector(SystemCase):
+    """node-problem-detector's custom plugin monitor as the machine package ships it
+    (/usr/share/unbounded-nvidia/unbounded-nvidia-monitor.json): each rule's command run exactly as the
+    monitor names it, on a booted machine in each state, and the node conditions NPD would set from
+    the results (tests/lib/unbounded_tests/npd.py, both ways NPD releases apply them)."""
+
+    SHIPPED = "/usr/share/unbounded-nvidia/unbounded-nvidia-monitor.json"
+
+    def rules_function(self):
+        lines = []
+        for i, rule in enumerate(npd.monitor()["rules"]):
+            cmd = " ".join(shlex.quote(a) for a in [rule["path"], *rule["args"]])
+            lines.append(f"\t{cmd} > $out/npd-$1-{i}.out 2> $out/npd-$1-{i}.err; echo $? > $out/npd-$1-{i}.rc")
+        return "npd() {  # npd STATE: every rule of the shipped monitor, as NPD runs it\n" + "\n".join(lines) + "\n}\n"
+
+    def conditions(self, m, state):
+        rules = npd.monitor()["rules"]
+        results = [int(m.read(f"/var/lib/standin/npd-{state}-{i}.rc").strip()) for i in range(len(rules))]
+        lines = [m.read(f"/var/lib/standin/npd-{state}-{i}.out") for i in range(len(rules))]
+        for line, rc in zip(lines, results):
+            self.assertIn(rc, (0, 1), f"{state}: {lines}")
+            self.assertEqual(line.count("\n"), 1, f"{state}: {line!r}")
+            self.assertLessEqual(len(line.strip()), 80, line)
+        history, last = npd.conditions_over_intervals(rules, results)
+        self.assertEqual(len({json.dumps(h, sort_keys=True) for h in history}), 1, f"{state}: flaps: {history}")
+        self.assertEqual(history[-1], last, state)
+        return last, lines
+
+    def test_the_shipped_monitor_reports_each_outcome_on_a_booted_machine(self):
+        m = self.gpu_machine("npd")
+        m.fake_module(proc_version_text(V1))
+        m.write("/etc/unbounded/nvidia.yaml", "refresh:\n  settle_time: 2s\n")
+        state_dir = "/var/lib/unbounded-nvidia/license"
+        scenario = self.rules_function() + f"""
+cp {self.SHIPPED} $out/monitor.json
+npd ready
+mkdir -p -m 0700 {state_dir}
+btime=$(sed -n 's/^btime //p' /proc/stat)
+printf 'license unlicensed\\nlicense_since %s\\nhost_boot %s\\nlicensed_feature 2\\nheld_feature 4\\n' \\
+	$(( $(date +%s) - 3600 )) $btime > {state_dir}/metrics.state
+npd license
+rm -r {state_dir}
+host_turn 1
+wait_for 15 grep -q '"outcome": "pending-host-reboot"' /run/unbounded-nvidia/status.json
+npd pending
+rm /run/nvidia/driver/lib/{ARCH}/libcuda.so.{V1}
+npd broken
+"""
+        m.boot(scenario, host_turns=[lambda: TestRefresh.upgrade_host_driver(self, m, V2)])
+        self.assertEqual(m.read("/var/lib/standin/scenario-errors", ""), "")
+        self.assertEqual(json.loads(m.read("/var/lib/standin/monitor.json")), npd.monitor(), "the installed monitor is not the tree's")
+        expect = {
+            "ready": {"NvidiaDriverNotReady": False, "NvidiaHostRebootPending": False, "NvidiaLicenseNotAcquired": False,
+                      "NvidiaLicenseRebootRequired": False},
+            "license": {"NvidiaDriverNotReady": False, "NvidiaHostRebootPending": False, "NvidiaLicenseNotAcquired": True,
+                        "NvidiaLicenseRebootRequired": True},
+            "pending": {"NvidiaDriverNotReady": False, "NvidiaHostRebootPending": True, "NvidiaLicenseNotAcquired": False,
+                        "NvidiaLicenseRebootRequired": False},
+            "broken": {"NvidiaDriverNotReady": True, "NvidiaHostRebootPending": False, "NvidiaLicenseNotAcquired": False,
+                       "NvidiaLicenseRebootRequired": False},
+        }
+        for state, want in expect.items():
+            got, lines = self.conditions(m, state)
+            self.assertEqual(got, want, f"{state}: {lines}")
+        _, lines = self.conditions(m, "broken")
+        self.assertTrue(any(line.startswith("not-ready: ") for line in lines), lines)
+        _, lines = self.conditions(m, "license")
+        self.assertIn("FeatureType=4 waits for a host reboot (licensed: FeatureType=2)\n", lines)
 
 
 class TestLicense(SystemCase):
