@@ -55,6 +55,8 @@ void keep_stderr_off_terminal()
 	to_journal = true;
 }
 
+void prefer_journal() { to_journal = true; }
+
 void set_machine_root(std::string_view root)
 {
 	machine_root = root;

@@ -893,6 +893,8 @@ wait_for 15 grep -q '"outcome": "pending-host-reboot"' /run/unbounded-nvidia/sta
 npd pending
 rm /run/nvidia/driver/lib/{ARCH}/libcuda.so.{V1}
 npd broken
+systemd-run --wait --pipe --quiet /usr/bin/unbounded-nvidia-setup verify --json > $out/pipe.json 2> $out/pipe.err
+echo $? > $out/pipe.rc
 """
         m.boot(scenario, host_turns=[lambda: TestRefresh.upgrade_host_driver(self, m, V2)])
         self.assertEqual(m.read("/var/lib/standin/scenario-errors", ""), "")
@@ -914,6 +916,16 @@ npd broken
         self.assertTrue(any(line.startswith("not-ready: ") for line in lines), lines)
         _, lines = self.conditions(m, "license")
         self.assertIn("FeatureType=4 waits for a host reboot (licensed: FeatureType=2)\n", lines)
+
+        # The host's reconcile loop's form (`systemd-run -M MACHINE --wait --pipe ... verify --json`):
+        # the answer on stdout, and what was found in the machine's journal, with its fields.
+        self.assertEqual(m.read("/var/lib/standin/pipe.rc").strip(), "1")
+        self.assertEqual(m.json("/var/lib/standin/pipe.json")["outcome"], "not-ready")
+        self.assertEqual(m.read("/var/lib/standin/pipe.err"), "")
+        gone = f"/run/nvidia/driver/lib/{ARCH}/libcuda.so.{V1}"
+        logged = [e for e in m.journal("MESSAGE_ID=b4e8983344df4099a49b91cf59d15fea")
+                  if e.get("UNBOUNDED_NVIDIA_PATH") == gone and e.get("_SYSTEMD_UNIT", "").startswith("run-")]
+        self.assertTrue(logged, "verify run through systemd-run --pipe left nothing in the machine's journal")
 
 
 class TestLicense(SystemCase):
