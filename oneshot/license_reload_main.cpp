@@ -135,7 +135,7 @@ int npd_reboot(const Context &ctx)
 		return 2;
 	}
 	const LicenseCounters c = read_license_counters(ctx, dir->get());
-	if (c.held_feature < 0 || c.host_boot.empty() || c.host_boot != host_boot(ctx)) {
+	if (c.held_feature < 0 || !host_boot(ctx).same_as(HostBoot{static_cast<long long>(c.host_btime), c.host_uptime})) {
 		npd_print("no licensing change waits for a host reboot");
 		return 0;
 	}
@@ -259,6 +259,16 @@ int reload(const Context &ctx, bool boot, int state_fd)
 			record_license_metrics(ctx, state_fd, ReloadOutcome::Failed, std::nullopt);  // every run is counted
 			return EXIT_NOT_READY;
 		}
+		// The feature licensed on this boot of the host: recorded by an earlier run, or, when none has
+		// seen a license yet, asked of nvidia-gridd now (a rotation may land before any run looked).
+		seams.licensed_feature = [&ctx, state_fd, &units]() -> std::optional<int> {
+			if (auto f = licensed_feature_this_boot(ctx, state_fd))
+				return f;
+			const GriddView now = observe_gridd(ctx, **units, read_license_counters(ctx, state_fd));
+			if (now.observation.state != LicenseState::Licensed || !host_boot(ctx).known())
+				return std::nullopt;
+			return installed_feature(ctx);
+		};
 		report = LicenseReloader(ctx, **units, seams).run();
 		// After the run, whatever it did: the state of the nvidia-gridd that runs now. Observed
 		// only, and after every decision of the run is taken (doc/how-it-works.md: licensing you can see).

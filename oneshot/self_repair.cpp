@@ -51,8 +51,13 @@ struct HeldBack {
 };
 
 // The record, when there is one we wrote: a file in our private run directory, root's, bounded.
-std::optional<HeldBack> read_held_back(const Context &ctx)
+// `quiet`: for the metrics, which count it; what is wrong with it is said where it is acted on.
+std::optional<HeldBack> read_held_back(const Context &ctx, bool quiet = false)
 {
+	const auto warn = [quiet](const std::string &msg) {
+		if (!quiet)
+			log::warning(msg);
+	};
 	auto dir = fs::open_dir(ctx.real(RUN_DIR));
 	if (!dir)
 		return std::nullopt;
@@ -60,13 +65,13 @@ std::optional<HeldBack> read_held_back(const Context &ctx)
 	auto read = fs::read_trusted_at(dir->get(), RUN_DIR, HELD_BACK_FILE, display, 64 * 1024);
 	if (!read) {
 		if (read.error().step == fs::TrustedStep::File || read.error().step == fs::TrustedStep::Read)
-			log::warning(read.error().error.message + ", not starting what it names");
+			warn(read.error().error.message + ", not starting what it names");
 		return std::nullopt;
 	}
 	auto doc = nlohmann::json::parse(read->text, nullptr, false);
 	if (doc.is_object() && doc["format"].is_number_integer())
 		if (auto newer = newer_state_format(doc["format"].get<long long>(), display)) {
-			log::warning(*newer + ", not starting what it names");
+			warn(*newer + ", not starting what it names");
 			return std::nullopt;
 		}
 	HeldBack h;
@@ -79,7 +84,7 @@ std::optional<HeldBack> read_held_back(const Context &ctx)
 					h.units.push_back(unit);
 	}
 	if (h.units.empty()) {
-		log::warning(display + " is not a record of held-back units, ignoring it");
+		warn(display + " is not a record of held-back units, ignoring it");
 		return std::nullopt;
 	}
 	return h;
@@ -100,7 +105,7 @@ bool running(const UnitState &s)
 
 std::size_t held_back_count(const Context &ctx)
 {
-	auto record = read_held_back(ctx);
+	auto record = read_held_back(ctx, /*quiet=*/true);
 	return record ? record->units.size() : 0;
 }
 

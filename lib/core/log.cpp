@@ -17,6 +17,7 @@ std::string program = "unbounded-nvidia";
 Level max_level = Level::Info;
 bool to_journal = false;
 bool keep_off_terminal = false;  // a terminal's stderr mixes into the stdout we answer on
+bool tee_stderr = false;         // journal and stderr both (also_journal)
 std::string machine_root;        // without a trailing '/'; empty: the live system
 
 // systemd sets JOURNAL_STREAM=<dev>:<ino> for the stderr/stdout it connects to journald; when our
@@ -55,7 +56,11 @@ void keep_stderr_off_terminal()
 	to_journal = true;
 }
 
-void prefer_journal() { to_journal = true; }
+void also_journal()
+{
+	to_journal = true;
+	tee_stderr = true;
+}
 
 void set_machine_root(std::string_view root)
 {
@@ -119,7 +124,8 @@ void emit(Level level, std::string_view message, const Fields &fields)
 			items.emplace_back(f.name, machine_view(f.value));
 		// Journald gone: stderr, unless it is the terminal the answer goes to (which carries
 		// what matters).
-		if (sd::journal_send(items) || keep_off_terminal)
+		const bool sent = sd::journal_send(items);
+		if ((sent && !tee_stderr) || keep_off_terminal)
 			return;
 	}
 	std::string line = program;

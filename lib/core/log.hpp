@@ -31,11 +31,11 @@ void set_max_level(Level level);
 // one: stdout and stderr are the same pty, and a log line would land inside the answer. Messages go
 // to the journal instead (dropped when there is none: the answer carries the problems).
 void keep_stderr_off_terminal();
-// A --json run on the live system, as the host's reconcile loop makes it (`systemd-run -M MACHINE
-// --wait --pipe ... verify --json`): its stderr goes back to the caller, who reads the JSON, and the
-// machine's journal would never hold what the run found. Messages go to the journal then, with their
-// fields; to stderr only when the journal does not take them.
-void prefer_journal();
+// A --json run started as a unit of its own whose stderr is not the journal: the host's reconcile
+// loop's `systemd-run -M MACHINE --wait --pipe ... verify --json`, whose stderr goes back to the
+// caller. Messages go to the machine's journal too, with their fields, so it holds what each run
+// found; stderr keeps them for the caller.
+void also_journal();
 bool journal_connected();
 
 void emit(Level level, std::string_view message, const Fields &fields = {});

@@ -2,13 +2,20 @@
 
 #include "fs.hpp"
 
-#include <charconv>
+#include <cmath>
+#include <cstdlib>
 
 namespace unbounded {
+namespace {
 
-std::optional<int> gridd_feature_type(std::string_view conf)
+// How far a wall-clock step may move btime within one boot of the host.
+constexpr double CLOCK_STEP_S = 600;
+
+}  // namespace
+
+int gridd_feature_type(std::string_view conf)
 {
-	std::optional<int> feature = 0;
+	std::string value = "0";
 	while (!conf.empty()) {
 		const auto nl = conf.find('\n');
 		std::string line;
@@ -17,14 +24,12 @@ std::optional<int> gridd_feature_type(std::string_view conf)
 				line += c;
 		conf = nl == std::string_view::npos ? std::string_view() : conf.substr(nl + 1);
 		constexpr std::string_view KEY = "FeatureType=";
-		if (line.empty() || line[0] == '#' || !line.starts_with(KEY) || line.size() == KEY.size())
-			continue;
-		int v = 0;
-		const char *first = line.data() + KEY.size(), *last = line.data() + line.size();
-		auto [end, ec] = std::from_chars(first, last, v);
-		feature = ec == std::errc() && end == last && v >= 0 ? std::optional<int>(v) : std::nullopt;
+		if (!line.empty() && line[0] != '#' && line.starts_with(KEY) && line.size() > KEY.size())
+			value = line.substr(KEY.size());
 	}
-	return feature;
+	return value == "4" ? 4 : value == "2" ? 2
+			  : value == "1"       ? 1
+					       : 0;
 }
 
 std::string feature_type_text(int feature)
@@ -40,17 +45,29 @@ std::string feature_type_text(int feature)
 	return "FeatureType=" + std::to_string(feature) + (product ? std::string(" (") + product + ")" : std::string());
 }
 
-std::string host_boot(const Context &ctx)
+bool HostBoot::same_as(const HostBoot &earlier) const
 {
-	auto text = fs::read_file(ctx.real("/proc/stat"), 1 << 20);
-	if (!text)
-		return {};
-	const auto at = text->find("\nbtime ");
+	return known() && earlier.known() && uptime >= earlier.uptime && std::fabs(static_cast<double>(btime - earlier.btime)) <= CLOCK_STEP_S;
+}
+
+HostBoot host_boot(const Context &ctx)
+{
+	HostBoot b;
+	auto stat = fs::read_file(ctx.real("/proc/stat"), 1 << 20);
+	auto uptime = fs::read_file(ctx.real("/proc/uptime"), 4096);
+	if (!stat || !uptime)
+		return b;
+	const auto at = stat->find("\nbtime ");
 	if (at == std::string::npos)
-		return {};
-	const auto begin = at + 7, end = text->find('\n', begin);
-	std::string v = text->substr(begin, end == std::string::npos ? std::string::npos : end - begin);
-	return !v.empty() && v.find_first_not_of("0123456789") == std::string::npos ? v : std::string();
+		return b;
+	char *end = nullptr;
+	const long long btime = std::strtoll(stat->c_str() + at + 7, &end, 10);
+	const double up = std::strtod(uptime->c_str(), nullptr);
+	if (btime <= 0 || !std::isfinite(up) || up < 0)
+		return b;
+	b.btime = btime;
+	b.uptime = up;
+	return b;
 }
 
 }  // namespace unbounded

@@ -95,12 +95,16 @@ Result<void> LicenseReloader::install_boot_files(ReloadReport &report)
 		}
 		note(report, "The licensing files in the source failed before; " + lic.gridd_unit + " starts with the last known good ones.");
 	}
-	// nvidia-gridd starts with what is installed when the source's FeatureType must wait for the host.
-	if (!targets.empty() && targets != want && held_for_reboot(report, want, true))
-		return {};
+	// nvidia-gridd starts with what is installed when the source's FeatureType must wait for the host;
+	// those files are then judged as any installed at boot.
+	const bool held = !targets.empty() && targets != want && held_for_reboot(report, want, true);
+	if (held)
+		want = targets;
 	if (targets == want && *applied && **applied == want && !*restarting) {
-		report.outcome = ReloadOutcome::Unchanged;
-		note(report, "Licensing files already installed and applied.");
+		if (!held) {
+			report.outcome = ReloadOutcome::Unchanged;
+			note(report, "Licensing files already installed and applied.");
+		}
 		return {};
 	}
 	if (want.empty())
@@ -112,7 +116,7 @@ Result<void> LicenseReloader::install_boot_files(ReloadReport &report)
 		return fail(r.error());
 	if (auto r = write_state(RESTARTING, std::nullopt); !r)
 		return fail(r.error());
-	report.outcome = ReloadOutcome::Installed;
+	report.outcome = held ? ReloadOutcome::RebootRequired : ReloadOutcome::Installed;
 	log::notice((targets != want ? "Installed the licensing files (" : "The installed licensing files (") + want.names() +
 		    ") are what " + lic.gridd_unit + " starts with; the next reload run checks that it came up with them.");
 	report.messages.push_back("installed");

@@ -94,8 +94,9 @@ std::string LicenseCounters::serialize() const
 		s += "license_invocation " + license_invocation + "\n";
 	if (!journal_cursor.empty())
 		s += "journal_cursor " + journal_cursor + "\n";
-	if (!host_boot.empty()) {
-		s += "host_boot " + host_boot + "\n";
+	if (host_btime > 0) {
+		s += "host_btime " + std::to_string(static_cast<long long>(host_btime)) + "\n";
+		s += "host_uptime " + std::to_string(static_cast<long long>(host_uptime)) + "\n";
 		if (licensed_feature >= 0)
 			s += "licensed_feature " + std::to_string(licensed_feature) + "\n";
 		if (held_feature >= 0)
@@ -133,8 +134,10 @@ LicenseCounters LicenseCounters::parse(std::string_view text)
 				c.license_rotation = t;
 			else if ((key == "licensed_feature" || key == "held_feature") && number && t <= 1000)
 				(key == "licensed_feature" ? c.licensed_feature : c.held_feature) = static_cast<int>(t);
-			else if (key == "host_boot" && number)
-				c.host_boot = value;
+			else if (key == "host_btime" && number)
+				c.host_btime = t;
+			else if (key == "host_uptime" && number)
+				c.host_uptime = t;
 			else if (key == "license")
 				c.license = license_state_from_name(value).value_or(LicenseState::Unknown);
 			else if ((key == "applied_invocation" || key == "license_invocation") && value.size() == 32 &&
@@ -231,21 +234,17 @@ namespace {
 // rotation's FeatureType held back for the host's reboot, with one message when that begins.
 void record_feature(const Context &ctx, LicenseCounters &c, ReloadOutcome outcome, bool observed, const std::optional<FeatureChange> &held)
 {
-	const std::string boot = host_boot(ctx);
-	if (c.host_boot != boot) {  // the host rebooted: its driver licenses afresh
-		c.host_boot = boot;
-		c.licensed_feature = c.held_feature = -1;
-	}
-	if (boot.empty())
+	const HostBoot boot = host_boot(ctx);
+	if (!boot.known())  // nothing to tell boots apart by: what was recorded stays as it is
 		return;
+	if (!boot.same_as(HostBoot{static_cast<long long>(c.host_btime), c.host_uptime}))  // the host rebooted: its driver licenses afresh
+		c.licensed_feature = c.held_feature = -1;
+	c.host_btime = static_cast<double>(boot.btime);
+	c.host_uptime = boot.uptime;
 	// Only a look at nvidia-gridd on this boot tells: a recorded state may be of the boot before.
-	if (observed && c.license == LicenseState::Licensed && c.licensed_feature <= 0) {
-		// What nvidia-gridd runs with is the installed gridd.conf: the reloader starts it after installing.
-		const std::string &conf = ctx.config.licensing.gridd_conf_target;
-		if (auto text = fs::read_file(ctx.real(conf), 64 * 1024))
-			if (auto f = gridd_feature_type(*text); f && *f > 0)
-				c.licensed_feature = *f;
-	}
+	if (observed && c.license == LicenseState::Licensed && c.licensed_feature <= 0)
+		if (auto f = installed_feature(ctx); f && *f > 0)
+			c.licensed_feature = *f;
 	const int before = c.held_feature;
 	if (held)
 		c.held_feature = held->requested;
@@ -265,10 +264,18 @@ void record_feature(const Context &ctx, LicenseCounters &c, ReloadOutcome outcom
 std::optional<int> licensed_feature_this_boot(const Context &ctx, int state_fd)
 {
 	const LicenseCounters c = read_license_counters(ctx, state_fd);
-	const std::string boot = host_boot(ctx);
-	if (boot.empty() || c.host_boot != boot || c.licensed_feature <= 0)
+	if (!host_boot(ctx).same_as(HostBoot{static_cast<long long>(c.host_btime), c.host_uptime}) || c.licensed_feature <= 0)
 		return std::nullopt;
 	return c.licensed_feature;
+}
+
+std::optional<int> installed_feature(const Context &ctx)
+{
+	const std::string &conf = ctx.config.licensing.gridd_conf_target;
+	auto text = fs::read_file(ctx.real(conf), 64 * 1024);
+	if (!text)
+		return std::nullopt;
+	return gridd_feature_type(*text);
 }
 
 void record_license_metrics(const Context &ctx, int state_fd, ReloadOutcome outcome, const std::optional<GriddView> &view,

@@ -23,7 +23,8 @@ struct LicenseCounters {
 	double license_rotation = 0;     // last_applied when the state is of the run that rotation started
 	std::string license_invocation;  // nvidia-gridd's run the state is of
 	std::string journal_cursor;      // that run's journal, derived up to here (gridd_journal.hpp)
-	std::string host_boot;           // the boot of the host the two below are of (feature_type.hpp)
+	double host_btime = 0;           // the boot of the host the two below are of (feature_type.hpp)
+	double host_uptime = 0;          // the host's uptime when last looked at
 	int licensed_feature = -1;       // the FeatureType nvidia-gridd was licensed with on it, -1 none seen
 	int held_feature = -1;           // a rotation's FeatureType held back for its reboot, -1 none
 	std::string serialize() const;
@@ -59,6 +60,9 @@ void record_license_metrics(const Context &ctx, int state_fd, ReloadOutcome outc
 
 // The FeatureType licensed on this boot of the host, as recorded by earlier runs (ReloadSeams).
 std::optional<int> licensed_feature_this_boot(const Context &ctx, int state_fd);
+// The FeatureType of the installed gridd.conf, the one a running nvidia-gridd started with (the
+// reloader starts it after installing); none when the file cannot be read.
+std::optional<int> installed_feature(const Context &ctx);
 
 // The last recorded license state, for `--npd` (node-problem-detector): read from the state directory.
 LicenseCounters read_license_counters(const Context &ctx, int state_fd);

@@ -96,16 +96,38 @@ bool LicenseReloader::held_for_reboot(ReloadReport &report, const LicenseSet &so
 	const auto conf = source.files.find("gridd.conf");
 	if (!seams_.licensed_feature || conf == source.files.end())
 		return false;
-	const auto requested = gridd_feature_type(conf->second);
+	const int requested = gridd_feature_type(conf->second);
 	const auto licensed = seams_.licensed_feature();
-	if (!requested || !licensed || *licensed == 0 || *requested == *licensed)
+	if (!licensed || !feature_waits_for_reboot(*licensed, requested))
 		return false;
-	report.held_back = FeatureChange{*requested, *licensed};
+	report.held_back = FeatureChange{requested, *licensed};
 	if (set_outcome)
 		report.outcome = ReloadOutcome::RebootRequired;
-	note(report, "The licensing files ask for " + feature_type_text(*requested) + ", but this host's driver holds a license for " +
-			     feature_type_text(*licensed) + " until the host restarts; " + ctx_.config.licensing.gridd_unit +
-			     " is not restarted for them and the installed files are kept. They apply once the host has rebooted.");
+	// Said at warning level once per change (the metrics' record); each run only for debugging.
+	std::string msg = "The licensing files ask for " + feature_type_text(requested) + ", but this host's driver holds a license for " +
+			  feature_type_text(*licensed) + " until the host restarts; " + ctx_.config.licensing.gridd_unit +
+			  " keeps running with the installed files, which apply once the host has rebooted.";
+	log::debug(msg);
+	report.messages.push_back(std::move(msg));
+	return true;
+}
+
+// `set` waits for the host's reboot: nothing of it is installed. A restart of ours that was
+// interrupted is finished with the files nvidia-gridd last ran with, so it is never left stopped.
+Result<bool> LicenseReloader::kept_for_reboot(ReloadReport &report, const LicenseSet &set, const std::optional<LicenseSet> &applied,
+					      bool unverified, bool set_outcome)
+{
+	if (!held_for_reboot(report, set, set_outcome))
+		return false;
+	if (unverified) {
+		const LicenseSet running = applied ? *applied : read_targets();
+		const ReloadOutcome held = report.outcome;
+		auto r = apply_set(report, running, running, true);
+		if (!r)
+			return fail(r.error());
+		if (report.outcome == ReloadOutcome::Applied)
+			report.outcome = held;
+	}
 	return true;
 }
 
@@ -192,24 +214,38 @@ Result<LicenseReloader::Round> LicenseReloader::run_round(ReloadReport &report, 
 			return fail(r.error());
 		return Round::Done;
 	}
-	if (!*unverified && held_for_reboot(report, *source, round == 0 && !decided))
-		return Round::Done;
+	return apply_change(report, *source, *applied, *unverified, round == 0 && !decided);
+}
 
-	// A change. Wait a random share of the jitter so a cluster-wide rotation does not reach the
-	// license server in one burst; then use what the source holds after the wait.
-	if (!sleep_jitter(report, *source, *unverified))
+// A change of `source` from what was applied: unless it waits for the host's reboot, a random share
+// of the jitter, so a cluster-wide rotation does not reach the license server in one burst; then
+// what the source holds after the wait is installed and nvidia-gridd restarted with it.
+Result<LicenseReloader::Round> LicenseReloader::apply_change(ReloadReport &report, const LicenseSet &source,
+							     const std::optional<LicenseSet> &applied, bool unverified, bool set_outcome)
+{
+	if (auto kept = kept_for_reboot(report, source, applied, unverified, set_outcome); !kept)
+		return fail(kept.error());
+	else if (*kept)
+		return Round::Done;
+	if (!sleep_jitter(report, source, unverified))
 		return Round::Done;
 	auto latest = read_source();
 	if (!latest)
 		return fail(latest.error());
-	if (latest->empty() || (!*unverified && *applied && **applied == *latest))
+	if (latest->empty() || (!unverified && applied && *applied == *latest))
 		return Round::Again;
+	if (*latest != source) {  // rotated again during the jitter: the hold is judged on what is applied
+		if (auto kept = kept_for_reboot(report, *latest, applied, unverified, set_outcome); !kept)
+			return fail(kept.error());
+		else if (*kept)
+			return Round::Done;
+	}
 
 	// From here on a restart runs to its end, SIGTERM or not: nvidia-gridd is never left stopped.
 	// The last known good is what nvidia-gridd runs with, unless an interrupted restart left
 	// unverified files: then it is the last applied record.
-	const LicenseSet running = *unverified && *applied ? **applied : read_targets();
-	auto applied_now = apply_set(report, *latest, running, *unverified);
+	const LicenseSet running = unverified && applied ? *applied : read_targets();
+	auto applied_now = apply_set(report, *latest, running, unverified);
 	if (!applied_now)
 		return fail(applied_now.error());
 	return *applied_now ? Round::Again : Round::Done;  // again: a rotation may have landed meanwhile

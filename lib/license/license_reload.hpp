@@ -101,10 +101,14 @@ private:
 		Again,
 	};
 	Result<Round> run_round(ReloadReport &report, unsigned round, bool decided);
+	Result<Round> apply_change(ReloadReport &report, const LicenseSet &source, const std::optional<LicenseSet> &applied, bool unverified,
+				   bool set_outcome);
 	Result<void> known_bad(ReloadReport &report, const LicenseSet &source, const std::optional<LicenseSet> &applied, bool unverified,
 			       bool set_outcome);
 	bool sleep_jitter(ReloadReport &report, const LicenseSet &source, bool unverified);
 	bool held_for_reboot(ReloadReport &report, const LicenseSet &source, bool set_outcome) const;
+	Result<bool> kept_for_reboot(ReloadReport &report, const LicenseSet &set, const std::optional<LicenseSet> &applied, bool unverified,
+				     bool set_outcome);
 	void note(ReloadReport &r, std::string msg) const;
 
 	const Context &ctx_;

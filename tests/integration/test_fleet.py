@@ -387,13 +387,16 @@ class TestLicenseCondition(unittest.TestCase):
         r = subprocess.run([LICENSE_BIN, "--root", m.path, "--npd=reboot"], capture_output=True, text=True)
         self.assertEqual((r.returncode, r.stdout), (0, "licensing not used here (no license state): the condition does not apply\n"))
         write(m.p("/proc/stat"), "cpu  1 2 3\nbtime 1796140000\n")
+        write(m.p("/proc/uptime"), "5000.00 9000.00\n")
         d = m.p("/var/lib/unbounded-nvidia/license")
         os.makedirs(d, mode=0o700, exist_ok=True)
-        write(os.path.join(d, "metrics.state"), "license licensed\nhost_boot 1796140000\nlicensed_feature 2\nheld_feature 4\n")
+        write(os.path.join(d, "metrics.state"),
+              "license licensed\nhost_btime 1796140000\nhost_uptime 4000\nlicensed_feature 2\nheld_feature 4\n")
         r = subprocess.run([LICENSE_BIN, "--root", m.path, "--npd=reboot"], capture_output=True, text=True)
         self.assertEqual((r.returncode, r.stdout), (1, "FeatureType=4 waits for a host reboot (licensed: FeatureType=2)\n"))
         self.assertEqual(self.npd(m)[0], 0)  # the license itself is held
         write(m.p("/proc/stat"), "cpu  1 2 3\nbtime 1796150000\n")  # the host rebooted
+        write(m.p("/proc/uptime"), "60.00 100.00\n")
         r = subprocess.run([LICENSE_BIN, "--root", m.path, "--npd=reboot"], capture_output=True, text=True)
         self.assertEqual((r.returncode, r.stdout), (0, "no licensing change waits for a host reboot\n"))
         r = subprocess.run([LICENSE_BIN, "--root", m.path, "--npd=bogus"], capture_output=True, text=True)

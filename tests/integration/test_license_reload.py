@@ -205,16 +205,18 @@ class TestRestart(LicenseReloadCase):
         another until the host restarts (nvidia-settings' ctkgridlicense.c, is_restart_required): the
         rotation is kept back, nothing restarts, run after run, and the reboot lets it through."""
         write(self.m.p("/proc/stat"), "cpu  1 2 3\nbtime 1796140000\n")
+        write(self.m.p("/proc/uptime"), "5000.00 9000.00\n")
         self.running_gridd()  # FeatureType=1 applied; the stand-in runs
         state = self.m.p("/var/lib/unbounded-nvidia/license/metrics.state")
         text = open(state).read()
         # What a run records when it sees nvidia-gridd licensed (the journal, not faked here).
-        write(state, text + "host_boot 1796140000\nlicensed_feature 1\n", 0o600)
+        write(state, text + "host_btime 1796140000\nhost_uptime 4000\nlicensed_feature 4\n", 0o600)
         self.rotate(GOOD2, "token-3")
-        for _ in range(2):
+        for n in range(2):
             r = self.reload()
             self.assert_runs(0, "reboot-required", r)
-            self.assertIn("FeatureType=2 (NVIDIA RTX Virtual Workstation)", r.stderr)
+            # said once, when it begins; never again run after run
+            self.assertEqual("FeatureType=2 (NVIDIA RTX Virtual Workstation)" in r.stderr, n == 0, r.stderr)
             self.assertEqual(self.new_calls(), [])
             self.assertEqual(self.new_log(), [])
             self.assertEqual(self.installed(), (GOOD, "token-2"))
@@ -222,6 +224,7 @@ class TestRestart(LicenseReloadCase):
         self.assertIn("unbounded_nvidia_license_reboot_required 1\n", metrics)
         self.assertIn('unbounded_nvidia_license_feature_type{which="held_back"} 2\n', metrics)
         write(self.m.p("/proc/stat"), "cpu  1 2 3\nbtime 1796150000\n")  # the host rebooted
+        write(self.m.p("/proc/uptime"), "60.00 100.00\n")
         self.assert_runs(0, "applied", self.reload())
         self.assertEqual(self.installed(), (GOOD2, "token-3"))
         self.assertIn("unbounded_nvidia_license_reboot_required 0\n", open(self.m.p(METRICS)).read())

@@ -10,6 +10,7 @@
 #include <limits>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <utility>
 
 using namespace unbounded;
 using namespace std::chrono_literals;
@@ -31,7 +32,8 @@ struct Machine {
 	std::function<std::uint64_t(std::uint64_t)> random = [](std::uint64_t bound) { return bound / 2; };
 	std::function<void(std::string_view)> after_stage;
 	bool stop = false;
-	std::optional<int> licensed;  // the FeatureType licensed on this boot of the host
+	std::optional<int> licensed;       // the FeatureType licensed on this boot of the host
+	std::function<void()> sleep_hook;  // once, during the next jitter
 
 	Machine()
 	{
@@ -51,6 +53,8 @@ struct Machine {
 						   return;  // honours a stop, like sleep_unless_stopped
 					   sleeps.push_back(d);
 					   units.clock += d;
+					   if (sleep_hook)
+						   std::exchange(sleep_hook, nullptr)();
 				   },
 				   [this](Millis d) {
 					   waits.push_back(d);
@@ -886,33 +890,41 @@ TEST_CASE("a license record of a newer state format is refused, saying so; this 
 	CHECK_FALSE(LicenseSet::newer_format("garbage", "applied.state"));
 }
 
-TEST_CASE("gridd.conf's FeatureType is read as nvidia-settings reads it", "[license]")
+TEST_CASE("gridd.conf's FeatureType is read and mapped as nvidia-settings does", "[license]")
 {
 	CHECK(gridd_feature_type("") == 0);
 	CHECK(gridd_feature_type("ServerAddress=a\n") == 0);
 	CHECK(gridd_feature_type("FeatureType=4\n") == 4);
+	CHECK(gridd_feature_type("FeatureType=1\n") == 1);
 	CHECK(gridd_feature_type(" Feature Type = 2 \r\n") == 2);  // every blank removed first
 	CHECK(gridd_feature_type("#FeatureType=4\nFeatureType=2\n") == 2);
 	CHECK(gridd_feature_type("FeatureType=2\nFeatureType=\n") == 2);  // an empty value changes nothing
 	CHECK(gridd_feature_type("FeatureType=1\nFeatureType=4") == 4);   // the last one wins
 	CHECK(gridd_feature_type("FeatureTypes=4\n") == 0);
-	CHECK_FALSE(gridd_feature_type("FeatureType=vCS\n"));
-	CHECK_FALSE(gridd_feature_type("FeatureType=-1\n"));
+	// nvidia-settings compares strings: anything but "4", "2" (and a vGPU's "1") is unlicensed
+	CHECK(gridd_feature_type("FeatureType=vCS\n") == 0);
+	CHECK(gridd_feature_type("FeatureType=04\n") == 0);
+	CHECK(gridd_feature_type("FeatureType=3\n") == 0);
+	CHECK(feature_waits_for_reboot(2, 4));
+	CHECK(feature_waits_for_reboot(4, 0));
+	CHECK_FALSE(feature_waits_for_reboot(4, 4));
+	CHECK_FALSE(feature_waits_for_reboot(1, 4));  // a vGPU's feature is its type's, whatever the file says
+	CHECK_FALSE(feature_waits_for_reboot(0, 4));
 	CHECK(feature_type_text(4) == "FeatureType=4 (NVIDIA Virtual Compute Server)");
 	CHECK(feature_type_text(3) == "FeatureType=3");
 }
 
 TEST_CASE("a FeatureType the licensed feature keeps back waits for the host's reboot, without restarts", "[license]")
 {
-	LicensedMachine m;  // FeatureType=1 applied
-	m.licensed = 1;
+	LicensedMachine m;  // the first set applied
+	m.licensed = 2;
 	m.project("2026_02", "FeatureType=4\n", "token-2");
 	for (int run = 0; run < 3; run++) {  // every later run says the same and restarts nothing
 		auto r = m.run();
 		CHECK(r.outcome == ReloadOutcome::RebootRequired);
 		REQUIRE(r.held_back);
 		CHECK(r.held_back->requested == 4);
-		CHECK(r.held_back->licensed == 1);
+		CHECK(r.held_back->licensed == 2);
 		CHECK(r.restarts == 0);
 		CHECK(m.units.calls.empty());
 		CHECK(m.installed(GRIDD) == "FeatureType=1\n");
@@ -920,7 +932,7 @@ TEST_CASE("a FeatureType the licensed feature keeps back waits for the host's re
 	}
 	SECTION("a rotation that keeps the licensed FeatureType is applied as ever")
 	{
-		m.project("2026_03", "FeatureType=1\n", "token-3");
+		m.project("2026_03", "FeatureType=2\n", "token-3");
 		CHECK(m.run().outcome == ReloadOutcome::Applied);
 		CHECK(m.installed(TOKEN) == "token-3");
 	}
@@ -937,15 +949,34 @@ TEST_CASE("a FeatureType the licensed feature keeps back waits for the host's re
 		REQUIRE(rep);
 		CHECK(rep->outcome == ReloadOutcome::RebootRequired);
 		CHECK(m.installed(GRIDD) == "FeatureType=1\n");
+		// those are the applied ones: the next run, with the source back to them, has nothing to do
+		m.licensed.reset();
+		m.project("2026_03", "FeatureType=1\n", "token-1");
+		CHECK(m.run().outcome == ReloadOutcome::Unchanged);
+		CHECK(m.units.calls.empty());
+	}
+	SECTION("a rotation to a FeatureType that must wait, landing during the jitter of one that need not")
+	{
+		m.project("2026_03", "FeatureType=2\n", "token-3");
+		m.units.calls.clear();
+		m.sleep_hook = [&] { m.project("2026_04", "FeatureType=4\n", "token-4"); };
+		auto r = m.run();
+		CHECK(r.outcome == ReloadOutcome::RebootRequired);
+		CHECK(m.units.calls.empty());
+		CHECK(m.installed(TOKEN) == "token-1");
 	}
 }
 
-TEST_CASE("a FeatureType change is applied when no license is held or gridd.conf's value is unreadable", "[license]")
+TEST_CASE("a FeatureType change is applied when nothing, or a vGPU's feature, is licensed", "[license]")
 {
 	LicensedMachine m;
 	SECTION("licensed as unlicensed (0): nothing to keep")
 	{
 		m.licensed = 0;
+	}
+	SECTION("a vGPU's license (1): its feature follows the vGPU type")
+	{
+		m.licensed = 1;
 	}
 	SECTION("no license seen on this boot of the host")
 	{
@@ -954,4 +985,31 @@ TEST_CASE("a FeatureType change is applied when no license is held or gridd.conf
 	m.project("2026_02", "FeatureType=4\n", "token-2");
 	CHECK(m.run().outcome == ReloadOutcome::Applied);
 	CHECK(m.installed(GRIDD) == "FeatureType=4\n");
+}
+
+TEST_CASE("an interrupted restart is finished with the files nvidia-gridd ran with, never a FeatureType that must wait", "[license]")
+{
+	LicensedMachine m;  // token-1 applied
+	m.licensed = 2;
+	m.project("2026_02", "FeatureType=2\n", "token-2");
+	m.after_stage = [&](std::string_view stage) {
+		if (stage == "installed") {
+			m.stop = true;
+			m.units.refuses_start = true;
+		}
+	};
+	REQUIRE(m.run().outcome == ReloadOutcome::Interrupted);  // token-2 installed, unverified
+	m.after_stage = nullptr;
+	m.stop = false;
+	m.units.refuses_start = false;
+	m.units.active = "inactive";                // stopped by the shutdown...
+	m.units.start("nvidia-gridd.service", 1s);  // ...and started again at the next boot
+	m.project("2026_03", "FeatureType=4\n", "token-3");
+	m.units.calls.clear();
+	auto r = m.run();
+	CHECK(r.outcome == ReloadOutcome::RebootRequired);
+	CHECK(m.units.count("start") == 1);              // nvidia-gridd is not left stopped
+	CHECK(m.installed(GRIDD) == "FeatureType=1\n");  // the last applied files, not the held ones
+	CHECK(m.installed(TOKEN) == "token-1");
+	CHECK_FALSE(m.dir.exists("var/lib/unbounded-nvidia/license/restarting.state"));
 }

@@ -488,6 +488,7 @@ TEST_CASE("the FeatureType licensed on a boot of the host is kept for that boot,
 	ctx.config.metrics_dir = "/metrics";
 	dir.write("metrics/.keep", "");
 	dir.write("proc/stat", "cpu  1 2 3\nintr 5\nbtime 1796140000\nprocesses 9\n");
+	dir.write("proc/uptime", "5000.25 9000.50\n");
 	dir.write("etc/nvidia/gridd.conf", "ServerAddress=a\nFeatureType=2\n");
 	dir.write("state/.keep", "");
 	const int state = ::open((dir / "state").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -512,7 +513,22 @@ TEST_CASE("the FeatureType licensed on a boot of the host is kept for that boot,
 	record_license_metrics(ctx, state, ReloadOutcome::Failed, std::nullopt);
 	CHECK(metrics().find("unbounded_nvidia_license_reboot_required 1\n") != std::string::npos);
 
-	// The host rebooted: nothing is licensed on this boot until nvidia-gridd says so, and nothing waits.
+	// A stepped clock (chrony's makestep) moves btime, within the same boot: nothing is forgotten.
+	dir.write("proc/stat", "cpu  1 2 3\nbtime 1796140042\n");
+	dir.write("proc/uptime", "5100.00 9100.00\n");
+	CHECK(licensed_feature_this_boot(ctx, state) == 2);
+	record_license_metrics(ctx, state, ReloadOutcome::RebootRequired, licensed, FeatureChange{4, 2});
+	CHECK(metrics().find("unbounded_nvidia_license_reboot_required 1\n") != std::string::npos);
+	// Nothing to tell boots apart by (no /proc/uptime): what was recorded stays.
+	::unlink((dir / "proc/uptime").c_str());
+	CHECK_FALSE(licensed_feature_this_boot(ctx, state));
+	record_license_metrics(ctx, state, ReloadOutcome::Unchanged, std::nullopt);
+	dir.write("proc/uptime", "5200.00 9200.00\n");
+	CHECK(licensed_feature_this_boot(ctx, state) == 2);
+
+	// The host rebooted (uptime went back): nothing is licensed on this boot until nvidia-gridd says
+	// so, and nothing waits.
+	dir.write("proc/uptime", "40.00 70.00\n");
 	dir.write("proc/stat", "cpu  1 2 3\nbtime 1796150000\n");
 	CHECK_FALSE(licensed_feature_this_boot(ctx, state));
 	record_license_metrics(ctx, state, ReloadOutcome::Unchanged, std::nullopt);
