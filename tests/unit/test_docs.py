@@ -7,7 +7,12 @@ every build variant:
 - the optional files' free-space reserve (lib/driver/optional_fit.cpp) is described with its bounds;
 - the license reloader's outcome labels (outcome_name()) are listed in its man page, all and only those;
 - the generator's man page lists every path it writes (its golden trees), and names every unit its
-  code writes, enables or orders against."""
+  code writes, enables or orders against;
+- README's fleet lists are the shipped ones: the alerts of fleet/unbounded-nvidia.rules.yml and the
+  node conditions of the node-problem-detector monitor, all and only those; each man page's METRICS
+  names every metric its program writes; setup(8) names every state file under /run/unbounded-nvidia."""
+
+import json
 
 import os
 import re
@@ -182,6 +187,58 @@ class TheGeneratorManPageNamesWhatItWrites(unittest.TestCase):
         self.assertGreaterEqual(len(units), 10)
         page = read("man/unbounded-nvidia-generator.8.scd")
         self.assertEqual(sorted(u for u in units if u not in page), [], "units the generator writes, enables or orders against")
+
+
+
+def readme_bullet(title):
+    """The README's bullet that starts with **title.**, up to the next bullet or blank line."""
+    text = read("README.md")
+    start = text.index(f"- **{title}.**")
+    end = min(i for i in (text.find("\n- ", start + 1), text.find("\n\n", start + 1), len(text)) if i >= 0)
+    return text[start:end]
+
+
+def expand_braces(text):
+    """Every name a man page abbreviates as last_run_{copied,reused}_{files,bytes}, spelled out."""
+    def expand(token):
+        m = re.search(r"\{([\w,]+)\}", token)
+        if not m:
+            return [token]
+        return [w for alt in m.group(1).split(",") for w in expand(token[:m.start()] + alt + token[m.end():])]
+    text = text.replace("\\_", "_")
+    return re.sub(r"[\w{},]*\{[\w,]+\}[\w{},]*", lambda m: " ".join(expand(m.group(0))), text)
+
+
+class TheFleetDocumentsListWhatIsShipped(unittest.TestCase):
+    def test_readme_lists_the_alert_rules_all_and_only(self):
+        shipped = set(re.findall(r"^\s*- alert: (\w+)$", read("fleet/unbounded-nvidia.rules.yml"), re.M))
+        self.assertGreaterEqual(len(shipped), 10)
+        listed = set(re.findall(r"`(Nvidia\w+)`", readme_bullet("Alerts")))
+        self.assertEqual(sorted(shipped - listed), [], "alerts the rules file has and README's Alerts does not name")
+        self.assertEqual(sorted(listed - shipped), [], "alerts README names that the rules file does not have")
+
+    def test_readme_lists_the_node_conditions_all_and_only(self):
+        monitor = json.loads(read("fleet/unbounded-nvidia-monitor.json"))
+        shipped = {c["type"] for c in monitor["conditions"]}
+        listed = set(re.findall(r"`(Nvidia\w+)`", readme_bullet("A node condition")))
+        self.assertEqual(sorted(shipped ^ listed), [], "conditions of the monitor against README's list")
+
+    def test_each_man_page_names_every_metric_its_program_writes(self):
+        for code, page in (("oneshot/metrics_report.cpp", "unbounded-nvidia-setup.8"),
+                           ("lib/license/license_metrics.cpp", "unbounded-nvidia-license-reload.8")):
+            written = set(re.findall(r'"(unbounded_nvidia_\w+)"', read(code)))
+            self.assertGreaterEqual(len(written), 5, code)
+            metrics = section(man_page(page), "METRICS")
+            self.assertIsNotNone(metrics, f"{page} has no METRICS section")
+            metrics = expand_braces(metrics)
+            self.assertEqual(sorted(m for m in written if m not in metrics), [], f"metrics {code} writes and {page} does not name")
+
+    def test_setup_names_every_state_file_it_keeps(self):
+        names = set(re.findall(r'constexpr const char \*\w+_FILE = "([\w.-]+\.json)"', read("oneshot/self_repair.hpp")))
+        names |= set(re.findall(r'"(status\.json)"', read("oneshot/execute.cpp")))
+        self.assertGreaterEqual(len(names), 2)
+        page = read("man/unbounded-nvidia-setup.8.scd")
+        self.assertEqual(sorted(n for n in names if n not in page), [], "state files setup(8) does not name")
 
 
 if __name__ == "__main__":
