@@ -159,7 +159,9 @@ Result<bool> LicenseReloader::restart_unjudged(const std::optional<LicenseSet> &
 		return fail(restarting.error());
 	if (!*restarting)
 		return false;
-	if (!applied || *applied != **restarting)
+	// Not over when the files on disk are not those: a resumed restart that put the applied files
+	// back records them as under way too, and killed while installing them it leaves half a pair.
+	if (!applied || *applied != **restarting || read_targets() != *applied)
 		return true;
 	if (auto r = write_state(RESTARTING, std::nullopt); !r)
 		return fail(r.error());

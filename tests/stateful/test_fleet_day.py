@@ -731,6 +731,15 @@ class TestStories(unittest.TestCase):
         self.replay([("license_rotates", {"content": "B", "kill_at": ("renameat2,renameat,rename", 8)}),
                      ("license_rotates", {"content": "A", "kill_at": None})], healthy=True)
 
+    def test_a_restart_resumed_with_the_applied_files_and_killed_while_installing_them(self):
+        """Found by the soak (2026-12-06, seed 2039919120): a rotation killed in its restart, then the
+        rotation back to the applied content killed while the resumed restart put those files back
+        (gridd.conf installed, the token not yet), left half a pair installed, and the next run took
+        the record of that restart for a finished one: two contents installed, or the old ones kept."""
+        self.replay([("license_rotates", {"content": "C", "kill_at": ("renameat2,renameat,rename", 9)}),
+                     ("license_rotates", {"content": "A", "kill_at": ("fsync,fdatasync,syncfs", 4)}),
+                     ("license_reload", {"kill_at": None})], healthy=True)
+
     def test_a_device_plugin_spec_naming_a_gpu_gone(self):
         """The model's error the soak found (kept so it stays right): the device plugin's spec names
         /dev/nvidia0, which fell off; verify is right not to be ready with GPU 2 there."""
