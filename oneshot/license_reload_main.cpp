@@ -20,6 +20,7 @@
 #include "unit_manager.hpp"
 
 #include <atomic>
+#include <variant>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -89,12 +90,14 @@ void npd_print(const std::string &text)
 	std::printf("%s\n", log::npd_line(text).c_str());
 }
 
-int npd_license(const Context &ctx)
+// What the reloader last recorded, for either condition; else the answer already printed, as the
+// exit status: no state directory is no condition (not an unknown, exit 2 everywhere else: a machine
+// that licenses nothing has none), one not root's alone is an unknown.
+std::variant<LicenseCounters, int> recorded_for_npd(const Context &ctx)
 {
 	const std::string &state_dir = ctx.config.licensing.state_dir;
 	auto dir = fs::open_dir(ctx.real(state_dir));
 	if (!dir) {
-		// Not an unknown (exit 2 everywhere else): a machine that licenses nothing has no such condition.
 		npd_print("licensing not used here (no license state): the condition does not apply");
 		return 0;
 	}
@@ -102,7 +105,15 @@ int npd_license(const Context &ctx)
 		npd_print("unknown: " + t.error().message);
 		return 2;
 	}
-	LicenseCounters c = read_license_counters(ctx, dir->get());
+	return read_license_counters(ctx, dir->get());
+}
+
+int npd_license(const Context &ctx)
+{
+	auto recorded = recorded_for_npd(ctx);
+	if (const int *rc = std::get_if<int>(&recorded))
+		return *rc;
+	LicenseCounters &c = std::get<LicenseCounters>(recorded);
 	const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 	// The record may be older than the license's expiry: the clock decides, as on the reloader's run.
 	judge_license_expiry(c, now);
@@ -124,17 +135,10 @@ int npd_license(const Context &ctx)
 // reloader's last run on this boot of the host recorded it.
 int npd_reboot(const Context &ctx)
 {
-	const std::string &state_dir = ctx.config.licensing.state_dir;
-	auto dir = fs::open_dir(ctx.real(state_dir));
-	if (!dir) {
-		npd_print("licensing not used here (no license state): the condition does not apply");
-		return 0;
-	}
-	if (auto t = fs::check_trusted(dir->get(), state_dir, /*directory=*/true); !t) {
-		npd_print("unknown: " + t.error().message);
-		return 2;
-	}
-	const LicenseCounters c = read_license_counters(ctx, dir->get());
+	auto recorded = recorded_for_npd(ctx);
+	if (const int *rc = std::get_if<int>(&recorded))
+		return *rc;
+	const LicenseCounters &c = std::get<LicenseCounters>(recorded);
 	if (c.held_feature < 0 || !host_boot(ctx).same_as(HostBoot{static_cast<long long>(c.host_btime), c.host_uptime})) {
 		npd_print("no licensing change waits for a host reboot");
 		return 0;
