@@ -139,7 +139,7 @@ int npd_reboot(const Context &ctx)
 	if (const int *rc = std::get_if<int>(&recorded))
 		return *rc;
 	const LicenseCounters &c = std::get<LicenseCounters>(recorded);
-	if (c.held_feature < 0 || !host_boot(ctx).same_as(HostBoot{static_cast<long long>(c.host_btime), c.host_uptime})) {
+	if (c.held_feature < 0 || !host_boot(ctx).same_as(c.recorded_boot())) {
 		npd_print("no licensing change waits for a host reboot");
 		return 0;
 	}

@@ -237,7 +237,7 @@ void record_feature(const Context &ctx, LicenseCounters &c, ReloadOutcome outcom
 	const HostBoot boot = host_boot(ctx);
 	if (!boot.known())  // nothing to tell boots apart by: what was recorded stays as it is
 		return;
-	if (!boot.same_as(HostBoot{static_cast<long long>(c.host_btime), c.host_uptime}))  // the host rebooted: its driver licenses afresh
+	if (!boot.same_as(c.recorded_boot()))  // the host rebooted: its driver licenses afresh
 		c.licensed_feature = c.held_feature = -1;
 	c.host_btime = static_cast<double>(boot.btime);
 	c.host_uptime = boot.uptime;
@@ -264,7 +264,7 @@ void record_feature(const Context &ctx, LicenseCounters &c, ReloadOutcome outcom
 std::optional<int> licensed_feature_this_boot(const Context &ctx, int state_fd)
 {
 	const LicenseCounters c = read_license_counters(ctx, state_fd);
-	if (!host_boot(ctx).same_as(HostBoot{static_cast<long long>(c.host_btime), c.host_uptime}) || c.licensed_feature <= 0)
+	if (!host_boot(ctx).same_as(c.recorded_boot()) || c.licensed_feature <= 0)
 		return std::nullopt;
 	return c.licensed_feature;
 }

@@ -27,6 +27,7 @@ struct LicenseCounters {
 	double host_uptime = 0;          // the host's uptime when last looked at
 	int licensed_feature = -1;       // the FeatureType nvidia-gridd was licensed with on it, -1 none seen
 	int held_feature = -1;           // a rotation's FeatureType held back for its reboot, -1 none
+	HostBoot recorded_boot() const { return HostBoot{static_cast<long long>(host_btime), host_uptime}; }
 	std::string serialize() const;
 	static LicenseCounters parse(std::string_view text);  // unknown or damaged lines are dropped
 };
