@@ -19,8 +19,11 @@ export WERROR
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # Build and test dependencies, all from Debian bookworm main.
+# The consumers helper's CRI client: gRPC's C++ library and code generator, protobuf's; the CRI's
+# api.proto itself is in no bookworm package (consumers/fetch-cri-api.sh fetches trixie's).
 BUILD_DEPS := meson ninja-build g++ pkg-config libsystemd-dev libmount-dev nlohmann-json3-dev \
-	libyaml-cpp-dev libtomlplusplus-dev catch2 systemd scdoc
+	libyaml-cpp-dev libtomlplusplus-dev catch2 systemd scdoc \
+	libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
 # systemd-journal-remote: the unit tier writes a journal file for the sd-journal reader of nvidia-gridd.
 # clang-format-14: the format suite holds the C++ files to .clang-format.
 TEST_DEPS := python3 python3-jsonschema python3-yaml python3-hypothesis util-linux strace systemd-journal-remote clang-format-14
@@ -59,8 +62,12 @@ deps:
 all-deps: EXTRA_DEPS = $(SYSTEM_DEPS) $(PACKAGE_DEPS) $(FLEET_DEPS) $(CONSUMER_DEPS) $(CONTAINERD_DEPS) $(FUZZ_DEPS)
 all-deps: deps
 
+# The CRI's api.proto, where Debian installs it (trixie and later), else fetched once into .cache/.
+CRI_API_PROTO ?= $(firstword $(wildcard /usr/share/gocode/src/k8s.io/cri-api/pkg/apis/runtime/v1/api.proto) $(CURDIR)/.cache/cri-api/api.proto)
+
 $(BUILD)/build.ninja:
-	meson setup $(BUILD) -Dwerror=$(WERROR)
+	[ -s $(CRI_API_PROTO) ] || consumers/fetch-cri-api.sh $(dir $(CRI_API_PROTO))
+	meson setup $(BUILD) -Dwerror=$(WERROR) -Dconsumers=enabled -Dcri_api_proto=$(CRI_API_PROTO)
 
 build: deps $(BUILD)/build.ninja
 	meson compile -C $(BUILD)

@@ -1,5 +1,7 @@
 #include "execute.hpp"
 
+#include "driver_generation.hpp"
+
 #include "cdi_hook.hpp"
 #include "fs.hpp"
 #include "log.hpp"
@@ -68,6 +70,15 @@ void clear_held_back(const Context &ctx)
 	auto dir = open_run_dir(ctx);
 	if (dir && ::unlinkat(dir->get(), HELD_BACK_FILE, 0) < 0 && errno != ENOENT)
 		log::warning(last_errno_error("Failed to remove " + std::string(RUN_DIR) + "/" + HELD_BACK_FILE).message);
+}
+
+Result<void> record_driver_generation(int run_dir, const std::string &json)
+{
+	auto w = fs::write_file_atomic_at(run_dir, DRIVER_GENERATION_FILE, std::string(RUN_DIR) + "/" + DRIVER_GENERATION_FILE, json,
+					  {.mode = 0644, .fsync = false, .skip_if_unchanged = true});
+	if (!w)
+		return fail(w.error());
+	return {};
 }
 
 void record_status(const Context &ctx, const Report &report)

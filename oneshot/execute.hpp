@@ -5,7 +5,7 @@
 //   open_run_dir, save_memos, reclaim_stale_trees (only when the copies might not fit, or the live
 //   root is kept and no build would reclaim them),
 //   install_root, the specs and their /dev/char links (execute_specs.hpp), record_held_back or
-//   clear_held_back, record_status, record_metrics.
+//   clear_held_back, record_driver_generation, record_status, record_metrics.
 // Every other file of oneshot/ writes nothing (tests/unit/test_write_sites.py holds them to it);
 // the primitives below are lib/'s (core/fs, driver/driver_root_install, cdi/dev_char, ...). The one
 // file the flow makes itself is the run lock's (lock.hpp), taken before the snapshot.
@@ -52,6 +52,9 @@ void record_held_back(const Context &ctx, const std::string &json);
 void clear_held_back(const Context &ctx);
 
 // status.json in the run directory: the host's reconcile loop and verify read the last run's result.
+// The generation of what the GPU consumers see (lib/consumer/driver_generation.hpp), in the run
+// directory.
+Result<void> record_driver_generation(int run_dir, const std::string &json);
 void record_status(const Context &ctx, const Report &report);
 
 // The run as metrics for node_exporter's textfile collector (metrics_report.hpp).

@@ -47,6 +47,10 @@ std::string setup_metrics_text(const Report &report, double now_seconds, double 
 	if (d.contains("driver_root_ram_bytes"))
 		m.gauge("unbounded_nvidia_driver_root_ram_bytes", "Memory the driver root takes on tmpfs", number_of(d, "driver_root_ram_bytes"));
 	m.gauge("unbounded_nvidia_gpus", "GPUs in the CDI spec", number_of(d, "gpus"));
+	if (d.contains("driver_root_generation"))
+		m.gauge("unbounded_nvidia_driver_root_generation",
+			"What the GPU consumers see (driver, GPUs, MIG, IMEX), numbered from 1 at each machine start; consumers restart when it moves",
+			number_of(d, "driver_root_generation"));
 	m.gauge("unbounded_nvidia_cdi_devices", "Devices in the CDI spec", number_of(d, "cdi_devices"));
 	m.gauge("unbounded_nvidia_warnings", "Warnings of the last run (verify --json lists them)", static_cast<double>(report.warnings.size()));
 	if (auto it = d.find("consumer_findings"); it != d.end() && it->is_object())

@@ -66,6 +66,7 @@ std::optional<int> serve_spec(const Context &ctx, Report &report, const RunSnaps
 	}
 	if (!report.problems.empty())
 		return finish_not_ready(report);
+	follow_driver_generation(ctx, report, cdi, root.driver_version);
 	warn_about_device_plugin(ctx, report, snap.device_plugin, root.driver_version);
 	return std::nullopt;
 }

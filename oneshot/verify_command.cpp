@@ -207,6 +207,9 @@ int run_verify(const Context &ctx, Report &report)
 	// The units this all exists for: a right root and spec serve no pod while containerd is down.
 	const std::vector<Problem> units = check_protected_units(ctx, report);
 	report.problems.insert(report.problems.end(), units.begin(), units.end());
+	// The pods that read the root once: restarted after a change, and back on the new one.
+	const std::vector<Problem> consumers = check_consumers_followed(ctx, report);
+	report.problems.insert(report.problems.end(), consumers.begin(), consumers.end());
 	// What the host has staged, beside what is live: a refresh keeps a root the module still needs.
 	const std::string staged_note = report.problems.empty() ? judge_staging(ctx, report, snap, staging, version) : std::string();
 	if (report.problems.empty()) {

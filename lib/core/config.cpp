@@ -7,6 +7,7 @@
 #include "format.hpp"
 #include "fs.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
@@ -335,9 +336,65 @@ std::map<std::string, Handler> licensing_handlers(const Ctx &c, LicensingConfig 
 	};
 }
 
+// A list of strings, each taken by `take` (false: refused, with `invalid` naming what it expected).
+// The list replaces the default.
+Handler list_handler(const Ctx &c, const std::string &expected, const std::string &invalid,
+		     std::function<bool(const std::string &)> take, std::function<void()> clear)
+{
+	return [&c, expected, invalid, take, clear](const YAML::Node &v, const std::string &key) -> Result<void> {
+		if (!v.IsSequence())
+			return fail(c.at(v, key, "expected a list of " + expected + " for key"));
+		clear();
+		for (const auto &item : v) {
+			auto s = scalar(c, item, key);
+			if (!s)
+				return fail(s.error());
+			if (!take(*s))
+				return fail(c.at(item, key, "invalid " + invalid + " '" + printable(*s) + "' in"));
+		}
+		return {};
+	};
+}
+
+// A DNS label, as Kubernetes names namespaces.
+bool namespace_name(const std::string &s)
+{
+	auto lower_or_digit = [](char ch) { return std::islower(static_cast<unsigned char>(ch)) || std::isdigit(static_cast<unsigned char>(ch)); };
+	return !s.empty() && s.size() <= 63 && lower_or_digit(s.front()) && lower_or_digit(s.back()) &&
+	       std::all_of(s.begin(), s.end(), [&](char ch) { return lower_or_digit(ch) || ch == '-'; });
+}
+
+// The keys of the `consumers:` section.
+std::map<std::string, Handler> consumers_handlers(const Ctx &c, ConsumersConfig &cc)
+{
+	return {
+		{"enabled", bool_handler(c, cc.enabled)},
+		{"selectors", list_handler(
+				      c, "label selectors (key=value[,key=value])", "label selector",
+				      [&cc](const std::string &s) {
+					      auto sel = parse_consumer_selector(s);
+					      if (sel)
+						      cc.selectors.push_back(std::move(*sel));
+					      return sel.has_value();
+				      },
+				      [&cc] { cc.selectors.clear(); })},
+		{"namespaces", list_handler(
+				       c, "namespaces ([] for any)", "namespace",
+				       [&cc](const std::string &s) {
+					       if (namespace_name(s))
+						       cc.namespaces.push_back(s);
+					       return namespace_name(s);
+				       },
+				       [&cc] { cc.namespaces.clear(); })},
+		{"runtime_endpoint", path_handler(c, cc.runtime_endpoint)},
+		{"wait", duration_handler(c, cc.wait, Millis(1000))},
+		{"stop_timeout", duration_handler(c, cc.stop_timeout, Millis(1000))},
+	};
+}
+
 // The top-level keys; `licensing` and `refresh` walk their sections with the given handlers.
 std::map<std::string, Handler> top_handlers(const Ctx &c, Config &cfg, const std::map<std::string, Handler> &licensing_keys,
-					    const std::map<std::string, Handler> &refresh_keys)
+					    const std::map<std::string, Handler> &refresh_keys, const std::map<std::string, Handler> &consumers_keys)
 {
 	return {
 		{"enabled",
@@ -385,10 +442,86 @@ std::map<std::string, Handler> top_handlers(const Ctx &c, Config &cfg, const std
 		 }},
 		{"refresh",
 		 [&](const YAML::Node &v, const std::string &key) -> Result<void> { return walk(c, v, key, refresh_keys); }},
+		{"consumers",
+		 [&](const YAML::Node &v, const std::string &key) -> Result<void> { return walk(c, v, key, consumers_keys); }},
 	};
 }
 
 }  // namespace
+
+namespace {
+
+// Kubernetes' label rules (apimachinery's IsQualifiedName and IsValidLabelValue): a name of at most
+// 63 characters, alphanumeric at both ends, '-', '_' and '.' inside; a key may have a DNS subdomain
+// prefix and '/'; a value may be empty.
+bool label_name(std::string_view s)
+{
+	auto alnum = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) != 0; };
+	if (s.empty() || s.size() > 63 || !alnum(s.front()) || !alnum(s.back()))
+		return false;
+	for (char ch : s)
+		if (!alnum(ch) && ch != '-' && ch != '_' && ch != '.')
+			return false;
+	return true;
+}
+
+bool label_key(std::string_view s)
+{
+	const auto slash = s.find('/');
+	if (slash == std::string_view::npos)
+		return label_name(s);
+	const std::string_view prefix = s.substr(0, slash);
+	if (prefix.empty() || prefix.size() > 253)
+		return false;
+	for (char ch : prefix)
+		if (!(std::islower(static_cast<unsigned char>(ch)) || std::isdigit(static_cast<unsigned char>(ch)) || ch == '-' || ch == '.'))
+			return false;
+	return label_name(s.substr(slash + 1));
+}
+
+}  // namespace
+
+std::optional<ConsumerSelector> parse_consumer_selector(std::string_view text)
+{
+	ConsumerSelector sel;
+	sel.text = std::string(text);
+	if (text.ends_with(','))
+		return std::nullopt;
+	while (!text.empty()) {
+		const auto comma = text.find(',');
+		const std::string_view pair = text.substr(0, comma);
+		text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+		const auto eq = pair.find('=');
+		if (eq == std::string_view::npos)
+			return std::nullopt;
+		const std::string_view key = pair.substr(0, eq), value = pair.substr(eq + 1);
+		if (!label_key(key) || (!value.empty() && !label_name(value)))
+			return std::nullopt;
+		if (!sel.labels.emplace(key, value).second)
+			return std::nullopt;
+	}
+	if (sel.labels.empty())
+		return std::nullopt;
+	return sel;
+}
+
+bool ConsumersConfig::in_namespace(const std::string &ns) const
+{
+	return namespaces.empty() || std::find(namespaces.begin(), namespaces.end(), ns) != namespaces.end();
+}
+
+std::vector<ConsumerSelector> ConsumersConfig::default_consumer_selectors()
+{
+	// The device plugin's chart (also on its GPU Feature Discovery and MPS daemon), its static manifest,
+	// the GPU Operator's device plugin, GFD and dcgm-exporter, dcgm-exporter's chart, and the DRA
+	// driver's kubelet plugin under both of its charts' names.
+	std::vector<ConsumerSelector> out;
+	for (const char *s : {"app.kubernetes.io/name=nvidia-device-plugin", "name=nvidia-device-plugin-ds", "app=nvidia-device-plugin-daemonset",
+			      "app=gpu-feature-discovery", "app=nvidia-dcgm-exporter", "app.kubernetes.io/name=dcgm-exporter",
+			      "nvidia-dra-driver-gpu-component=kubelet-plugin", "dra-driver-nvidia-gpu-component=kubelet-plugin"})
+		out.push_back(*parse_consumer_selector(s));
+	return out;
+}
 
 Result<Config> parse_config(std::string_view yaml_text, const std::string &display_path)
 {
@@ -417,7 +550,8 @@ Result<Config> parse_config(std::string_view yaml_text, const std::string &displ
 		{"interval", duration_handler(c, refresh.interval, Millis(10'000))},
 	};
 
-	const std::map<std::string, Handler> top_keys = top_handlers(c, cfg, licensing_keys, refresh_keys);
+	const std::map<std::string, Handler> consumers_keys = consumers_handlers(c, cfg.consumers);
+	const std::map<std::string, Handler> top_keys = top_handlers(c, cfg, licensing_keys, refresh_keys, consumers_keys);
 
 	try {
 		if (auto r = walk(c, root, "", top_keys); !r)

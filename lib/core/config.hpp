@@ -53,6 +53,34 @@ struct RefreshConfig {
 	Millis interval{300'000};      // the timer backstop: events lost while a refresh runs, module reloads
 };
 
+// The Kubernetes consumers that read the driver root once, at their own start (the device plugin's
+// CDI spec, dcgm-exporter's NVML): after a change of what our specs offer, unbounded-nvidia-consumers
+// restarts their containers through the runtime's CRI so that kubelet starts them on the new root.
+struct ConsumerSelector {
+	std::map<std::string, std::string> labels;  // a pod matches when it carries every one
+	std::string text;                           // as written: "app=nvidia-device-plugin-daemonset"
+};
+
+struct ConsumersConfig {
+	bool enabled = true;
+	// The labels the consumers carry in their own Helm charts and the GPU Operator's manifests.
+	std::vector<ConsumerSelector> selectors = default_consumer_selectors();
+	// Only pods in these namespaces are consumers (empty: any): a tenant's pod that carries one of the
+	// labels must not be restarted, nor hold verify back when it does not come back.
+	std::vector<std::string> namespaces = {"kube-system", "gpu-operator", "nvidia-gpu-operator", "nvidia-device-plugin",
+					       "nvidia-dra-driver-gpu", "nvidia-dcgm-exporter", "dcgm-exporter", "gpu-feature-discovery"};
+	// The runtime's CRI socket; "" for the first of containerd's and CRI-O's that exists.
+	std::string runtime_endpoint;
+	Millis wait{180'000};         // how long a restarted consumer has to run again (and the plugin to rewrite its spec)
+	Millis stop_timeout{30'000};  // StopContainer's grace before the runtime kills
+	static std::vector<ConsumerSelector> default_consumer_selectors();
+	bool in_namespace(const std::string &ns) const;
+};
+
+// "key=value[,key=value...]", Kubernetes' equality-based selector syntax (the CRI filters by equality
+// only). Label keys and values as Kubernetes validates them.
+std::optional<ConsumerSelector> parse_consumer_selector(std::string_view text);
+
 struct Config {
 	std::string source_file;  // where it was read from, empty for defaults
 	Enabled enabled = Enabled::Auto;
@@ -72,6 +100,7 @@ struct Config {
 	Millis staging_timeout{30'000};
 	LicensingConfig licensing;
 	RefreshConfig refresh;
+	ConsumersConfig consumers;
 	// node_exporter's textfile collector directory (Debian's prometheus-node-exporter reads this one).
 	std::string metrics_dir = "/var/lib/prometheus/node-exporter";
 	// How many GPUs this machine should see; unset: whatever it was given. Fewer leave setup serving

@@ -37,6 +37,11 @@ inline constexpr const char *DRA_CLAIM_SPEC_STALE = "ca4f2b522335499d8673c32f16a
 inline constexpr const char *CONTAINERD_CONFIG_UNKNOWN = "c9b01f03c7b7455f8a9bdeea4f62e074";
 // nvidia-container-runtime's configuration gives NVIDIA_VISIBLE_DEVICES a spec other than ours (a warning).
 inline constexpr const char *NVIDIA_RUNTIME_NOT_OURS = "ef766c6f35c34f3c8eab66f2189418af";
+// What the GPU consumers see changed (setup, refresh), and their restarts (unbounded-nvidia-consumers).
+inline constexpr const char *DRIVER_GENERATION_CHANGED = "88c4fd6b474a402d8645cb4b341cba55";
+inline constexpr const char *CONSUMER_RESTARTED = "cb34b1a11dcd42bda5a61517f359ebfb";
+inline constexpr const char *CONSUMER_NOT_BACK = "8051bff0607b4ffe84e8d5d408434f70";
+inline constexpr const char *CONSUMERS_RUNTIME_UNREACHABLE = "3f580689fc3f47f7bf78a40c97a64046";
 // nvidia-gridd's license state, logged by the reloader when it changes (license_state.hpp).
 inline constexpr const char *LICENSE_ACQUIRED = "1ffeb0bd3c444ea7a8826604fb437cd2";
 inline constexpr const char *LICENSE_NOT_ACQUIRED = "3287c0ed1ead40f7a65c4c30fa39ca8e";

@@ -314,14 +314,19 @@ Result<std::unique_ptr<UnitManager>> open_file_manager(const std::string &path)
 	return std::unique_ptr<UnitManager>(std::make_unique<FileUnitManager>(path));
 }
 
+bool has_unit_manager(const Context &ctx)
+{
+	const char *fake = std::getenv("UNBOUNDED_NVIDIA_FAKE_UNITS");
+	return ctx.root.empty() || ctx.root == "/" || (fake && *fake);
+}
+
 Result<std::unique_ptr<UnitManager>> unit_manager_for(const Context &ctx)
 {
 	if (ctx.root.empty() || ctx.root == "/")  // "/" is this system, as for every path (fs::root_path)
 		return connect_system_manager();
-	const char *fake = std::getenv("UNBOUNDED_NVIDIA_FAKE_UNITS");
-	if (fake && *fake)
-		return open_file_manager(fake);
-	return std::unique_ptr<UnitManager>();
+	if (!has_unit_manager(ctx))
+		return std::unique_ptr<UnitManager>();
+	return open_file_manager(std::getenv("UNBOUNDED_NVIDIA_FAKE_UNITS"));
 }
 
 }  // namespace unbounded

@@ -295,6 +295,8 @@ private:
 			return fail(errno_error(-r, std::string("Failed to ") + (std::strcmp(method, "StopUnit") == 0 ? "stop " : "start ") +
 							    unit + ": " + err.text(r)));
 		wait.path = job_path;
+		if (timeout.count() == 0)
+			return {};  // queued: the caller does not wait for it
 
 		const auto deadline = std::chrono::steady_clock::now() + timeout;
 		while (!wait.done) {

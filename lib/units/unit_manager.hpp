@@ -44,7 +44,7 @@ public:
 	// Queues a stop job (the unit's KillSignal, SIGTERM for nvidia-gridd with our drop-in) and waits
 	// for it to finish, at most `timeout`.
 	virtual Result<void> stop(const std::string &unit, Millis timeout) = 0;
-	// Queues a start job and waits for it to finish, at most `timeout`.
+	// Queues a start job and waits for it to finish, at most `timeout`; a timeout of 0 only queues it.
 	virtual Result<void> start(const std::string &unit, Millis timeout) = 0;
 	// Whether the system is shutting down (the manager's SystemState is "stopping"): a unit that
 	// went down or a start job refused then says nothing about the unit.
@@ -80,5 +80,7 @@ Result<std::unique_ptr<UnitManager>> open_file_manager(const std::string &path);
 // $UNBOUNDED_NVIDIA_FAKE_UNITS, the tests' file (open_file_manager), which only a --root run reads.
 // nullptr: no manager to ask.
 Result<std::unique_ptr<UnitManager>> unit_manager_for(const Context &ctx);
+// Whether unit_manager_for() gives one: the live system, or a --root run with the tests' file.
+bool has_unit_manager(const Context &ctx);
 
 }  // namespace unbounded

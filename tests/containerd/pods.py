@@ -11,7 +11,7 @@ import shutil
 import time
 import uuid
 
-import cri
+from unbounded_tests import cri
 import probe_image
 from unbounded_tests import debian_hosts as dh
 from unbounded_tests.harness import ARCH, make_chardev, proc_version_text

@@ -14,6 +14,7 @@ from unbounded_tests.man_pages import man_page, section, terms
 
 LICENSE_BIN = os.environ.get("LICENSE_BIN", "")
 HOST_BIN = os.environ.get("HOST_BIN", "")
+CONSUMERS_BIN = os.environ.get("CONSUMERS_BIN", "")
 OPTION = re.compile(r"(?<![\w-])(--?[a-z][a-z-]*)")
 # Shown by every program and not part of any synopsis.
 EVERYWHERE = {"-h", "--help", "--version"}
@@ -118,6 +119,12 @@ class TestLicenseReload(CliChecks, CliCase):
 class TestHost(CliChecks, CliCase):
     binary = HOST_BIN
     page = "unbounded-nvidia-host.8"
+
+
+if CONSUMERS_BIN:  # built where gRPC and the CRI's api.proto were found (make's build: always)
+    class TestConsumers(CliChecks, CliCase):
+        binary = CONSUMERS_BIN
+        page = "unbounded-nvidia-consumers.8"
 
 
 class TestGenerator(unittest.TestCase):

@@ -299,6 +299,10 @@ class TestInvocation(unittest.TestCase):
         self.assertIn("duplicate entry?", r.stderr)
 
 
+CONSUMERS_BIN = os.environ.get("CONSUMERS_BIN")
+CONSUMERS_UNIT = "unbounded-nvidia-consumers.service"
+
+
 def analysis_root(testcase, case="04-licensing-configured"):
     """A root for systemd-analyze: the distribution's units, ours as installed (meson's unit dir), stand-in
     containerd, kubelet and nvidia-gridd, our binaries where the units name them, and the generator's
@@ -314,6 +318,12 @@ def analysis_root(testcase, case="04-licensing-configured"):
         shutil.copy(os.path.join(src, n), unitdir)
     for n in ("unbounded-nvidia-license-reload.service", "unbounded-nvidia-license-install.service"):
         shutil.copy(os.path.join(build, n), unitdir)
+    binaries = [(PLACEHOLDERS["@SETUP_BINARY@"], os.environ["SETUP_BIN"]),
+                (PLACEHOLDERS["@LICENSE_RELOAD_BINARY@"], os.environ["LICENSE_BIN"]), ("/bin/true", "/bin/true")]
+    if CONSUMERS_BIN:  # built where gRPC and the CRI's api.proto were found (make's build: always)
+        shutil.copy(os.path.join(build, CONSUMERS_UNIT), unitdir)
+        binaries.append((os.path.join(os.path.dirname(PLACEHOLDERS["@LICENSE_RELOAD_BINARY@"]), "unbounded-nvidia-consumers"),
+                         CONSUMERS_BIN))
     os.makedirs(os.path.join(unitdir, "nvidia-gridd.service.d"), exist_ok=True)
     shutil.copy(os.path.join(src, "nvidia-gridd.service.d/50-unbounded-nvidia.conf"),
                 os.path.join(unitdir, "nvidia-gridd.service.d"))
@@ -323,9 +333,7 @@ def analysis_root(testcase, case="04-licensing-configured"):
                        ("nvidia-gridd.service", "forking")):
         with open(os.path.join(etc, unit), "w") as f:
             f.write(f"[Unit]\nDescription=stand-in {unit}\n\n[Service]\nType={kind}\nExecStart=/bin/true\n")
-    for binary, built in ((PLACEHOLDERS["@SETUP_BINARY@"], os.environ["SETUP_BIN"]),
-                          (PLACEHOLDERS["@LICENSE_RELOAD_BINARY@"], os.environ["LICENSE_BIN"]),
-                          ("/bin/true", "/bin/true")):
+    for binary, built in binaries:
         dest = os.path.join(vroot, binary.lstrip("/"))
         os.makedirs(os.path.dirname(dest), exist_ok=True)
         shutil.copy(built, dest)
@@ -354,6 +362,7 @@ class TestSystemdAnalyzeVerify(unittest.TestCase):
                  "unbounded-nvidia-license-reload.service", "unbounded-nvidia-license-reload.path",
                  "unbounded-nvidia-license-reload.timer", "unbounded-nvidia-license-install.service",
                  "unbounded-nvidia-refresh.service", "unbounded-nvidia-refresh.path", "unbounded-nvidia-refresh.timer"]
+        units += [CONSUMERS_UNIT] if CONSUMERS_BIN else []
         v = subprocess.run([analyze, "verify", "--man=no", f"--root={vroot}", *units],
                            capture_output=True, text=True, env=env)
         self.assertEqual((v.returncode, v.stdout + v.stderr), (0, ""), "systemd-analyze verify complained")
@@ -371,6 +380,8 @@ class TestSystemdAnalyzeSecurity(unittest.TestCase):
 
     TARGETS = {"unbounded-nvidia-setup.service": 3.0, "unbounded-nvidia-refresh.service": 3.0,
                "unbounded-nvidia-license-reload.service": 4.5, "unbounded-nvidia-license-install.service": 4.5}
+    if os.environ.get("CONSUMERS_BIN"):
+        TARGETS["unbounded-nvidia-consumers.service"] = 4.5
 
     def exposure(self, analyze, vroot, env, unit):
         r = subprocess.run([analyze, "security", "--offline=yes", f"--root={vroot}", "--no-pager", unit],

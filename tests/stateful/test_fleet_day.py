@@ -171,8 +171,12 @@ class FleetDay(RuleBasedStateMachine):
             subprocess.run(["mount", "--bind", self.m.p("/.host-licensing"), self.m.p(LICENSING)], check=True)
         os.makedirs(self.m.p(METRICS))
         # No waiting: a host that has not staged is an event of its own here, not something to wait out.
+        # No runtime runs here, so nothing would restart the GPU consumers after a driver change and
+        # verify would wait for them: that is unbounded-nvidia-consumers' own (integration-consumers,
+        # the containerd tier). setup still numbers the driver root's generations, under the kills.
         self.m.config("staging_timeout: 0s\nrefresh:\n  settle_time: 0s\n  settle_limit: 0s\n"
-                      "licensing:\n  jitter: 0s\n  settle_time: 400ms\n  stop_timeout: 5s\n")
+                      "licensing:\n  jitter: 0s\n  settle_time: 400ms\n  stop_timeout: 5s\n"
+                      "consumers:\n  enabled: false\n")
         self.licensing_starts()
         self.staged = None  # the version staged completely, "half", or None
         self.module = None

@@ -88,7 +88,7 @@ def sites_missing_fields(ids, entries):
     fields_of = {e["id"]: entry_fields(e) for e in entries}
     consumer = set(re.findall(r"message_id::(\w+)", "".join(code for _, code in sources("lib/consumer"))))
     out = []
-    for path, code in sources("lib", "oneshot", "generator"):
+    for path, code in sources("lib", "oneshot", "generator", "consumers"):
         for m in re.finditer(r'"MESSAGE_ID",\s*([^}]+?)\}', code):
             start = max(code.rfind(";", 0, m.start()), code.rfind("{\n", 0, m.start()))
             statement = code[start:code.find(";", m.end())]
@@ -164,7 +164,8 @@ def main():
                     bad.append(f"{where}: no {h}:")
             if e["dup"]:
                 bad.append(f"{where}: header(s) given twice: {', '.join(e['dup'])}")
-            if e["headers"].get("Defined-By") not in ("unbounded-nvidia-setup", "unbounded-nvidia-license-reload"):
+            if e["headers"].get("Defined-By") not in ("unbounded-nvidia-setup", "unbounded-nvidia-license-reload",
+                                                      "unbounded-nvidia-consumers"):
                 bad.append(f"{where}: Defined-By: {e['headers'].get('Defined-By')!r} is not one of our programs")
             for doc in e["headers"].get("Documentation", "").split():
                 m = re.fullmatch(r"man:([\w.-]+)\((\d)\)", doc)
@@ -184,7 +185,7 @@ def main():
     def substitutions_are_fields_the_code_sets():
         # @FIELD@ shows as FIELD when the entry lacks it: each must be a field the code logs.
         code = ""
-        for top in ("lib", "oneshot"):
+        for top in ("lib", "oneshot", "consumers"):
             for dirpath, _, files in os.walk(os.path.join(SOURCE, top)):
                 for f in files:
                     if f.endswith((".cpp", ".hpp")):

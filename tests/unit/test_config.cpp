@@ -117,6 +117,13 @@ TEST_CASE("bad configs name the file, the line and the key", "[config]")
 		{"refresh:\n  settle: 5s\n", "f.yaml:2: unknown key 'refresh.settle'"},
 		{"refresh:\n  interval: 1s\n", "f.yaml:2: duration '1s' is below the minimum of 10s for key 'refresh.interval'"},
 		{"licensing:\n  auto_reload: perhaps\n", "f.yaml:2: expected true or false for key 'licensing.auto_reload'"},
+		{"consumers:\n  selectors: app=x\n", "f.yaml:2: expected a list of label selectors (key=value[,key=value]) for key 'consumers.selectors'"},
+		{"consumers:\n  selectors:\n    - app\n", "f.yaml:3: invalid label selector 'app'"},
+		{"consumers:\n  selectors:\n    - \"app=a b\"\n", "f.yaml:3: invalid label selector 'app=a b'"},
+		{"consumers:\n  selectors:\n    - app=a,app=b\n", "f.yaml:3: invalid label selector 'app=a,app=b'"},
+		{"consumers:\n  wait: 0s\n", "f.yaml:2: duration '0s' is below the minimum of 1s for key 'consumers.wait'"},
+		{"consumers:\n  namespaces:\n    - Kube-System\n", "f.yaml:3: invalid namespace 'Kube-System'"},
+		{"consumers:\n  runtime_endpoint: run/crio.sock\n", "f.yaml:2: expected an absolute path"},
 		{"staging: [a, b]\n", "f.yaml:1: expected a string value for key 'staging'"},
 		{"- a\n- b\n", "f.yaml:1: expected a mapping at '(top level)'"},
 		{"staging: /a\n  bad: indent: here\n", "f.yaml:2:"},
@@ -179,4 +186,29 @@ TEST_CASE("every boolean of the config takes the same words (issue 46)", "[confi
 			REQUIRE(c);
 			CHECK(k.value(*c) == expected);
 		}
+}
+
+TEST_CASE("consumer selectors take Kubernetes' label syntax", "[config]")
+{
+	auto s = parse_consumer_selector("app.kubernetes.io/name=nvidia-device-plugin,app.kubernetes.io/instance=nvdp");
+	REQUIRE(s);
+	CHECK(s->labels.size() == 2);
+	CHECK(s->labels.at("app.kubernetes.io/name") == "nvidia-device-plugin");
+	CHECK(parse_consumer_selector("tier=")->labels.at("tier").empty());  // an empty value is a value
+	for (const char *bad : {"", "app", "=x", "app=-x", "app=x-", "Example.com/app=x", "/app=x", "app=x,", "a/b/c=x",
+				"app=0123456789012345678901234567890123456789012345678901234567890123"})
+		CHECK_FALSE(parse_consumer_selector(bad));
+	const auto defaults = ConsumersConfig::default_consumer_selectors();
+	CHECK(defaults.size() == 8);
+	auto c = parse_config("consumers:\n  enabled: false\n  selectors:\n    - app=my-plugin\n  wait: 30s\n", "f.yaml");
+	REQUIRE(c);
+	CHECK_FALSE(c->consumers.enabled);
+	REQUIRE(c->consumers.selectors.size() == 1);
+	CHECK(c->consumers.selectors[0].text == "app=my-plugin");
+	CHECK(c->consumers.wait == 30s);
+	CHECK(c->consumers.in_namespace("kube-system"));
+	CHECK_FALSE(c->consumers.in_namespace("team-a"));
+	auto any = parse_config("consumers:\n  namespaces: []\n", "f.yaml");
+	REQUIRE(any);
+	CHECK(any->consumers.in_namespace("team-a"));
 }

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Downloads the CRI's api.proto from Debian trixie's golang-github-kubernetes-cri-api-dev (bookworm ships
-# no CRI definitions) into DEST: the containerd tier makes its kubelet stand-in from it at test time.
+# no CRI definitions) into DEST: the build makes unbounded-nvidia-consumers' CRI client from it (make
+# build passes it as -Dcri_api_proto), and the containerd tier its kubelet stand-in.
 # apt runs with a private state and sources list (trixie main only), as tests/debian/fetch-nvidia-debs.sh
 # does: the machine's apt configuration is neither needed nor changed. Exits non-zero, loudly, when the
 # package or the file inside it cannot be had.

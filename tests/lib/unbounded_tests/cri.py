@@ -1,8 +1,10 @@
-"""The containerd tier's kubelet: a CRI client over containerd's socket.
+"""The CRI from Python: the containerd tier's kubelet (a client over containerd's socket) and the
+message classes of the consumers tests' fake runtime (fake_cri.py).
 
 Debian ships no crictl, but trixie's golang-github-kubernetes-cri-api-dev ships the CRI's api.proto
-(fetch-cri-api.sh downloads it). protoc (protobuf-compiler) makes the message classes of it at test time,
-into the build directory; nothing generated is checked in. The gogoproto options are stripped first
+(consumers/fetch-cri-api.sh downloads it into .cache/cri-api, where make's build fetched it for the
+consumers helper). protoc (protobuf-compiler) makes the message classes of it at test time, into the
+build directory; nothing generated is checked in. The gogoproto options are stripped first
 (they only steer Go's generator, and their import is not in any Python package). The RPC stubs are made
 here from the service descriptor protoc wrote, with grpc's generic unary calls: bookworm's
 python3-grpc-tools (1.14) is far older than its python3-grpcio (1.51), and a stub per method is just
@@ -17,13 +19,13 @@ import os
 import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
 
 
 def generate(build_dir):
-    """Fetches api.proto (once per build directory) and returns the api_pb2 module generated from it."""
-    src = os.path.join(build_dir, "cri-api")
-    r = subprocess.run([os.path.join(HERE, "fetch-cri-api.sh"), src], capture_output=True, text=True)
+    """Fetches api.proto (once per source tree) and returns the api_pb2 module generated from it."""
+    src = os.path.join(SOURCE, ".cache", "cri-api")
+    r = subprocess.run([os.path.join(SOURCE, "consumers", "fetch-cri-api.sh"), src], capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"Failed to fetch the CRI api.proto ({r.returncode}):\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
     out = os.path.join(build_dir, "cri-client")
