@@ -17,7 +17,8 @@ under the old module (pending-host-reboot). Boot 2 (the new module loaded): a po
 then CDI switched off, then a leftover spec of our kind at cdiVersion 0.8.0 (Debian's CDI library
 reads it), then a library removed from the driver root. Boot 3 (the old module loaded again): setup fails, containerd
 and kubelet are held back; the host loads the new module and starts a refresh, which starts them, and a
-pod gets the driver (issue 43). Boot 4: a few random sequences of host events and machine actions, a
+pod gets the driver (issue 43). Boot 4: a stand-in device plugin pod follows a driver change and a GPU
+change by itself (consumers.py), then a few random sequences of host events and machine actions, a
 pod after each step (issue 47, sequences.py)."""
 
 import json
@@ -27,6 +28,7 @@ import shutil
 import time
 import unittest
 
+import consumers
 import probe_image
 import sequences
 from pods import ANALYZE, BINDS, RELOAD_PROBE, GpuNodeTier, gpu_pod_steps, leftover_spec_steps, parse, prepare_gpu_node, run_session
@@ -168,6 +170,9 @@ class ContainerdTier(GpuNodeTier, unittest.TestCase):
     @classmethod
     def fourth_boot(cls, node):
         case = cls("test_random_sequences_of_host_events_keep_verify_and_pods_agreeing")  # its assertions
+        # The GPU consumers follow a driver change and a GPU change by themselves; the machine is
+        # back at v2, ready, after it.
+        cls.seen["consumers"] = consumers.follow_steps(case, node, cls.staging, (cls.v1, cls.v2), cls.v2)
         cls.seen["sequences"] = sequences.run(case, node, cls.staging, (cls.v1, cls.v2), cls.v2)
 
     # -- the assertions ----------------------------------------------------------------------------
@@ -270,6 +275,9 @@ class ContainerdTier(GpuNodeTier, unittest.TestCase):
             self.assertGpuPod(report, self.sums("root_sums_2"), self.v2)
         self.assertIn("error", report, report)
         self.assertIn(f"libnvidia-ml.so.{self.v2}", report["error"])
+
+    def test_the_gpu_consumers_follow_a_driver_and_a_gpu_change_by_themselves(self):
+        consumers.check(self, self.seen["consumers"], self.v1)
 
     def test_random_sequences_of_host_events_keep_verify_and_pods_agreeing(self):
         """Issue 47, item 4 (sequences.py): after every step of every sequence, verify ready meant the

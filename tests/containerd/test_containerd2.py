@@ -13,15 +13,18 @@ in the same boot, what verify reads from files only is held against what this co
   nvidia.com/gpu=all with one GPU: a pod asking for `all` gets that spec's one GPU, not ours, and
   verify says the file wins;
 - enable_cdi = false in the version-3 table: the pod sees no GPU and verify names the key.
-One boot, not two: the driver upgrade, the restart and the daemon-reload are the trixie tier's
-cases, and nothing in them depends on containerd's version."""
+Before those, a stand-in device plugin pod follows a driver change (to trixie's 550 and back) and a GPU
+change by itself, through this containerd's CRI (consumers.py). One boot, not two: the restart and the
+daemon-reload are the trixie tier's cases, and nothing in them depends on containerd's version."""
 
 import json
 import re
 import time
 import unittest
 
+import consumers
 import probe_image
+import sequences
 from pods import ANALYZE, GpuNodeTier, gpu_pod_steps, leftover_spec_steps, parse, prepare_gpu_node, run_session
 from unbounded_tests.harness import main
 
@@ -59,9 +62,11 @@ class Containerd2Tier(GpuNodeTier, unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        ((cls.host, cls.v1),), base = cls.start("containerd2", "containerd 2.x", ("bookworm-535",), "sid")
+        # trixie's 550 only for the driver change the GPU consumers follow (consumers.py).
+        ((cls.host, cls.v1), (_, cls.v2)), base = cls.start("containerd2", "containerd 2.x", ("bookworm-535", "trixie-550"), "sid")
         m = cls.m
-        prepare_gpu_node(m, cls.host, cls.v1, base, CONTAINERD2_CONFIG.format(cdi="", image=probe_image.NAME))
+        cls.staging = prepare_gpu_node(m, cls.host, cls.v1, base, CONTAINERD2_CONFIG.format(cdi="", image=probe_image.NAME))
+        sequences.prepare(m, cls.staging)
         t0 = time.monotonic()
         run_session(m, cls.pb, cls.boot)
         seen = cls.seen
@@ -84,6 +89,9 @@ class Containerd2Tier(GpuNodeTier, unittest.TestCase):
         seen["import"] = node.sh("ctr -n k8s.io images import /var/lib/unbounded-test/probe.tar", timeout=120)
         gpu_pod_steps(node, seen, v, cls.SUMS_KEY)
         seen["verify-default"] = node.sh("unbounded-nvidia-setup verify --json 2>/dev/null")
+        # The GPU consumers follow a driver change and a GPU change by themselves; back at v1 after.
+        case = cls("test_the_gpu_consumers_follow_a_driver_and_a_gpu_change_by_themselves")
+        seen["consumers"] = consumers.follow_steps(case, node, cls.staging, (v, cls.v2), v)
         # nvidia-cdi-refresh's leftover: what containerd gives a pod, and what verify says.
         leftover_spec_steps(node, seen, v, "0.5.0")
         # CDI switched off in 2.x's table.
@@ -94,6 +102,9 @@ class Containerd2Tier(GpuNodeTier, unittest.TestCase):
         seen["cdi-off-verify"] = node.sh("unbounded-nvidia-setup verify --json 2>/dev/null")
 
     # -- the assertions ----------------------------------------------------------------------------
+    def test_the_gpu_consumers_follow_a_driver_and_a_gpu_change_by_themselves(self):
+        consumers.check(self, self.seen["consumers"], self.v2)
+
     def test_00_machine_is_sid_with_containerd_2(self):
         self.assertRegex(self.ok("systemd")[1], r"^systemd 2[6-9]\d")
         self.assertRegex(self.ok("containerd")[1], r" v?2\.\d+\.\d+")
