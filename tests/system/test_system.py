@@ -592,7 +592,8 @@ state never
 
 
 REFRESH_SCENARIO_RECORD = """
-record() {  # record NAME: what a GPU consumer would find now
+record() {  # record NAME: what a GPU consumer would find now, once the consumers' unit a change queued is done
+	wait_for 30 sh -c '! systemctl list-jobs --no-legend | grep -q unbounded-nvidia-consumers && ! systemctl is-active -q unbounded-nvidia-consumers.service'
 	cp /run/unbounded-nvidia/status.json $out/status-$1.json
 	cp /etc/cdi/nvidia.yaml $out/spec-$1.yaml
 	find /run/nvidia/driver -printf '%y %p -> %l\\n' | sort > $out/root-$1.txt
