@@ -80,8 +80,8 @@ void follow_driver_generation(const Context &ctx, Report &report, const SpecForS
 			    {{"MESSAGE_ID", message_id::DRIVER_GENERATION_CHANGED},
 			     {"UNBOUNDED_NVIDIA_DRIVER_VERSION", driver_version},
 			     {"UNBOUNDED_NVIDIA_GENERATION", std::to_string(g.generation)}});
-	if (!consumers_followed_here(ctx.config))
-		return;
+	if (!consumers_followed_here(ctx.config) || g.generation <= 1)
+		return;  // the boot's first generation: every container started after it
 	auto record = read_consumers_record(dir->get());
 	if (!record) {
 		log::warning(record.error().message + ", taking the consumers as not restarted");

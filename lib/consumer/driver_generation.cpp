@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <cstring>
 
 namespace unbounded {
 namespace {
@@ -52,11 +53,23 @@ T field(const nlohmann::json &j, const char *key, T fallback)
 
 std::string view_digest(const std::vector<std::string> &parts)
 {
+	// FNV-1a's constants, eight bytes a step (a byte a step cost a tenth of a millisecond on the
+	// bench machine's specs, on every run): only compared with what this machine wrote this boot.
 	std::uint64_t h = 0xcbf29ce484222325ull;
+	auto mix = [&h](std::uint64_t w) {
+		h = (h ^ w) * 0x100000001b3ull;
+		h ^= h >> 29;
+	};
 	for (const auto &p : parts) {
-		for (unsigned char c : p)
-			h = (h ^ c) * 0x100000001b3ull;
-		h = (h ^ 0xff) * 0x100000001b3ull;  // "ab","c" is not "a","bc"
+		std::size_t i = 0;
+		for (; i + 8 <= p.size(); i += 8) {
+			std::uint64_t w;
+			std::memcpy(&w, p.data() + i, 8);
+			mix(w);
+		}
+		for (; i < p.size(); i++)
+			mix(static_cast<unsigned char>(p[i]));
+		mix(0x100 | p.size());  // "ab","c" is not "a","bc"
 	}
 	char out[17];
 	std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(h));
