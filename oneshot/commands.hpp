@@ -49,7 +49,8 @@ std::vector<Problem> record_consumer(const Context &ctx, Report &report, bool ve
 // After a run that serves the root: the generation of what the GPU consumers see (a new one when the
 // driver version or our specs changed), and unbounded-nvidia-consumers.service started when they
 // have to follow it (consumers.enabled). Never fails the run: what goes wrong is a warning.
-void follow_driver_generation(const Context &ctx, Report &report, const SpecForState &cdi, const std::string &driver_version);
+void follow_driver_generation(const Context &ctx, Report &report, int run_dir, const SpecForState &cdi,
+			      const std::string &driver_version);
 // verify: the consumers that have not followed the current generation, or did not come back.
 std::vector<Problem> check_consumers_followed(const Context &ctx, Report &report);
 

@@ -34,42 +34,38 @@ std::uint64_t now_ns()
 // which a refresh must not.
 void start_consumers_unit(const Context &ctx, std::uint64_t generation)
 {
-	auto units = unit_manager_for(ctx);
-	if (!units || !*units) {
-		log::debug(std::string("Not starting ") + CONSUMERS_UNIT + ": " +
-			   (units ? "the units of a --root tree are not this system's" : units.error().message));
+	std::string why;
+	auto units = unit_manager_or_why(ctx, why);
+	if (!units) {
+		log::debug(std::string("Not starting ") + CONSUMERS_UNIT + ": " + why);
 		return;
 	}
-	if (auto r = (*units)->start(CONSUMERS_UNIT, Millis(0)); !r)
+	if (auto r = units->start(CONSUMERS_UNIT, Millis(0)); !r)
 		log::warning("Failed to start " + std::string(CONSUMERS_UNIT) + " for driver root generation " + std::to_string(generation) +
 			     ": " + r.error().message + "; the GPU consumers keep the previous driver until restarted");
 }
 
 }  // namespace
 
-void follow_driver_generation(const Context &ctx, Report &report, const SpecForState &cdi, const std::string &driver_version)
+void follow_driver_generation(const Context &ctx, Report &report, int run_dir, const SpecForState &cdi,
+			      const std::string &driver_version)
 {
-	auto dir = open_run_dir(ctx);
-	if (!dir) {
-		log::warning(dir.error().message + ", not recording the driver root's generation");
-		return;
-	}
 	std::vector<std::string> parts{driver_version, cdi.spec.yaml, cdi.imex ? cdi.imex->yaml : std::string()};
 	for (const auto &[kind, spec] : cdi.fabric)
 		parts.push_back(std::string(kind) + "\n" + spec.yaml);
-	auto recorded = read_driver_generation(dir->get());
+	auto recorded = read_driver_generation(run_dir);
 	std::optional<DriverGeneration> base = recorded ? *recorded : std::nullopt;
 	if (!recorded) {
 		// Unreadable: go on after the generation the consumers last followed, so that the next one is
 		// still later than theirs (the consumers then follow it once, as a change would have asked).
 		log::warning(recorded.error().message + ", numbering the driver root's generations after the consumers' record");
-		auto followed = read_consumers_record(dir->get());
+		auto followed = read_consumers_record(run_dir);
 		base = DriverGeneration{followed && *followed ? (*followed)->generation : 0, "", "", 0};
 	}
 	const Advanced advanced = next_generation(base, view_digest(parts), driver_version, now_ns());
 	const DriverGeneration &g = advanced.current;
 	if (advanced.changed)
-		if (auto w = record_driver_generation(dir->get(), generation_json(g)); !w) {
+		if (auto w = record_driver_generation(run_dir, generation_json(g)); !w) {
 			log::warning(w.error().message + ", not recording the driver root's generation");
 			return;
 		}
@@ -82,7 +78,7 @@ void follow_driver_generation(const Context &ctx, Report &report, const SpecForS
 			     {"UNBOUNDED_NVIDIA_GENERATION", std::to_string(g.generation)}});
 	if (!consumers_followed_here(ctx.config) || g.generation <= 1)
 		return;  // the boot's first generation: every container started after it
-	auto record = read_consumers_record(dir->get());
+	auto record = read_consumers_record(run_dir);
 	if (!record) {
 		log::warning(record.error().message + ", taking the consumers as not restarted");
 		record = std::optional<ConsumersRecord>();

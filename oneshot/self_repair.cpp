@@ -32,19 +32,6 @@ std::string joined(const std::vector<std::string> &units)
 	return s;
 }
 
-// The service manager, or nullptr with the reason in `why` (a --root tree, no bus).
-std::unique_ptr<UnitManager> manager(const Context &ctx, std::string &why)
-{
-	auto m = unit_manager_for(ctx);
-	if (!m) {
-		why = m.error().message;
-		return nullptr;
-	}
-	if (!*m)
-		why = "not checked: the units of a --root tree are not this system's";
-	return std::move(*m);
-}
-
 struct HeldBack {
 	std::vector<std::string> units;
 	std::uint64_t recorded_usec = 0;
@@ -112,7 +99,7 @@ std::size_t held_back_count(const Context &ctx)
 void note_held_back(const Context &ctx, Report &report)
 {
 	std::string why;
-	auto units = manager(ctx, why);
+	auto units = unit_manager_or_why(ctx, why);
 	if (!units) {
 		if (!ctx.root.empty())
 			return;
@@ -145,7 +132,7 @@ void start_held_back(const Context &ctx, Report &report)
 	if (!record)
 		return;
 	std::string why;
-	auto units = manager(ctx, why);
+	auto units = unit_manager_or_why(ctx, why);
 	if (!units) {
 		log::warning("The boot's setup held back " + joined(record->units) + ", but the service manager cannot be asked: " + why);
 		return;
@@ -193,11 +180,11 @@ void start_held_back(const Context &ctx, Report &report)
 std::vector<Problem> check_protected_units(const Context &ctx, Report &report)
 {
 	std::string why;
-	auto units = manager(ctx, why);
+	auto units = unit_manager_or_why(ctx, why);
 	nlohmann::ordered_json states = nlohmann::ordered_json::object();
 	std::vector<Problem> problems;
 	if (!units) {
-		report.details["units"] = why;
+		report.details["units"] = has_unit_manager(ctx) ? why : "not checked: " + why;
 		if (ctx.root.empty())
 			report.warnings.push_back("Could not ask the service manager about containerd and kubelet: " + why);
 		return problems;

@@ -42,7 +42,7 @@ struct Swap {
 // written, what was written checked, the device plugin's spec warned about. Returns the exit code
 // when the run ends here, nullopt when it goes on to its last word.
 std::optional<int> serve_spec(const Context &ctx, Report &report, const RunSnapshot &snap, const SpecForState &cdi,
-			      const Manifest &root, Swap *swap)
+			      const Manifest &root, Swap *swap, int run_dir)
 {
 	if (swap) {
 		if (auto r = write_spec_after_swap(ctx, report, snap, cdi, swap->previous, swap->stats); !r)
@@ -66,7 +66,7 @@ std::optional<int> serve_spec(const Context &ctx, Report &report, const RunSnaps
 	}
 	if (!report.problems.empty())
 		return finish_not_ready(report);
-	follow_driver_generation(ctx, report, cdi, root.driver_version);
+	follow_driver_generation(ctx, report, run_dir, cdi, root.driver_version);
 	warn_about_device_plugin(ctx, report, snap.device_plugin, root.driver_version);
 	return std::nullopt;
 }
@@ -113,7 +113,7 @@ void record_spec(Report &report, const SpecForState &s)
 }
 
 // The live root stays: its spec is brought up to date for the devices there are now, and checked.
-int keep_live_root(const Context &ctx, Report &report, const RunSnapshot &snap, const DriverDecision &decision)
+int keep_live_root(const Context &ctx, Report &report, const RunSnapshot &snap, const DriverDecision &decision, int run_dir)
 {
 	const Manifest &live = *snap.live.manifest();  // the decision to keep it checked it
 	report.details["driver_version"] = live.driver_version;
@@ -135,7 +135,7 @@ int keep_live_root(const Context &ctx, Report &report, const RunSnapshot &snap, 
 		record_spec(report, cdi);  // a kept root's spec counts like a built one's (metrics, JSON)
 		warn_about_devices(ctx, report, cdi.devices);
 	}
-	if (auto rc = serve_spec(ctx, report, snap, cdi, live, nullptr))
+	if (auto rc = serve_spec(ctx, report, snap, cdi, live, nullptr, run_dir))
 		return *rc;
 	return finish_kept(ctx, report, decision, live.driver_version);
 }
@@ -218,7 +218,7 @@ Result<InstallStats> build_and_swap(const Context &ctx, Report &report, const Ru
 
 // Builds and swaps in the root for `driver` (kept as it is when unchanged), then writes its spec.
 int build_root(const Context &ctx, Report &report, const RunSnapshot &snap, const DriverSet &driver,
-	       std::chrono::steady_clock::time_point total_start)
+	       std::chrono::steady_clock::time_point total_start, int run_dir)
 {
 	auto plan = plan_root(live_root_location(ctx), report, snap, driver);
 	if (!plan)
@@ -234,7 +234,7 @@ int build_root(const Context &ctx, Report &report, const RunSnapshot &snap, cons
 	if (!stats)
 		return finish_failed(ctx, report, stats.error());
 	Swap swap{previous, *stats};
-	if (auto rc = serve_spec(ctx, report, snap, *cdi, *plan, &swap))
+	if (auto rc = serve_spec(ctx, report, snap, *cdi, *plan, &swap, run_dir))
 		return *rc;
 	return finish_ready(ctx, report, driver, *stats, *cdi, total_start);
 }
@@ -374,14 +374,14 @@ int apply(const Context &ctx, Report &report, Mode mode, int run_dir, const std:
 	switch (decision.action) {
 	case DriverAction::Build:
 		report.details["driver_version"] = staged.driver->version;
-		return build_root(ctx, report, snap, *staged.driver, total_start);
+		return build_root(ctx, report, snap, *staged.driver, total_start, run_dir);
 	case DriverAction::Fail:
 		report.host_not_ready = true;
 		if (!staged.driver && decision.message == staged.error.message)
 			return finish_failed(ctx, report, staged.error);
 		return finish_failed(ctx, report, make_error(decision.message));
 	default:
-		return keep_live_root(ctx, report, snap, decision);
+		return keep_live_root(ctx, report, snap, decision, run_dir);
 	}
 }
 

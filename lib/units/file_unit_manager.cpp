@@ -329,4 +329,16 @@ Result<std::unique_ptr<UnitManager>> unit_manager_for(const Context &ctx)
 	return open_file_manager(std::getenv("UNBOUNDED_NVIDIA_FAKE_UNITS"));
 }
 
+std::unique_ptr<UnitManager> unit_manager_or_why(const Context &ctx, std::string &why)
+{
+	auto m = unit_manager_for(ctx);
+	if (!m) {
+		why = m.error().message;
+		return nullptr;
+	}
+	if (!*m)
+		why = "the units of a --root tree are not this system's";
+	return std::move(*m);
+}
+
 }  // namespace unbounded

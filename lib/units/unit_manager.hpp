@@ -82,5 +82,8 @@ Result<std::unique_ptr<UnitManager>> open_file_manager(const std::string &path);
 Result<std::unique_ptr<UnitManager>> unit_manager_for(const Context &ctx);
 // Whether unit_manager_for() gives one: the live system, or a --root run with the tests' file.
 bool has_unit_manager(const Context &ctx);
+// unit_manager_for(), or nullptr with why there is none in `why` (a --root tree, no bus), for a
+// caller that only says so.
+std::unique_ptr<UnitManager> unit_manager_or_why(const Context &ctx, std::string &why);
 
 }  // namespace unbounded
