@@ -6,7 +6,7 @@ Prints the in-process generation time (the command's own timings_ms.total: devic
 spec generation and the atomic write) and the wall time per process, medians of 50 runs, with the
 spec's device, device node and mount counts.
 
-A third machine has everything issue 25 added to the spec: DRM nodes and the by-path hook, the IPC
+A third machine has everything the graphics and IPC support added to the spec: DRM nodes and the by-path hook, the IPC
 sockets and MPS directory, the graphics configuration files, libnvidia-api and the DLSS DLLs, OptiX's
 data, NVSwitch, GDRCopy and GDS nodes. For it the unchanged `setup` re-run is measured too, and with
 BASELINE_SETUP_BIN=<an older unbounded-nvidia-setup> both are measured for that binary on the same
@@ -64,7 +64,7 @@ def eight_gpus_mig_imex(m):
 
 
 def everything(m):
-    """8 GPUs with their DRM nodes and the by-path hook, and every file and node issue 25 added."""
+    """8 GPUs with their DRM nodes and the by-path hook, and every file and node of the graphics and IPC support."""
     m.standard(V1, gpus=8)
     for i in range(8):
         bus = f"0000:{0x18 + i:02x}:00.0"
@@ -93,7 +93,7 @@ def everything(m):
 
 
 def bench_everything():
-    label = "8 GPUs with everything issue 25 added"
+    label = "8 GPUs with every graphics and IPC entry"
     tmp = tempfile.mkdtemp(prefix="unbounded-cdi-bench-", dir=scratch_base())
     try:
         binaries = [("ours", SETUP)] + ([("baseline", BASELINE)] if BASELINE else [])

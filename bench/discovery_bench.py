@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Driver discovery on a busy host's lib dir: 4,000 entries (the driver's libraries among unrelated ones), on
 tmpfs, laid out as Ubuntu does (the libraries in the lib dir itself) and as Debian does (nvidia/current/
-with the alternatives links beside it; a layout binaries before issue 24 cannot read, so the baseline
+with the alternatives links beside it; a layout binaries before the alternatives support cannot read, so the baseline
 runs on the Ubuntu one only).
 
 Prints the median of setup's own `timings_ms.discover` over many unchanged re-runs, cold (the discovery

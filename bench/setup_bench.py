@@ -85,7 +85,7 @@ def paired_ratios(rerun, refresh):
 
 def bench_tree(tmp, label, padding, runs, with_refresh):
     m = MachineRoot(tmp=os.path.join(tmp, "machine"))
-    # A datacenter node: 8 GPUs with 7 MIG instances each and 4 IMEX channels (issue 12).
+    # A datacenter node: 8 GPUs with 7 MIG instances each and 4 IMEX channels.
     m.standard(V1, gpus=8, extra_unrelated=3000)
     for g in range(8):
         m.add_mig(g, {gi: [0] for gi in range(7, 14)})

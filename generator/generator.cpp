@@ -299,7 +299,7 @@ std::string refresh_service_text(const Decision &d, const Config &cfg)
 	u += "After=" + std::string(SETUP_UNIT) + "\n";
 	// The path unit starts it on every staging change, and a host midway through an upgrade fails
 	// it each time: systemd's default start limit (5 in 10 s) would then refuse the refresh that
-	// finally finds the host ready, and the path unit with it (issue 46).
+	// finally finds the host ready, and the path unit with it.
 	u += "StartLimitIntervalSec=0\n";
 	u += "\n[Service]\n";
 	u += "Type=oneshot\n";
@@ -329,7 +329,7 @@ std::string refresh_path_text(const Input &in, const Decision &d, const Config &
 		else
 			log::warning(v.error().message + ", not watching it for changes (the refresh timer still covers it)");
 	}
-	// The daemons' socket directories (issue 34, item 7): when nvidia-persistenced or the fabric
+	// The daemons' socket directories: when nvidia-persistenced or the fabric
 	// manager stops, its socket goes and every new pod whose spec still mounts it fails to start;
 	// when it starts again, pods should get it. A refresh writes the spec for what is there now.
 	// systemd watches a directory that does not exist yet from its parent and fires when it

@@ -1,4 +1,4 @@
-// The executor (issue 35): the only code of the setup program that writes. A run of setup or
+// The executor: the only code of the setup program that writes. A run of setup or
 // refresh reads the machine once (snapshot.hpp) and discovers the driver without writing, plans
 // without touching the file system (driver_root.hpp's plan_manifest, cdi_state.hpp's plan_specs),
 // and then calls these, in this order:

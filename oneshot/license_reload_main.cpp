@@ -212,7 +212,7 @@ int parse_args(int argc, char **argv, Args &a)
 	}
 	if (optind < argc)
 		return usage_error(argc, argv, "unexpected argument '" + printable(argv[optind]) + "'");
-	// One run is the boot install or node-problem-detector's question, never both (issue 46: --npd
+	// One run is the boot install or node-problem-detector's question, never both (--npd
 	// used to answer and --boot went unheeded).
 	if (a.boot && a.npd)
 		return usage_error(argc, argv, "--boot and --npd cannot be combined (see --help)");

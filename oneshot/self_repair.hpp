@@ -1,4 +1,4 @@
-// Self-repair after a failed boot (issue 43). The generator makes containerd and kubelet require the
+// Self-repair after a failed boot. The generator makes containerd and kubelet require the
 // boot's setup; when it fails, systemd fails their start jobs ("Dependency failed") and nothing would
 // ever start them again. So:
 //  - a failed boot setup records which of them were waiting for it (a start job queued), in

@@ -152,7 +152,7 @@ int finish_ready(const Context &ctx, Report &report, const DriverSet &driver, co
 	notify_status(summary);
 	// A refresh that changed nothing (the timer's, every refresh.interval on every node): said at
 	// debug level, with no MESSAGE_ID, so the journal and a fleet's queries keep the runs that did
-	// something (issue 46: 290 identical entries a day per node).
+	// something (290 identical entries a day per node).
 	if (report.command == "refresh" && nothing_written(report, stats)) {
 		log::debug(summary);
 		return EXIT_READY;

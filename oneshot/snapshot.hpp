@@ -2,7 +2,7 @@
 // with the trust checks made as it is read: the kernel module, the live driver root and its manifest,
 // the bytes of every spec file the configuration names, and the devices and hook the specs are made
 // for (plan_specs() makes them from it, as often as a run needs, without reading again). The steps after it take these instead of
-// reading again (issue 35): a second read could see another state than the one decided on, and costs
+// reading again: a second read could see another state than the one decided on, and costs
 // time on the boot path. What a run writes afterwards it knows without reading it back.
 #pragma once
 

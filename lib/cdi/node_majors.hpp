@@ -1,5 +1,5 @@
 // The numbers the GPU, control and DRM nodes must have before a spec offers them `rwm` to every GPU
-// pod (issue 34, item 5): /dev/nvidia0 made as 1:1 is /dev/mem. Each node is taken only as a
+// pod: /dev/nvidia0 made as 1:1 is /dev/mem. Each node is taken only as a
 // character device of its driver's major with the minor its name implies:
 //   /dev/nvidia<N>       N (0..253)   the NVIDIA driver: /proc/devices "nvidia-frontend" (or "nvidia")
 //   /dev/nvidia-modeset  254          the same major (nvidia-modeset's device goes through the frontend)

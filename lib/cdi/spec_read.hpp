@@ -1,4 +1,4 @@
-// A CDI spec file as one run reads it, once (issue 35): setup's replace check, its unchanged-bytes
+// A CDI spec file as one run reads it, once: setup's replace check, its unchanged-bytes
 // test, the removal of a side spec of ours, the spec checks and the consumer check all take its bytes
 // from here. Each of them bounded its own read before; bounded() answers what that read would have.
 #pragma once

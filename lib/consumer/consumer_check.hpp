@@ -60,7 +60,7 @@ SpecFacts spec_facts(const CdiSpec &spec);
 std::optional<SpecFacts> spec_facts(const std::string &text, const std::string &path);
 
 // Our specs as the caller has just written or read them this run, by their configured path: those
-// are not read or parsed again (issue 35: each spec file once per run, and the boot path's re-run
+// are not read or parsed again (each spec file once per run, and the boot path's re-run
 // does not parse the spec it has just generated). nullopt: a spec the CDI library skips.
 using KnownSpecs = std::map<std::string, std::optional<SpecFacts>>;
 

@@ -176,7 +176,7 @@ Handler duration_handler(const Ctx &c, Millis &out, Millis minimum = Millis(0))
 	};
 }
 
-// Every boolean of the file takes the same words (issue 46: `enabled: on` once blocked containerd).
+// Every boolean of the file takes the same words (`enabled: on` once blocked containerd).
 std::optional<bool> boolean_word(std::string_view s)
 {
 	if (s == "true" || s == "yes" || s == "on")

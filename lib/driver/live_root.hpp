@@ -1,7 +1,7 @@
 // The live driver root as one run reads it, once: the directory, its manifest's bytes and the trust
 // checks of both, made as they are read. Setup's decision (refresh_policy's `live`), the space
 // estimate for optional files, the install's reuse and unchanged test, and verify all take it from
-// here instead of opening the manifest again (issue 35: a second read could differ from the first).
+// here instead of opening the manifest again (a second read could differ from the first).
 #pragma once
 
 #include "driver_root.hpp"

@@ -1,4 +1,4 @@
-// One definition of "this is an NVIDIA machine" (issue 35), shared by the generator (emit the setup
+// One definition of "this is an NVIDIA machine", shared by the generator (emit the setup
 // unit and containerd's ordering, or nothing) and setup (wait for the staging mounts, or say there is
 // nothing to do): an entry of the staging parent that is not a dot-entry, or /dev/nvidiactl in any
 // form. Dot-entries are nobody's staging tree: a ".keep" an image ships, or an editor's or a copy

@@ -1,4 +1,4 @@
-// Optional files never fail a boot (issue 34, item 12): nvoptix.bin (134 MB in Debian's 535) and the
+// Optional files never fail a boot: nvoptix.bin (134 MB in Debian's 535) and the
 // DLSS DLLs (FileKind::Data) are read by no CUDA pod, and on a small /run their copies made setup fail
 // with ENOSPC, so containerd started for no pod at all. Before the spec is generated, the plan loses
 // the optional files whose copies would not leave room on the driver root's file system; the manifest

@@ -145,7 +145,7 @@ Result<void> LicenseReloader::install_for_restart(const LicenseSet &latest, cons
 	// These files replace whatever the boot install put there. Its record goes with them: a run that
 	// found nvidia-gridd still activating left the boot check to the next run, which would otherwise
 	// record the boot's files as applied over this rotation and restart nvidia-gridd a second time
-	// for it (issue 26, item 11: one rotation, two restarts, on a loaded machine).
+	// for it (one rotation, two restarts, on a loaded machine).
 	if (auto r = write_state(BOOT_INSTALLED, std::nullopt); !r) {
 		(void)write_state(RESTARTING, std::nullopt);
 		return fail(r.error());

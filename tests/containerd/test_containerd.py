@@ -17,9 +17,9 @@ under the old module (pending-host-reboot). Boot 2 (the new module loaded): a po
 then CDI switched off, then a leftover spec of our kind at cdiVersion 0.8.0 (Debian's CDI library
 reads it), then a library removed from the driver root. Boot 3 (the old module loaded again): setup fails, containerd
 and kubelet are held back; the host loads the new module and starts a refresh, which starts them, and a
-pod gets the driver (issue 43). Boot 4: a stand-in device plugin pod follows a driver change and a GPU
+pod gets the driver. Boot 4: a stand-in device plugin pod follows a driver change and a GPU
 change by itself (consumers.py), then a few random sequences of host events and machine actions, a
-pod after each step (issue 47, sequences.py)."""
+pod after each step (sequences.py)."""
 
 import json
 import os

@@ -532,7 +532,7 @@ class TestImageFamilies(CdiCase):
         self.assertEveryFamilyFindsTheDriver(["create-symlinks", "help, h"])
 
     def test_the_model_fails_an_image_the_spec_does_not_serve(self):
-        # Without the /usr/lib64 mounts (the spec before issue 12), a UBI image finds nothing.
+        # Without the /usr/lib64 mounts (the spec before the UBI support), a UBI image finds nothing.
         m, doc = self.spec_for(None)
         self.assertEqual(self.image_finds(m, doc, "ubi", drop=lambda mount: mount["containerPath"].startswith("/usr/lib64/")), {})
         self.assertEqual(len(self.image_finds(m, doc, "debian", drop=lambda mount: mount["containerPath"].startswith("/usr/lib64/"))), 3)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Each binary's command line against its man page (issue 46): the options `--help` lists are the
+"""Each binary's command line against its man page: the options `--help` lists are the
 man page's OPTIONS, both ways; the usage lines are the SYNOPSIS, line for line; every option is in a
 synopsis; and `--help` ends with the exit statuses and the man page to read. The generator takes no
 options (systemd gives it directories): its usage line is its SYNOPSIS."""

@@ -628,7 +628,7 @@ class TestNewerConsumers(ConsumerCase):
     def test_a_crio_drop_in_without_our_directory(self):
         m = self.crio_machine(conf='[crio.runtime]\ncdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]\n',
                               drop_ins={"10-cdi.conf": '[crio.runtime]\ncdi_spec_dirs = ["/var/run/cdi"]\n'})
-        # The runtime the message names is CRI-O, and the setting is its cdi_spec_dirs (issue 45, item 5).
+        # The runtime the message names is CRI-O, and the setting is its cdi_spec_dirs.
         self.assertNotReady(m, "/etc/crio/crio.conf.d/10-cdi.conf", "CRI-O reads CDI specs from /var/run/cdi",
                             "(cdi_spec_dirs in /etc/crio/crio.conf.d/10-cdi.conf)", "[crio.runtime]")
 

@@ -224,7 +224,7 @@ class TestNodeProblemDetector(FleetCase):
         m.config("stagin: /x\n")
         r = m.run("verify", "--npd")
         self.assertEqual(r.returncode, 2)
-        # issue 26, item 9: the protocol wants one line in every case, a config error included
+        # the protocol wants one line in every case, a config error included
         self.assertEqual(len(r.stdout.splitlines()), 1, r.stdout)
         self.assertTrue(r.stdout.startswith("unknown: "), r.stdout)
         self.assertIn("nvidia.yaml:1: unknown ke", r.stdout)
@@ -314,7 +314,7 @@ class TestMonitorReplay(unittest.TestCase):
             self.assertEqual(got, expect[state], state)
 
     def test_the_replay_catches_a_monitor_that_flaps(self):
-        """The check itself: two permanent rules on one condition (the monitor before issue 43) flap
+        """The check itself: two permanent rules on one condition (the monitor before self-repair) flap
         under the older processing when one finds the problem and the other does not."""
         rules = [{"condition": "C", "reason": "A"}, {"condition": "C", "reason": "B"}]
         cond = {}

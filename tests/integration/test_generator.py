@@ -224,7 +224,7 @@ class TestGolden(unittest.TestCase):
         self.assertTrue(os.path.lexists(os.path.join(out, "multi-user.target.wants/unbounded-nvidia-refresh.path")))
 
     def test_interval_from_the_environment(self):
-        """A duration, as the configuration's (issue 46: it was documented as seconds); a bare number is seconds."""
+        """A duration, as the configuration's (it was documented as seconds); a bare number is seconds."""
         for value, interval in (("90", "90s"), ("2m", "120s"), ("1m30s", "90s")):
             r, out, _ = self.generate("04-licensing-configured", env={"VGPU_LICENSE_RELOAD_INTERVAL": value})
             self.assertEqual(r.returncode, 0, r.stderr)

@@ -11,8 +11,8 @@ the boot path. The run reads them at its start (the snapshot) and hands what it 
 writes afterwards it knows without reading it back.
 
 Exactly once, each of them, in every run below (verify too, in its own run), with one exception: the first setup finds no live
-root, so there is no manifest to read (0), and the manifest it writes it does not read back. Before
-issue 35 the module was read twice per run (setup, then the live-state check), the manifest up to
+root, so there is no manifest to read (0), and the manifest it writes it does not read back. Once
+the module was read twice per run (setup, then the live-state check), the manifest up to
 three times (the decision, the install, the final check) and each spec file up to three times (the
 unchanged-bytes test, the final check, the consumer check).
 

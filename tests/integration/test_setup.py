@@ -87,7 +87,7 @@ class TestBuild(SetupTestCase):
         r = m.setup()
         self.assertSetupOk(r)
         # libnvidia-nvvm's version-named alternatives link in the lib dir leads outside the staging
-        # mounts; the real file in nvidia/current/ is taken, the link skipped with a note (issue 24).
+        # mounts; the real file in nvidia/current/ is taken, the link skipped with a note.
         nvvm = f"libnvidia-nvvm.so.{V1}"
         self.assertCompleteRoot(m, V1, extra_files={f"lib/{ARCH}/{nvvm}"}, extra_links={f"lib/{ARCH}/libnvidia-nvvm.so.4": nvvm})
         self.assertEqual(len(r.result["notes"]), 1, r.result["notes"])

@@ -1,5 +1,5 @@
 #!/bin/sh
-# README.md is for operators and stays short (issue 35): the reference lives in the man pages,
+# README.md is for operators and stays short: the reference lives in the man pages,
 # doc/how-it-works.md, tests/README.md and bench/README.md. Fails when it grows past the bound.
 set -u
 readme=$1

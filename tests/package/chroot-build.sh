@@ -1,5 +1,5 @@
 #!/bin/sh
-# Builds the Debian package as a Debian buildd does (issue 46): in a minimal bookworm tree with only
+# Builds the Debian package as a Debian buildd does: in a minimal bookworm tree with only
 # the package's Build-Depends installed, as an unprivileged user, with its tests (no nocheck).
 #
 #   chroot-build.sh BASE WORK ARCHIVES    (root)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """tests/apt-install.sh against a stand-in apt-get: an update that fails (a mirror mid-sync) is retried and
-then left to the install; the install's own failure stays fatal and loud (issue 27, item 4)."""
+then left to the install; the install's own failure stays fatal and loud."""
 
 import os
 import subprocess

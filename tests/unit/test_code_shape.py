@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""The code's shape (issue 46's acceptance): no function of the programs (lib/, oneshot/, consumers/, generator/,
+"""The code's shape: no function of the programs (lib/, oneshot/, consumers/, generator/,
 host/, fuzz/) is over 70 lines, counted from the first line of its signature to its closing brace, as the
-commits that cut the long ones counted them.
+commits that cut the long ones counted them; and no comment points at an issue number, which a reader
+of the code does not have (a comment says why in its own words).
 
 A function is found as .clang-format writes one (tests/unit/check_format.sh holds every file to it):
 its opening brace alone on a line (BraceWrapping AfterFunction; control statements, classes,
@@ -99,6 +100,16 @@ class TestCodeShape(unittest.TestCase):
                     long_ones.append(f"{os.path.relpath(path, SOURCE_ROOT)}:{first}: {last - first + 1} lines: {signature}")
         self.assertGreater(count, 500, "fewer functions found than the programs have: has the layout changed?")
         self.assertEqual(long_ones, [], f"functions over {MAX_LINES} lines: cut them along the steps they have")
+
+    def test_no_comment_names_an_issue(self):
+        found = []
+        for path in source_files():
+            with open(path, encoding="utf-8") as f:
+                for n, line in enumerate(f, 1):
+                    # Another project's issue is a reference a reader can follow ("NVIDIA/nvidia-docker issue 1787").
+                    if re.search(r"\bissue #?\d+", line) and not re.search(r"[\w.-]+/[\w.-]+ issue \d+", line):
+                        found.append(f"{os.path.relpath(path, SOURCE_ROOT)}:{n}: {line.strip()}")
+        self.assertEqual(found, [])
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ TEST_CASE("durations parse like systemd time spans", "[config]")
 	CHECK(parse_duration("2m").value() == 120s);
 	CHECK(parse_duration("1m30s").value() == 90s);
 	CHECK(parse_duration("1h").value() == 3600s);
-	// issue 26, item 10: the sum is bounded like each term, so no timeout derived from it overflows
+	// the sum is bounded like each term, so no timeout derived from it overflows
 	// what PID 1 accepts (20,000 terms gave TimeoutStartSec=65970697666920s)
 	CHECK(parse_duration("1099511627776ms").value().count() == 1099511627776LL);
 	CHECK_FALSE(parse_duration("1099511627776ms1ms"));
@@ -130,7 +130,7 @@ TEST_CASE("bad configs name the file, the line and the key", "[config]")
 		{"driver_root: [unclosed\n", "f.yaml:"},
 		{"staging:\n", "f.yaml:1: missing value for key 'staging'"},
 		{"driver_root: /run\n", "f.yaml:1: must not be / or a top-level directory: 'driver_root'"},
-		// Normal form: "/./etc" is the top-level /etc, not a deeper path (issue 10, class 2).
+		// Normal form: "/./etc" is the top-level /etc, not a deeper path.
 		{"driver_root: /./etc\n", "f.yaml:1: expected an absolute path without '.' or '..' components"},
 		{"driver_root: /run/nvidia/../../etc\n", "f.yaml:1: expected an absolute path without"},
 		{"cdi_spec: \"/etc/cdi/a\\nb.yaml\"\n", "f.yaml:1: expected an absolute path without '.' or '..' components or control characters for key 'cdi_spec'"},
@@ -139,7 +139,7 @@ TEST_CASE("bad configs name the file, the line and the key", "[config]")
 		{"licensing:\n  jitter: 1s\n  jitter: 2s\n", "f.yaml:3: duplicate key 'licensing.jitter'"},
 		{"driver_root: /run/nvidia/driver\nstaging: /run/nvidia/driver/staging\n", "f.yaml:2: driver_root and staging overlap"},
 		{"driver_root: /usr/lib/nvidia\n", "f.yaml:1: must not lie in /usr: 'driver_root'"},
-		// Intervals below a second (issue 10, class 11).
+		// Intervals below a second.
 		{"licensing:\n  reload_interval: 0\n", "f.yaml:2: duration '0' is below the minimum of 1s for key 'licensing.reload_interval'"},
 		{"licensing:\n  reload_interval: 10ms\n", "f.yaml:2: duration '10ms' is below the minimum of 1s for key 'licensing.reload_interval'"},
 		{"? [a, b]\n: c\n", "f.yaml:1: expected a plain key"},
@@ -163,7 +163,7 @@ TEST_CASE("bad configs name the file, the line and the key", "[config]")
 	}
 }
 
-TEST_CASE("every boolean of the config takes the same words (issue 46)", "[config]")
+TEST_CASE("every boolean of the config takes the same words", "[config]")
 {
 	// `enabled: on` was refused while every other boolean took it (exit 2, containerd held back).
 	struct Key {

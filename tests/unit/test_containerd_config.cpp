@@ -1,4 +1,4 @@
-// The TOML reader on containerd's configuration shapes, and the version table (issue 33, item 2).
+// The TOML reader on containerd's configuration shapes, and the version table.
 #include "containerd.hpp"
 #include "toml_reader.hpp"
 
@@ -69,7 +69,7 @@ TEST_CASE("a control byte or a byte over 0x7f anywhere is past verify's limits, 
 	CHECK(parse_toml_bounded("\xef\xbb\xbf[a]\r\n\tk = \"v\"\r\n", "config.toml"));
 }
 
-TEST_CASE("valid TOML that containerd's Go libraries read is read (issue 44, item 9)", "[containerd]")
+TEST_CASE("valid TOML that containerd's Go libraries read is read", "[containerd]")
 {
 	// A UTF-8 byte-order mark, and an inline table written over several lines.
 	auto bom = parse_toml_bounded("\xef\xbb\xbfversion = 2\n", "config.toml");

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The documents against the code (issue 46, item 3: a read of every statement against the code found
+"""The documents against the code (a read of every statement against the code found
 documents that had drifted from it). Each check reads the sources and the documents only, so it runs in
 every build variant:
 - VGPU_LICENSE_RELOAD_INTERVAL is a duration (lib/core/config.cpp parses it as the configuration's

@@ -488,7 +488,7 @@ TEST_CASE("the kill switch and the interval knob", "[license]")
 	CHECK(lic.auto_reload);
 }
 
-TEST_CASE("the interval knob is a duration, as the configuration's are (issue 46)", "[license]")
+TEST_CASE("the interval knob is a duration, as the configuration's are", "[license]")
 {
 	const std::pair<const char *, long> cases[] = {{"90", 90'000}, {"2m", 120'000}, {"1m30s", 90'000}, {"1500ms", 1'500}, {"1s", 1'000}};
 	for (const auto &[text, ms] : cases) {

@@ -106,7 +106,7 @@ const std::string RUN_A = std::string(31, '0') + "a", RUN_B = std::string(31, '0
 
 }  // namespace
 
-TEST_CASE("issue 34: a license acquired 5,000 lines ago is still licensed; the next run reads only what is newer", "[license-state]")
+TEST_CASE("a license acquired 5,000 lines ago is still licensed; the next run reads only what is newer", "[license-state]")
 {
 	FakeGriddJournal j;
 	j.log("Started (1976)");
@@ -141,7 +141,7 @@ TEST_CASE("issue 34: a license acquired 5,000 lines ago is still licensed; the n
 	CHECK(c.license == LicenseState::Unlicensed);
 }
 
-TEST_CASE("issue 34: a cursor of another run, one the journal lost, or a damaged one is not trusted", "[license-state]")
+TEST_CASE("a cursor of another run, one the journal lost, or a damaged one is not trusted", "[license-state]")
 {
 	FakeGriddJournal j;
 	j.log(ACQUIRED);
@@ -187,7 +187,7 @@ TEST_CASE("issue 34: a cursor of another run, one the journal lost, or a damaged
 	CHECK(LicenseCounters::parse("journal_cursor s=ab;i=1f;b=00;m=2;t=5;x=9\n").journal_cursor == "s=ab;i=1f;b=00;m=2;t=5;x=9");
 }
 
-TEST_CASE("issue 34: a journal past two passes' worth is caught up over runs, each bounded", "[license-state]")
+TEST_CASE("a journal past two passes' worth is caught up over runs, each bounded", "[license-state]")
 {
 	FakeGriddJournal j;
 	j.log(ACQUIRED);
@@ -209,7 +209,7 @@ TEST_CASE("issue 34: a journal past two passes' worth is caught up over runs, ea
 	CHECK(c.journal_cursor == j.entries.back().cursor);
 }
 
-TEST_CASE("issue 34: a new run of nvidia-gridd that is pending starts a new pending period", "[license-state]")
+TEST_CASE("a new run of nvidia-gridd that is pending starts a new pending period", "[license-state]")
 {
 	LicenseCounters c;
 	GriddView v{RUN_A, {LicenseState::Pending, std::nullopt, 1'796'140'100'000'000}, ""};
@@ -224,7 +224,7 @@ TEST_CASE("issue 34: a new run of nvidia-gridd that is pending starts a new pend
 	CHECK(c.license_since == 1'796'140'900);
 }
 
-TEST_CASE("issue 34: past its expiry a license is not held, in the record, the metrics and the journal's change", "[license-state]")
+TEST_CASE("past its expiry a license is not held, in the record, the metrics and the journal's change", "[license-state]")
 {
 	const std::int64_t expiry = 1796227200;  // 2026-12-02 16:00:00 UTC
 	LicenseCounters c;
@@ -260,7 +260,7 @@ TEST_CASE("issue 34: past its expiry a license is not held, in the record, the m
 	CHECK(r.license_since == 1000);
 }
 
-TEST_CASE("issue 34: a failed renewal keeps a lease with a known expiry and ends any other", "[license-state]")
+TEST_CASE("a failed renewal keeps a lease with a known expiry and ends any other", "[license-state]")
 {
 	for (const char *m : {"Failed to renew license from 10.31.20.45", "License renewal failed", "Unable to renew license"})
 		CHECK(classify_gridd_line(m).kind == Kind::RenewalFailed);
@@ -419,7 +419,7 @@ TEST_CASE("license metrics: one state at 1, the expiry only when licensed, nothi
 	CHECK(text.find("unbounded_nvidia_license_state{state=\"unlicensed\"} 1\n") != std::string::npos);
 }
 
-TEST_CASE("issue 34: the sd-journal source reads a real journal file as the fake does", "[license-state]")
+TEST_CASE("the sd-journal source reads a real journal file as the fake does", "[license-state]")
 {
 	// systemd-journal-remote writes journal files from the export format (Debian's
 	// systemd-journal-remote, in make's test dependencies): no journald needed.

@@ -1,4 +1,4 @@
-// The three MIG parsers (issue 12): /proc/devices, /proc/driver/nvidia-caps/mig-minors and the
+// The three MIG parsers: /proc/devices, /proc/driver/nvidia-caps/mig-minors and the
 // capabilities tree, plus the capability names and the order of device names.
 #include "format.hpp"
 #include "mig.hpp"

@@ -1,4 +1,4 @@
-// The numbers GPU, control and DRM nodes must have (issue 34, item 5): the majors from /proc/devices,
+// The numbers GPU, control and DRM nodes must have: the majors from /proc/devices,
 // the fixed ones where it does not name the driver, and the minors DRM names imply.
 #include "node_majors.hpp"
 #include "temp_dir.hpp"

@@ -1,4 +1,4 @@
-// leave_out_what_does_not_fit (issue 34, item 12): optional files leave the plan when their copies would
+// leave_out_what_does_not_fit: optional files leave the plan when their copies would
 // not leave room; required ones never; a file the live root already has costs nothing.
 #include "optional_fit.hpp"
 

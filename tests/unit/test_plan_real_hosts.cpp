@@ -1,4 +1,4 @@
-// The spec planner on the real hosts (issue 35, item 1): each snapshot in host-snapshots/ was
+// The spec planner on the real hosts: each snapshot in host-snapshots/ was
 // recorded from a real setup on one of test_real_hosts.py's hosts (Debian's real NVIDIA packages laid
 // out as Debian installs them, bound as the README's recipe says; unbounded_tests/host_snapshots.py):
 // the driver root's manifest and the spec setup wrote beside it. plan_specs(), given that manifest and

@@ -1,4 +1,4 @@
-// The spec planner (issue 35): plan_specs() makes every spec from a run's snapshot of the machine's
+// The spec planner: plan_specs() makes every spec from a run's snapshot of the machine's
 // devices and hook, and from the root's manifest, without touching the file system. These cases give
 // it snapshots made up in memory, as a run would have read them: what it plans is what generate_cdi()
 // makes of the same inputs, planning again gives the same bytes and leaves the snapshot as it was (the

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The Python tests' import rule (issue 35): a test module imports its bases and helpers from the shared
+"""The Python tests' import rule: a test module imports its bases and helpers from the shared
 package tests/lib/unbounded_tests, never from another test module, and does not reach into another
 test directory through sys.path (PYTHONPATH, which meson sets, is the one way to the package). Every name
 a test module imports from the package must exist there: the system, containerd, consumer and package

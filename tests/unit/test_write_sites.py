@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Where the setup program writes (issue 35, item 1): one executor. A run reads the machine once (the
+"""Where the setup program writes: one executor. A run reads the machine once (the
 snapshot), discovers and plans without writing, and then the executor (oneshot/execute.cpp and
 oneshot/execute_specs.cpp) makes every change. This check reads the C++ sources for the calls that
 change the file system (the fs:: writers, the system calls that write, rename, remove, link or change

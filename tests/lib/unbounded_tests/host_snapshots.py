@@ -1,4 +1,4 @@
-"""The real hosts as snapshots for the planner's unit tests (issue 35, item 1).
+"""The real hosts as snapshots for the planner's unit tests.
 
 Each host is one of test_real_hosts.py's: Debian's real NVIDIA packages installed into a host tree
 (debian_hosts.py) and bound into a machine as the README's recipe says. A recording runs the real
