@@ -252,12 +252,12 @@ int reload(const Context &ctx, bool boot, int state_fd)
 		NoUnitManager none;
 		report = LicenseReloader(ctx, none, seams).install_at_boot();
 	} else {
-		// The live system's manager; under --root none, but the tests' file manager
-		// ($UNBOUNDED_NVIDIA_FAKE_UNITS): an offline image's nvidia-gridd is not this system's.
+		// The live system's manager; under --root the one running in the tree, if any: an offline
+		// image's nvidia-gridd is not this system's.
 		auto units = unit_manager_for(ctx);
 		if (units && !*units)
 			units = fail(make_error("A --root run has no service manager to restart " + ctx.config.licensing.gridd_unit +
-						" with (unless $UNBOUNDED_NVIDIA_FAKE_UNITS names one, in tests)"));
+						" with (no " + ctx.real("/run/systemd/private") + ")"));
 		if (!units) {
 			log::error(units.error().message, {{"MESSAGE_ID", message_id::LICENSE_FAILED}});
 			record_license_metrics(ctx, state_fd, ReloadOutcome::Failed, std::nullopt);  // every run is counted

@@ -352,6 +352,29 @@ Result<std::unique_ptr<UnitManager>> connect_system_manager()
 	return std::unique_ptr<UnitManager>(std::make_unique<SdBusUnitManager>(bus, false));
 }
 
+Result<std::unique_ptr<UnitManager>> connect_manager_socket(int socket_fd)
+{
+	auto api = sd_bus_api();
+	if (!api)
+		return fail(api.error());
+	bus_api = *api;
+	// connect() through the fd's /proc link reaches the very socket that was found, wherever its path
+	// leads meanwhile; sd_bus_start() connects before it returns.
+	const std::string address = "unix:path=/proc/self/fd/" + std::to_string(socket_fd);
+	sd_bus *bus = nullptr;
+	int r = bus_api->sd_bus_new(&bus);
+	if (r >= 0)
+		r = bus_api->sd_bus_set_address(bus, address.c_str());
+	if (r >= 0)
+		r = bus_api->sd_bus_start(bus);
+	if (r < 0) {
+		if (bus)
+			bus_api->sd_bus_unref(bus);
+		return fail(errno_error(-r, "Failed to connect to the service manager"));
+	}
+	return std::unique_ptr<UnitManager>(std::make_unique<SdBusUnitManager>(bus, true));
+}
+
 Result<std::unique_ptr<UnitManager>> connect_machine_manager(const std::string &machine)
 {
 	auto api = sd_bus_api();

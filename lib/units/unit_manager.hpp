@@ -1,8 +1,9 @@
 // The small slice of the service manager our programs need, behind an interface (after sdbus-c++'s
 // mockable bus): the license reloader restarts nvidia-gridd; setup records which units its failure
 // held back, refresh starts them once the root is ready, verify reads the states of the units it
-// protects. Tests use a fake (tests/unit/fake_unit_manager.hpp, or file_unit_manager.cpp through the
-// real binaries); the programs use sd-bus (sdbus_unit_manager.cpp).
+// protects. The programs use sd-bus (sdbus_unit_manager.cpp); tests use a fake
+// (tests/unit/fake_unit_manager.hpp), or, through the real binaries, a fake PID 1 on a fake root's
+// private socket (tests/fixtures/fake_systemd.cpp).
 #pragma once
 
 #include "config.hpp"
@@ -60,27 +61,16 @@ Result<std::unique_ptr<UnitManager>> connect_system_manager();
 // systemd-machined (as `systemctl -M MACHINE` does).
 Result<std::unique_ptr<UnitManager>> connect_machine_manager(const std::string &machine);
 
-// A service manager kept in a JSON file, for tests through the real binaries on fake roots:
-// {"units": {"containerd.service": {"load_state": "loaded", "active_state": "inactive",
-// "active_enter_usec": 0, "job_type": "start", "start_result": "done"}}, "calls": ["start ..."]}.
-// Every call is appended to "calls": "state UNIT" (status() too), "start UNIT", "stop UNIT signal N".
-// A start makes the unit active (or fails with its start_result); a stop makes it inactive.
-// A unit may run a real process, for the license reloader's restart of nvidia-gridd:
-//   "exec": ["/path", "arg", ...]  a start (of a unit whose process is not running) spawns it
-//                                 detached (own session, stdio on /dev/null) and records
-//   "main_pid", "main_start_time"  its PID and start time (/proc/PID/stat); a running unit whose
-//                                 process has exited reads as "failed" with main_pid 0
-//   "kill_signal": 15             KillSignal=: what a stop sends, once, to the process's group
-//                                 (then inactive, main_pid 0; never a SIGKILL after it)
-//   "send_sigkill": false         SendSIGKILL=, only reported (false: our drop-in's setting)
-Result<std::unique_ptr<UnitManager>> open_file_manager(const std::string &path);
+// The service manager whose private socket is `socket_fd` (an O_PATH or socket fd), as systemctl
+// talks to PID 1 over /run/systemd/private.
+Result<std::unique_ptr<UnitManager>> connect_manager_socket(int socket_fd);
 
-// The service manager of the machine `ctx` describes: the real one (no root, or "/"), or none for a
-// --root tree (an offline image's units are not this system's), except with
-// $UNBOUNDED_NVIDIA_FAKE_UNITS, the tests' file (open_file_manager), which only a --root run reads.
-// nullptr: no manager to ask.
+// The service manager of the machine `ctx` describes: the real one (no root, or "/"); for a --root
+// tree, the one listening in it (its run/systemd/private, found without following a symlink: a
+// running machine's root seen from its host), else none (an offline image's units are not this
+// system's). nullptr: no manager to ask.
 Result<std::unique_ptr<UnitManager>> unit_manager_for(const Context &ctx);
-// Whether unit_manager_for() gives one: the live system, or a --root run with the tests' file.
+// Whether unit_manager_for() gives one: the live system, or a --root tree with its manager's socket.
 bool has_unit_manager(const Context &ctx);
 // unit_manager_for(), or nullptr with why there is none in `why` (a --root tree, no bus), for a
 // caller that only says so.

@@ -3,7 +3,7 @@
 consumers that read the root once (the device plugin, the DRA plugin, GFD, dcgm-exporter) are restarted
 through the runtime's CRI, once, and verify says whether they came back on the new root. Fake machine
 roots under --root; the runtime is tests' own CRI server on the root's containerd socket
-(fake_cri.py), the service manager a file ($UNBOUNDED_NVIDIA_FAKE_UNITS)."""
+(fake_cri.py), the service manager the tests' PID 1 on the root's private socket (fake_systemd.py)."""
 
 import json
 import os
@@ -20,6 +20,7 @@ if os.environ.get("LD_LIBRARY_PATH"):
 
 from unbounded_tests import cri
 from unbounded_tests.fake_cri import FakeRuntime
+from unbounded_tests.fake_systemd import FakeSystemd
 from unbounded_tests.harness import PLUGIN_SPEC, V1, V2, MachineRoot, main, plugin_spec, write
 
 BUILD = os.environ["BUILD_ROOT"]
@@ -48,6 +49,7 @@ class ConsumersCase(unittest.TestCase):
         with open(self.units_file, "w") as f:
             json.dump({"units": {UNIT: {"active_state": "inactive"}}, "calls": []}, f)
         self.addCleanup(lambda: os.path.exists(self.units_file) and os.unlink(self.units_file))
+        self.addCleanup(FakeSystemd(m.path, self.units_file).start().stop)
         r = self.cmd(m, "setup")
         self.assertEqual(r.returncode, 0, r.stderr)
         write(m.p(PLUGIN_SPEC), plugin_spec(m, V1))
@@ -71,7 +73,7 @@ class ConsumersCase(unittest.TestCase):
             return json.load(f)["driver_version"]
 
     def cmd(self, m, *args):
-        r = m.run("--json", *args, env={"UNBOUNDED_NVIDIA_FAKE_UNITS": self.units_file})
+        r = m.run("--json", *args)
         r.result = json.loads(r.stdout) if r.stdout.strip() else None
         return r
 

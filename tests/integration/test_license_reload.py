@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """The license reloader's restart of nvidia-gridd through the real binary on fake roots. The service
-manager is a file ($UNBOUNDED_NVIDIA_FAKE_UNITS, lib/units/unit_manager.hpp) whose nvidia-gridd.service
+manager is the tests' PID 1 on the root's private socket (fake_systemd.py), whose nvidia-gridd.service
 runs a stand-in daemon: a shell script that reads the installed files only at its start, as nvidia-gridd
 does, logs that start with a digest of them, exits at once on a gridd.conf that says BROKEN, and logs
 the SIGTERM that stops it. A rotation is one SIGTERM and one start; an unchanged source restarts
 nothing; a broken rotation is rolled back, then known bad; a unit that could be SIGKILLed is refused;
-a --root run without the file has no service manager and says so."""
+a --root run without a manager's socket has no service manager and says so."""
 
 import hashlib
 import json
@@ -14,6 +14,7 @@ import re
 import signal
 import unittest
 
+from unbounded_tests.fake_systemd import FakeSystemd
 from unbounded_tests.harness import MachineRoot, main, write
 
 LICENSE_BIN = os.environ.get("LICENSE_BIN", "")
@@ -54,6 +55,8 @@ class LicenseReloadCase(unittest.TestCase):
         # Before any restart, as the file has it: active, with no process the fake started (a stop
         # signals nothing).
         self.units({UNIT: {"active_state": "active", "exec": [self.gridd]}})
+        self.pid1 = FakeSystemd(m.path, self.units_file).start()
+        self.addCleanup(self.pid1.stop)
         # What the boot install left: the source's files, installed.
         self.rotate(GOOD, "token-1")
         write(m.p(CONF), GOOD)
@@ -108,9 +111,10 @@ class LicenseReloadCase(unittest.TestCase):
     def reload(self, fake=True):
         """One run (not --boot); r.outcome is the outcome the metrics counted for it."""
         before = self.counters()
-        env = {"UNBOUNDED_NVIDIA_FAKE_UNITS": self.units_file if fake else ""}
+        if not fake:
+            self.pid1.stop()
         # The stand-in outlives the run: a daemon that kept our stdout would hold this up to the timeout.
-        r = self.m.run(binary=LICENSE_BIN, env=env, timeout=30)
+        r = self.m.run(binary=LICENSE_BIN, timeout=30)
         after = self.counters()
         r.outcome = [k for k, v in after.items() if v != before.get(k, 0)]
         return r
@@ -243,12 +247,12 @@ class TestRestart(LicenseReloadCase):
             # The files are put back: the disk matches the daemon that still runs.
             self.assertEqual(self.installed(), (GOOD, "token-2"))
 
-    def test_a_root_without_the_file_has_no_service_manager(self):
+    def test_a_root_without_a_manager_socket_has_no_service_manager(self):
         self.rotate(token="token-2")
         r = self.reload(fake=False)
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertEqual(r.stderr, "unbounded-nvidia-license-reload: A --root run has no service manager to restart "
-                                   f"{UNIT} with (unless $UNBOUNDED_NVIDIA_FAKE_UNITS names one, in tests)\n")
+                                   f"{UNIT} with (no /run/systemd/private)\n")
         self.assertEqual(self.installed(), (GOOD, "token-1"))
         # Counted, as every run is (license-reload(8)): a run that failed early was counted nowhere.
         self.assertEqual(r.outcome, ["failed"])

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Issue 43: a failed boot is never permanent, and health signals never lie. Fake machine roots under
---root, with the service manager as a file ($UNBOUNDED_NVIDIA_FAKE_UNITS, lib/units/unit_manager.hpp):
+--root, with the service manager the tests' PID 1 on the root's private socket (fake_systemd.py):
 setup --boot retrying while the host is not ready, the units its failure held back recorded and started
 by the refresh that finds the root ready (never one an operator stopped, never in a loop), verify
 reading containerd's and kubelet's states, a configured GPU machine without binds, and a configuration
@@ -15,6 +15,7 @@ import threading
 import time
 import unittest
 
+from unbounded_tests.fake_systemd import FakeSystemd
 from unbounded_tests.harness import V1, V2, MachineRoot, main, write
 
 QUICK = "refresh:\n  settle_time: 0s\n"
@@ -30,12 +31,16 @@ class SelfRepairCase(unittest.TestCase):
         m.config(config)
         self.units_file = m.path + "-units.json"  # beside the root, as PID 1 is outside the machine's files
         self.addCleanup(lambda: os.path.exists(self.units_file) and os.unlink(self.units_file))
+        self.pid1 = FakeSystemd(m.path, self.units_file)
+        self.addCleanup(self.pid1.stop)
         return m
 
     def units(self, **states):
-        """The service manager's units: name -> dict (load_state, active_state, job_type, ...)."""
+        """The service manager's units: name -> dict (load_state, active_state, job_type, ...); the
+        manager listens in the root from then on."""
         with open(self.units_file, "w") as f:
             json.dump({"units": states, "calls": []}, f)
+        self.pid1.start()
 
     def manager(self):
         with open(self.units_file) as f:
@@ -46,7 +51,7 @@ class SelfRepairCase(unittest.TestCase):
         self.units(**{u: {"active_state": "inactive", "job_type": "start"} for u in ("containerd.service", "kubelet.service")})
 
     def cmd(self, m, *args):
-        r = m.run("--json", *args, env={"UNBOUNDED_NVIDIA_FAKE_UNITS": self.units_file})
+        r = m.run("--json", *args)
         r.result = json.loads(r.stdout) if r.stdout.strip() else None
         return r
 
@@ -390,7 +395,7 @@ class TestHostCommandsParse(SelfRepairCase):
         master, slave = pty.openpty()
         self.addCleanup(os.close, master)
         p = subprocess.Popen([os.environ["SETUP_BIN"], "--root", m.path, *args], stdin=slave, stdout=slave, stderr=slave,
-                             env=m.run_env({"UNBOUNDED_NVIDIA_FAKE_UNITS": self.units_file}))
+                             env=m.run_env())
         os.close(slave)
         out = b""
         while True:

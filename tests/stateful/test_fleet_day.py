@@ -36,6 +36,7 @@ from hypothesis import HealthCheck, Phase, settings, strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from unbounded_tests.fake_systemd import FakeSystemd
 from unbounded_tests.harness import (ARCH, IS_ROOT, PLUGIN_SPEC, SETUP, V1, V2, MachineRoot, fixture, main, make_chardev,
                                      plugin_spec, preload_env, snapshot, write)
 
@@ -414,8 +415,13 @@ class FleetDay(RuleBasedStateMachine):
         if kill_at is not None:
             cmd = ["strace", "-qq", "-o", "/dev/null", "-e", f"inject={kill_at[0]}:signal=KILL:when={kill_at[1]}", *cmd]
         STATS["runs"] += 1
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60,
-                           env=MachineRoot.run_env({"UNBOUNDED_NVIDIA_FAKE_UNITS": self.units_file}))
+        # The tests' PID 1 listens in the root for the reloader's run only: setup, refresh and verify
+        # here are judged without a service manager, as before licensing came.
+        pid1 = FakeSystemd(self.m.path, self.units_file).start()
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=MachineRoot.run_env())
+        finally:
+            pid1.stop()
         reap()
         calls, log = self.new_license_events()
         assert all(c.endswith("signal 15") for c in calls if c.startswith("stop ")), f"license: a stop with another signal: {calls}"

@@ -62,7 +62,6 @@ WRITERS = {
     "lib/cdi/cdi_hook.hpp": "the hook memo's save",
     "lib/cdi/dev_char.cpp": "the /dev/char links",
     "lib/cdi/dev_char.hpp": "the /dev/char links",
-    "lib/units/file_unit_manager.cpp": "the tests' service manager, a file ($UNBOUNDED_NVIDIA_FAKE_UNITS, --root runs only)",
 }
 # Lines that match and change no file: output on standard output, a child's stderr sent to /dev/null.
 NOT_WRITES = re.compile(r"\bSTDOUT_FILENO\b|\bSTDERR_FILENO\b|\"/dev/null\"")
