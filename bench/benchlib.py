@@ -9,7 +9,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "build"))
 os.environ.setdefault("FIXTURE_DIR", os.path.join(BUILD, "tests", "fixtures"))
-os.environ.setdefault("SETUP_BIN", os.path.join(BUILD, "oneshot", "unbounded-nvidia-setup"))
+os.environ.setdefault("SETUP_BIN", os.path.join(BUILD, "setup", "unbounded-nvidia-setup"))
 os.environ.setdefault("GENERATOR_BIN", os.path.join(BUILD, "generator", "unbounded-nvidia-generator"))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "lib"))
 

@@ -295,7 +295,7 @@ std::string refresh_service_text(const Decision &d, const Config &cfg)
 	std::string u = unit_head("Apply host NVIDIA driver changes to the driver root and CDI spec", d.source_path);
 	// Never before the boot setup (the lock would serialise them anyway). A refresh changes files and
 	// stops or restarts no unit; it starts containerd and kubelet only when a failed boot setup held
-	// them back (oneshot/self_repair.hpp).
+	// them back (setup/self_repair.hpp).
 	u += "After=" + std::string(SETUP_UNIT) + "\n";
 	// The path unit starts it on every staging change, and a host midway through an upgrade fails
 	// it each time: systemd's default start limit (5 in 10 s) would then refuse the refresh that

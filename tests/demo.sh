@@ -4,7 +4,7 @@ set -eu
 build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
 export FIXTURE_DIR=$(cd "$build/tests/fixtures" && pwd)
-export SETUP_BIN=$(cd "$build/oneshot" && pwd)/unbounded-nvidia-setup
+export SETUP_BIN=$(cd "$build/setup" && pwd)/unbounded-nvidia-setup
 py=/usr/bin/python3
 if [ "$(id -u)" != 0 ]; then
 	# Fake device nodes need mknod (root). Without it, bind /dev/null over plain files in a private

@@ -1,4 +1,4 @@
-// What verify carries from the last setup or refresh: its status.json (oneshot/report.hpp writes it,
+// What verify carries from the last setup or refresh: its status.json (setup/report.hpp writes it,
 // in our run directory), read back. Only a file nobody else could have written is read (the caller's
 // fs::check_trusted), and it is still parsed as untrusted text: bounded, every string printable.
 #pragma once

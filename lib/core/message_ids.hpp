@@ -14,7 +14,7 @@ inline constexpr const char *CLEANUP_FAILED = "b8ff63520feb4717b5de6332a234e142"
 // generate-cdi could not make or write the spec it was asked for.
 inline constexpr const char *GENERATE_CDI_FAILED = "2e777899f05f402ca0cff71d22b80039";
 // What a failed boot setup held back (containerd, kubelet), started by a refresh that made the root
-// ready (oneshot/self_repair.hpp), or that start failing.
+// ready (setup/self_repair.hpp), or that start failing.
 inline constexpr const char *SELF_REPAIRED = "0336e6fed63b469aac716429d562c391";
 inline constexpr const char *SELF_REPAIR_FAILED = "7e39faa047ff49eca7ddc228d9007cbe";
 inline constexpr const char *SETUP_NO_GPU = "cda7a464edbe433bb00a6bce0e98cb15";

@@ -30,7 +30,7 @@ import tempfile
 
 HOST = os.environ.get("GPU_CHECK_HOST_ROOT", "/")
 BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
-SETUP = os.path.join(BUILD, "oneshot", "unbounded-nvidia-setup")
+SETUP = os.path.join(BUILD, "setup", "unbounded-nvidia-setup")
 PROBE = os.path.join(BUILD, "tests", "gpu", "cuda-probe")
 HOST_TOOL = os.path.join(BUILD, "host", "unbounded-nvidia-host")
 

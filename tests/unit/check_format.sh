@@ -16,7 +16,7 @@ cd "$SRC" || exit 1
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
 	files=$(git ls-files '*.cpp' '*.hpp' '*.h' '*.c')
 else
-	files=$(find fuzz generator lib oneshot tests -name '*.cpp' -o -name '*.hpp' -o -name '*.h' -o -name '*.c' | sort)
+	files=$(find fuzz generator host consumers lib setup license-reload tests -name '*.cpp' -o -name '*.hpp' -o -name '*.h' -o -name '*.c' | sort)
 fi
 n=0
 bad=0

@@ -88,7 +88,7 @@ def sites_missing_fields(ids, entries):
     fields_of = {e["id"]: entry_fields(e) for e in entries}
     consumer = set(re.findall(r"message_id::(\w+)", "".join(code for _, code in sources("lib/consumer"))))
     out = []
-    for path, code in sources("lib", "oneshot", "generator", "consumers"):
+    for path, code in sources("lib", "setup", "license-reload", "generator", "consumers"):
         for m in re.finditer(r'"MESSAGE_ID",\s*([^}]+?)\}', code):
             start = max(code.rfind(";", 0, m.start()), code.rfind("{\n", 0, m.start()))
             statement = code[start:code.find(";", m.end())]
@@ -185,7 +185,7 @@ def main():
     def substitutions_are_fields_the_code_sets():
         # @FIELD@ shows as FIELD when the entry lacks it: each must be a field the code logs.
         code = ""
-        for top in ("lib", "oneshot", "consumers"):
+        for top in ("lib", "setup", "license-reload", "consumers"):
             for dirpath, _, files in os.walk(os.path.join(SOURCE, top)):
                 for f in files:
                     if f.endswith((".cpp", ".hpp")):
@@ -246,7 +246,7 @@ def main():
 
     def header_names_files_that_exist():
         # Issue 46: the header once named a checker that did not exist.
-        named = re.findall(r"\b((?:lib|tests|units|oneshot|generator|man|doc)/[\w./-]+\.\w+)", open(CATALOG).read().split("\n-- ")[0])
+        named = re.findall(r"\b((?:lib|tests|units|setup|license-reload|generator|man|doc)/[\w./-]+\.\w+)", open(CATALOG).read().split("\n-- ")[0])
         assert named, "the header names no file"
         missing = [p for p in named if not os.path.exists(os.path.join(SOURCE, p))]
         assert not missing, f"the catalog's header names files that do not exist: {missing}"

@@ -81,7 +81,7 @@ class TheReloadIntervalIsADuration(unittest.TestCase):
                 if self.VARIABLE in para and self.SECONDS_ONLY.search(para):
                     bad.append(f"{rel}:{start}: {self.SECONDS_ONLY.search(para).group(0)!r}")
         # The code's own words: --help, comments and the warning, on the lines around each mention.
-        for rel in source_files(("lib", "oneshot", "generator"), (".cpp", ".hpp")):
+        for rel in source_files(("lib", "setup", "license-reload", "generator"), (".cpp", ".hpp")):
             lines = read(rel).split("\n")
             for i, line in enumerate(lines):
                 if self.VARIABLE in line:
@@ -224,7 +224,7 @@ class TheFleetDocumentsListWhatIsShipped(unittest.TestCase):
         self.assertEqual(sorted(shipped ^ listed), [], "conditions of the monitor against README's list")
 
     def test_each_man_page_names_every_metric_its_program_writes(self):
-        for code, page in (("oneshot/metrics_report.cpp", "unbounded-nvidia-setup.8"),
+        for code, page in (("setup/metrics_report.cpp", "unbounded-nvidia-setup.8"),
                            ("lib/license/license_metrics.cpp", "unbounded-nvidia-license-reload.8"),
                            ("consumers/follow.cpp", "unbounded-nvidia-consumers.8")):
             written = set(re.findall(r'"(unbounded_nvidia_\w+)"', read(code)))
@@ -235,8 +235,8 @@ class TheFleetDocumentsListWhatIsShipped(unittest.TestCase):
             self.assertEqual(sorted(m for m in written if m not in metrics), [], f"metrics {code} writes and {page} does not name")
 
     def test_setup_names_every_state_file_it_keeps(self):
-        names = set(re.findall(r'constexpr const char \*\w+_FILE = "([\w.-]+\.json)"', read("oneshot/self_repair.hpp")))
-        names |= set(re.findall(r'"(status\.json)"', read("oneshot/execute.cpp")))
+        names = set(re.findall(r'constexpr const char \*\w+_FILE = "([\w.-]+\.json)"', read("setup/self_repair.hpp")))
+        names |= set(re.findall(r'"(status\.json)"', read("setup/execute.cpp")))
         names |= set(re.findall(r'constexpr const char \*\w+_FILE = "([\w.-]+\.json)"', read("lib/consumer/driver_generation.hpp")))
         self.assertGreaterEqual(len(names), 2)
         page = read("man/unbounded-nvidia-setup.8.scd")

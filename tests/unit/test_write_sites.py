@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Where the setup program writes: one executor. A run reads the machine once (the
-snapshot), discovers and plans without writing, and then the executor (oneshot/execute.cpp and
-oneshot/execute_specs.cpp) makes every change. This check reads the C++ sources for the calls that
+snapshot), discovers and plans without writing, and then the executor (setup/execute.cpp and
+setup/execute_specs.cpp) makes every change. This check reads the C++ sources for the calls that
 change the file system (the fs:: writers, the system calls that write, rename, remove, link or change
 modes, with or without ::, opens for writing, stdio's and iostream's writers, std::filesystem, the driver
 root's install, the /dev/char links, the memos' saves, the metrics, commit and rollback) and holds them to:
-- oneshot/: the executor's two files only, and the license reloader's own program;
+- setup/: the executor's two files only; license-reload/: the license reloader's own program;
 - lib/: the primitives the executor calls, each in its named file; every file of the snapshot's reads,
   of discovery, of the plans and of the consumer checks writes nothing;
 - in cdi_hook.cpp and discovery_cache.cpp, which mostly read, only their memo's save function writes.
@@ -35,11 +35,11 @@ WRITES = re.compile(
     # the executor's steps on prepared writes and on the old root
     r"|(?:\.|->)(?:save|commit|rollback)\s*\(")
 
-# The files that may write, and why. Everything else under oneshot/ and lib/ must not.
+# The files that may write, and why. Everything else under setup/, license-reload/ and lib/ must not.
 WRITERS = {
-    "oneshot/execute.cpp": "the executor",
-    "oneshot/execute_specs.cpp": "the executor: the specs and their /dev/char links",
-    "oneshot/license_reload_main.cpp": "the license reloader's own program (its state directory)",
+    "setup/execute.cpp": "the executor",
+    "setup/execute_specs.cpp": "the executor: the specs and their /dev/char links",
+    "license-reload/main.cpp": "the license reloader's own program (its state directory)",
     "lib/core/fs.hpp": "the file system primitives",
     "lib/core/fs_copy.cpp": "the file system primitives",
     "lib/core/fs_dir.cpp": "the file system primitives",
@@ -94,7 +94,7 @@ def enclosing_function(lines, index):
 
 def violations(top, rel_to):
     found = []
-    for sub in ("oneshot", "lib"):
+    for sub in ("setup", "license-reload", "lib"):
         for dirpath, dirnames, filenames in os.walk(os.path.join(top, sub)):
             dirnames.sort()
             for name in sorted(filenames):
@@ -109,7 +109,7 @@ def violations(top, rel_to):
                     if not WRITES.search(code):
                         continue
                     if rel not in WRITERS:
-                        found.append(f"{rel}:{n}: writes ({text.strip()}); only the executor (oneshot/execute*.cpp) "
+                        found.append(f"{rel}:{n}: writes ({text.strip()}); only the executor (setup/execute*.cpp) "
                                      "and the primitives it calls may")
                     elif rel in ONLY_IN and ONLY_IN[rel] not in enclosing_function(lines, i):
                         found.append(f"{rel}:{n}: writes outside {ONLY_IN[rel]} ({text.strip()})")
@@ -126,7 +126,7 @@ class TestTheRuleHolds(unittest.TestCase):
 
     def test_the_reads_and_plans_are_checked(self):
         # The files of the snapshot, discovery, the plans and the consumer check are among those read.
-        for f in ("oneshot/snapshot.cpp", "oneshot/setup_command.cpp", "oneshot/staged_driver.cpp",
+        for f in ("setup/snapshot.cpp", "setup/setup_command.cpp", "setup/staged_driver.cpp",
                   "lib/cdi/cdi_state.cpp", "lib/cdi/devices.cpp", "lib/driver/driver_discovery.cpp",
                   "lib/consumer/consumer_check.cpp"):
             self.assertTrue(os.path.exists(os.path.join(SOURCE_ROOT, f)), f)
@@ -145,16 +145,16 @@ class TestTheCheckFails(unittest.TestCase):
             return violations(d, d)
 
     def test_a_write_in_the_flow(self):
-        found = self.check("oneshot/setup_command.cpp", "int f()\n{\n\tfs::write_file_atomic(p, t, {});\n}\n")
+        found = self.check("setup/setup_command.cpp", "int f()\n{\n\tfs::write_file_atomic(p, t, {});\n}\n")
         self.assertEqual(len(found), 1)
-        self.assertTrue(found[0].startswith("oneshot/setup_command.cpp:3: writes"), found)
-        self.assertEqual(len(self.check("oneshot/snapshot.cpp", "\tint fd = ::openat(d, n, O_WRONLY | O_CREAT, 0644);\n")), 1)
-        self.assertEqual(len(self.check("oneshot/setup_command.cpp", "\tcache.save(run_dir, display);\n")), 1)
+        self.assertTrue(found[0].startswith("setup/setup_command.cpp:3: writes"), found)
+        self.assertEqual(len(self.check("setup/snapshot.cpp", "\tint fd = ::openat(d, n, O_WRONLY | O_CREAT, 0644);\n")), 1)
+        self.assertEqual(len(self.check("setup/setup_command.cpp", "\tcache.save(run_dir, display);\n")), 1)
         self.assertEqual(len(self.check("lib/cdi/devices.cpp", "\t::unlinkat(dirfd, name, 0);\n")), 1)
         for line in ("if (rename(a, b) < 0)", "fs::remove_tree_at(fd, name, dev);", "std::ofstream out(path);",
                      "FILE *f = fopen(path, \"w\");", "int fd = ::openat(d, n, O_WRONLY | O_CLOEXEC);",
                      "fs::prepare_file_atomic_at(fd, n, d, t, {});", "std::filesystem::remove(p);", "write(fd, buf, n);"):
-            self.assertEqual(len(self.check("oneshot/verify_command.cpp", f"\t{line}\n")), 1, line)
+            self.assertEqual(len(self.check("setup/verify_command.cpp", f"\t{line}\n")), 1, line)
 
     def test_a_write_in_a_reading_file_outside_its_save(self):
         text = ("void save_hook_memo(int fd)\n{\n\t(void)fs::write_file_atomic_at(fd, a, b, c, {});\n}\n\n"
@@ -163,7 +163,7 @@ class TestTheCheckFails(unittest.TestCase):
                          ["lib/cdi/cdi_hook.cpp:8: writes outside save_hook_memo (::unlinkat(fd, n, 0);)"])
 
     def test_comments_and_strings_are_not_writes(self):
-        self.assertEqual(self.check("oneshot/setup_command.cpp", "\t// fs::write_file_atomic(...) is the executor's\n"
+        self.assertEqual(self.check("setup/setup_command.cpp", "\t// fs::write_file_atomic(...) is the executor's\n"
                                                                  "\tlog::info(\"::unlinkat( failed\");\n"), [])
 
 

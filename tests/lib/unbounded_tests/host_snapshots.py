@@ -7,7 +7,7 @@ that only name this one copy, the sources' mtimes and inode identities, blanked)
 wrote beside it (our version in its first line as @VERSION@). tests/unit/test_plan_real_hosts.cpp plans each spec from its manifest alone and
 compares the bytes; test_real_hosts.py records afresh and holds the checked-in snapshots to it.
 
-    SETUP_BIN=build/oneshot/unbounded-nvidia-setup DEBIAN_NVIDIA_DEBS=build/nvidia-debs \
+    SETUP_BIN=build/setup/unbounded-nvidia-setup DEBIAN_NVIDIA_DEBS=build/nvidia-debs \
         PYTHONPATH=tests/lib python3 -m unbounded_tests.host_snapshots   # re-record tests/unit/host-snapshots/
 """
 

@@ -6,7 +6,7 @@
 //   root is kept and no build would reclaim them),
 //   install_root, the specs and their /dev/char links (execute_specs.hpp), record_held_back or
 //   clear_held_back, record_driver_generation, record_status, record_metrics.
-// Every other file of oneshot/ writes nothing (tests/unit/test_write_sites.py holds them to it);
+// Every other file of setup/ writes nothing (tests/unit/test_write_sites.py holds them to it);
 // the primitives below are lib/'s (core/fs, driver/driver_root_install, cdi/dev_char, ...). The one
 // file the flow makes itself is the run lock's (lock.hpp), taken before the snapshot.
 #pragma once
