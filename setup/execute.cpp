@@ -7,7 +7,6 @@
 #include "log.hpp"
 #include "metrics.hpp"
 #include "metrics_report.hpp"
-#include "self_repair.hpp"
 #include "spec_marker.hpp"
 
 #include <cerrno>
@@ -54,24 +53,6 @@ Result<bool> remove_spec_of_ours(const Context &ctx, const std::string &path)
 	return remove_our_spec(ctx.real(path), path);
 }
 
-void record_held_back(const Context &ctx, const std::string &json)
-{
-	const std::string display = std::string(RUN_DIR) + "/" + HELD_BACK_FILE;
-	if (auto dir = open_run_dir(ctx); !dir)
-		log::warning(dir.error().message + ", not recording the units setup held back");
-	else if (auto w = fs::write_file_atomic_at(dir->get(), HELD_BACK_FILE, display, json,
-						   {.mode = 0644, .fsync = false, .skip_if_unchanged = false});
-		 !w)
-		log::warning(w.error().message + ", not recording the units setup held back");
-}
-
-void clear_held_back(const Context &ctx)
-{
-	auto dir = open_run_dir(ctx);
-	if (dir && ::unlinkat(dir->get(), HELD_BACK_FILE, 0) < 0 && errno != ENOENT)
-		log::warning(last_errno_error("Failed to remove " + std::string(RUN_DIR) + "/" + HELD_BACK_FILE).message);
-}
-
 Result<void> record_driver_generation(int run_dir, const std::string &json)
 {
 	auto w = fs::write_file_atomic_at(run_dir, DRIVER_GENERATION_FILE, std::string(RUN_DIR) + "/" + DRIVER_GENERATION_FILE, json,
@@ -96,7 +77,7 @@ void record_status(const Context &ctx, const Report &report)
 	}
 }
 
-void record_metrics(const Context &ctx, const Report &report, double duration_seconds)
+void record_metrics(const Context &ctx, const Report &report, double duration_seconds, std::size_t held_back_units)
 {
 	const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 	const std::string &dir = ctx.config.metrics_dir;
@@ -104,7 +85,7 @@ void record_metrics(const Context &ctx, const Report &report, double duration_se
 	const bool timer = (report.command == "setup" || report.command == "refresh") && report.outcome != "no-gpu";
 	const double interval = timer ? std::chrono::duration<double>(ctx.config.refresh.interval).count() : 0;
 	publish_metrics(ctx.real(dir), dir, "unbounded-nvidia-setup.prom",
-			setup_metrics_text(report, now, duration_seconds, interval, static_cast<double>(held_back_count(ctx))));
+			setup_metrics_text(report, now, duration_seconds, interval, static_cast<double>(held_back_units)));
 }
 
 }  // namespace unbounded

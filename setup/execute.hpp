@@ -4,9 +4,10 @@
 // and then calls these, in this order:
 //   open_run_dir, save_memos, reclaim_stale_trees (only when the copies might not fit, or the live
 //   root is kept and no build would reclaim them),
-//   install_root, the specs and their /dev/char links (execute_specs.hpp), record_held_back or
-//   clear_held_back, record_driver_generation, record_status, record_metrics.
-// Every other file of setup/ writes nothing (tests/unit/test_write_sites.py holds them to it);
+//   install_root, the specs and their /dev/char links (execute_specs.hpp), record_driver_generation,
+//   record_status, record_metrics.
+// Every other file of setup/ writes nothing (tests/unit/test_write_sites.py holds them to it) but
+// self-repair's, which keeps its own record (held-back.json, self_repair.hpp) where it reads it;
 // the primitives below are lib/'s (core/fs, driver/driver_root_install, cdi/dev_char, ...). The one
 // file the flow makes itself is the run lock's (lock.hpp), taken before the snapshot.
 #pragma once
@@ -46,18 +47,13 @@ Result<fs::WriteOutcome> write_generated_spec(const std::string &output, const s
 // cleanup's removal of a spec of ours (spec_marker.hpp); false when there was none of ours.
 Result<bool> remove_spec_of_ours(const Context &ctx, const std::string &path);
 
-// held-back.json in the run directory: the units a failed boot setup held back (self_repair.hpp),
-// recorded by setup, removed by the refresh that starts them or by a setup that succeeds.
-void record_held_back(const Context &ctx, const std::string &json);
-void clear_held_back(const Context &ctx);
-
-// status.json in the run directory: the host's reconcile loop and verify read the last run's result.
 // The generation of what the GPU consumers see (lib/consumer/driver_generation.hpp), in the run
 // directory.
 Result<void> record_driver_generation(int run_dir, const std::string &json);
+// status.json in the run directory: the host's reconcile loop and verify read the last run's result.
 void record_status(const Context &ctx, const Report &report);
 
 // The run as metrics for node_exporter's textfile collector (metrics_report.hpp).
-void record_metrics(const Context &ctx, const Report &report, double duration_seconds);
+void record_metrics(const Context &ctx, const Report &report, double duration_seconds, std::size_t held_back_units);
 
 }  // namespace unbounded

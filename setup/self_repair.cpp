@@ -1,13 +1,14 @@
 #include "self_repair.hpp"
 
-#include "execute.hpp"
 #include "fs.hpp"
 #include "log.hpp"
 #include "message_ids.hpp"
 #include "state_format.hpp"
 
+#include <cerrno>
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 namespace unbounded {
 namespace {
@@ -30,6 +31,19 @@ std::string joined(const std::vector<std::string> &units)
 							  : ", ") +
 		     units[i];
 	return s;
+}
+
+// held-back.json in the run directory, which the setup that failed writes and the refresh that
+// starts what it names removes.
+void record_held_back(const Context &ctx, const std::string &json)
+{
+	const std::string display = std::string(RUN_DIR) + "/" + HELD_BACK_FILE;
+	if (auto dir = fs::open_private_dir(ctx.real(RUN_DIR), RUN_DIR); !dir)
+		log::warning(dir.error().message + ", not recording the units setup held back");
+	else if (auto w = fs::write_file_atomic_at(dir->get(), HELD_BACK_FILE, display, json,
+						   {.mode = 0644, .fsync = false, .skip_if_unchanged = false});
+		 !w)
+		log::warning(w.error().message + ", not recording the units setup held back");
 }
 
 struct HeldBack {
@@ -218,6 +232,13 @@ std::vector<Problem> check_protected_units(const Context &ctx, Report &report)
 	}
 	report.details["units"] = std::move(states);
 	return problems;
+}
+
+void clear_held_back(const Context &ctx)
+{
+	auto dir = fs::open_dir(ctx.real(RUN_DIR));
+	if (dir && ::unlinkat(dir->get(), HELD_BACK_FILE, 0) < 0 && errno != ENOENT)
+		log::warning(last_errno_error("Failed to remove " + std::string(RUN_DIR) + "/" + HELD_BACK_FILE).message);
 }
 
 }  // namespace unbounded

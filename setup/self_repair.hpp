@@ -30,6 +30,9 @@ void note_held_back(const Context &ctx, Report &report);
 // "started_after_failed_boot"), each said in the journal.
 void start_held_back(const Context &ctx, Report &report);
 
+// A boot setup that succeeded: what waited for it starts now, an old record is void.
+void clear_held_back(const Context &ctx);
+
 // How many units a failed boot setup holds back now (the record), for the metrics: 0 when none.
 std::size_t held_back_count(const Context &ctx);
 

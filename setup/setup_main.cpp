@@ -328,7 +328,7 @@ int run(int argc, char **argv)
 	if (verb.records && report.ready() && report.outcome != "no-gpu")
 		record_consumer(ctx, report, /*verify=*/false, &report.specs_in_place);
 	if (verb.metrics)
-		record_metrics(ctx, report, report.timings_ms["total"].get<double>() / 1000.0);
+		record_metrics(ctx, report, report.timings_ms["total"].get<double>() / 1000.0, held_back_count(ctx));
 	// The whole run's peak, the metrics write included (a full textfile directory once set it).
 	report.details["peak_rss_kib"] = peak_rss_kib();
 	if (verb.records)

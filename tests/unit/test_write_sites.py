@@ -39,6 +39,7 @@ WRITES = re.compile(
 WRITERS = {
     "setup/execute.cpp": "the executor",
     "setup/execute_specs.cpp": "the executor: the specs and their /dev/char links",
+    "setup/self_repair.cpp": "self-repair's record (held-back.json), written and read in one place",
     "license-reload/main.cpp": "the license reloader's own program (its state directory)",
     "lib/core/fs.hpp": "the file system primitives",
     "lib/core/fs_copy.cpp": "the file system primitives",
