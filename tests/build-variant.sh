@@ -1,5 +1,5 @@
 #!/bin/sh
-# The builds a packager or CI makes besides `make check`'s (issue 27), each in its own directory:
+# The builds a packager or CI makes besides `make check`'s, each in its own directory:
 #   release     meson's --buildtype=release (-O3), the unit tier
 #   plain       --buildtype=plain with Debian's own flags (dpkg-buildflags, DEB_BUILD_MAINT_OPTIONS
 #               hardening=+all as debian/rules sets it: what dh's meson build system does), the unit tier
@@ -37,7 +37,15 @@ sanitizers)
 	# b_lundef=false: the sanitizer runtimes resolve symbols at load time.
 	# -O0 (buildtype debug): at -O2 g++ takes four times as long to compile with the sanitizers, and
 	# the tiers spend their time in process starts, not in our code.
-	[ -f "$DIR/build.ninja" ] || meson setup "$DIR" "$SRC" --buildtype=debug -Db_sanitize=address,undefined -Db_lundef=false $COMMON
+	# With the consumers' helper, as make's build: its CRI client runs under the sanitizers in the
+	# integration tier too. The CRI api.proto as the Makefile finds it (trixie's package, else fetched).
+	PROTO=${CRI_API_PROTO:-/usr/share/gocode/src/k8s.io/cri-api/pkg/apis/runtime/v1/api.proto}
+	if [ ! -s "$PROTO" ]; then
+		PROTO=$SRC/.cache/cri-api/api.proto
+		"$SRC/consumers/fetch-cri-api.sh" "$SRC/.cache/cri-api"
+	fi
+	[ -f "$DIR/build.ninja" ] || meson setup "$DIR" "$SRC" --buildtype=debug -Db_sanitize=address,undefined -Db_lundef=false $COMMON \
+		-Dconsumers=enabled -Dcri_api_proto="$PROTO"
 	meson compile -C "$DIR"
 	[ "${BUILD_ONLY:-}" = 1 ] && exit 0
 	# The real-host tests' packages: make check's download when there is one (hard links), else fetched.

@@ -14,7 +14,10 @@ if ! dpkg --print-foreign-architectures | grep -qx arm64; then
 	$SUDO dpkg --add-architecture arm64
 fi
 missing=""
-for p in g++-aarch64-linux-gnu qemu-user-static libsystemd-dev:arm64 libmount-dev:arm64 libtomlplusplus-dev:arm64 libc6:arm64 libstdc++6:arm64; do
+# gRPC's and protobuf's arm64 libraries for the consumers' helper (their code generators are the
+# build machine's, from make's BUILD_DEPS).
+for p in g++-aarch64-linux-gnu qemu-user-static libsystemd-dev:arm64 libmount-dev:arm64 libtomlplusplus-dev:arm64 libc6:arm64 libstdc++6:arm64 \
+	libgrpc++-dev:arm64 libprotobuf-dev:arm64 protobuf-compiler protobuf-compiler-grpc; do
 	dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"
 done
 if [ -n "$missing" ]; then
@@ -69,7 +72,14 @@ yaml_cpp_pc = '$ASIDE/usr/lib/aarch64-linux-gnu/pkgconfig'
 EOC
 # --buildtype=release (-O3, NDEBUG): CI's release build is this one (a second native -O3 build would
 # cost a full compile for the same warnings), and the arm64 tiers run what a release package ships.
+# With the consumers' helper, as make's build; the CRI api.proto as the Makefile finds it.
+PROTO=${CRI_API_PROTO:-/usr/share/gocode/src/k8s.io/cri-api/pkg/apis/runtime/v1/api.proto}
+if [ ! -s "$PROTO" ]; then
+	PROTO=$SRC/.cache/cri-api/api.proto
+	"$SRC/consumers/fetch-cri-api.sh" "$SRC/.cache/cri-api"
+fi
 if [ ! -f "$BUILD_DIR/build.ninja" ]; then
 	meson setup "$BUILD_DIR" "$SRC" --buildtype=release -Dsystem_tests=false -Dwerror="${WERROR:-false}" \
+		-Dconsumers=enabled -Dcri_api_proto="$PROTO" \
 		--cross-file "$BUILD_DIR/cross-constants.ini" --cross-file "$SRC/tests/cross/aarch64-linux-gnu.ini"
 fi
