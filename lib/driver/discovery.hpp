@@ -30,7 +30,7 @@ class Discovery {
 public:
 	explicit Discovery(const DiscoveryInput &in) : in_(in), st_(*in.staging) {}
 
-	Result<DriverSet> run();  // driver_discovery.cpp
+	Result<DriverSet> run();  // discovery.cpp, as are the steps below
 
 private:
 	struct Listing {
@@ -45,7 +45,7 @@ private:
 		std::string version;  // of its libcuda
 	};
 
-	// discovery_scan.cpp: steps 1 to 3
+	// Steps 1 to 3
 	std::string display_of(std::size_t tree, const std::string &dir, const std::string &name) const;
 	std::string where() const;
 	std::string cap_message(std::size_t tree, std::size_t kept, const std::vector<std::string> &ignored) const;
@@ -55,7 +55,7 @@ private:
 	std::string other_driver_of(std::size_t tree, const std::string &rel, const std::vector<std::string> &via = {}) const;
 	Result<void> select_entries();
 
-	// discovery_resolve.cpp: from an entry to a file of the root
+	// From an entry to a file of the root
 	void add(DriverFile f);
 	Result<ResolvedFile> resolve_regular(const Entry &e) const;
 	Result<elf::Info> elf_info(const ResolvedFile &src) const;
@@ -64,7 +64,7 @@ private:
 	bool is_link(std::size_t tree, const std::string &dir, const char *name) const;
 	bool in_libdir(std::string_view name) const;
 
-	// discovery_libraries.cpp: steps 4, 5, 7 and 8
+	// Steps 4, 5, 7 and 8
 	Result<void> add_libraries();
 	Result<void> add_unversioned_libraries();
 	Result<void> add_optional_library(const Entry &e, bool broken_elf_fatal);
@@ -72,7 +72,7 @@ private:
 	Result<void> check_native();
 	Result<void> check_closure();
 
-	// discovery_extras.cpp: steps 5b, 5c and 5e
+	// Steps 5b, 5c and 5e
 	std::vector<std::string> wine_dirs(std::size_t tree) const;
 	Result<void> add_wine_dlls();
 	void add_wine_dlls_in(std::size_t tree, const std::string &dir);
@@ -80,7 +80,7 @@ private:
 	bool take_graphics_config(std::size_t tree, const graphics_config::Kind &kind, const std::string &dir, const std::string &dest);
 	Result<void> add_optix_data();
 
-	// discovery_firmware.cpp: steps 6 and 6b
+	// Steps 6 and 6b
 	Result<void> add_firmware();
 	Result<void> check_firmware();
 

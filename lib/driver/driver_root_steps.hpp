@@ -1,5 +1,6 @@
-// The parts install_driver_root() is built of that live in files of their own: the copy pool
-// (driver_root_copy.cpp) and the live root (driver_root.cpp). Internal to the driver root's sources.
+// The parts install_driver_root() (driver_root_install.cpp) is built of that the other file of the
+// driver root holds: the live root's reuse (driver_root.cpp); and the copy pool. Internal to the
+// driver root's two sources.
 #pragma once
 
 #include "driver_root.hpp"

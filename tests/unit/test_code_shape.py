@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The code's shape: no function of the programs (lib/, setup/, license-reload/, consumers/, generator/,
-host/, fuzz/) is over 70 lines, counted from the first line of its signature to its closing brace, as the
+host/, fuzz/) is over 80 lines, counted from the first line of its signature to its closing brace, as the
 commits that cut the long ones counted them; and no comment points at an issue number, which a reader
 of the code does not have (a comment says why in its own words).
 
@@ -20,7 +20,7 @@ from unbounded_tests.harness import main
 
 SOURCE_ROOT = os.path.dirname(TESTS_DIR)
 TOPS = ("lib", "setup", "license-reload", "consumers", "generator", "host", "fuzz")
-MAX_LINES = 70
+MAX_LINES = 80
 
 
 def functions(text):

@@ -42,11 +42,7 @@ WRITERS = {
     "setup/self_repair.cpp": "self-repair's record (held-back.json), written and read in one place",
     "license-reload/main.cpp": "the license reloader's own program (its state directory)",
     "lib/core/fs.hpp": "the file system primitives",
-    "lib/core/fs_copy.cpp": "the file system primitives",
-    "lib/core/fs_dir.cpp": "the file system primitives",
-    "lib/core/fs_remove.cpp": "the file system primitives",
-    "lib/core/fs_trust.cpp": "the file system primitives (the private run directory)",
-    "lib/core/fs_write.cpp": "the file system primitives",
+    "lib/core/fs.cpp": "the file system primitives (and the private run directory)",
     "lib/core/lock.cpp": "the run lock's file",
     "lib/core/log.cpp": "the log line on stderr",
     "lib/core/metrics.cpp": "the textfile collector's file",
@@ -55,9 +51,7 @@ WRITERS = {
     "lib/core/spec_marker.hpp": "cleanup's removal of a spec of ours",
     "lib/driver/driver_root.hpp": "the driver root's install",
     "lib/driver/driver_root.cpp": "the driver root's install (a live file linked into the new tree)",
-    "lib/driver/driver_root_copy.cpp": "the driver root's install",
-    "lib/driver/driver_root_install.cpp": "the driver root's install",
-    "lib/driver/driver_root_previous.cpp": "the driver root's install (the old tree's removal or return)",
+    "lib/driver/driver_root_install.cpp": "the driver root's install (the copy pool, the old tree's removal or return)",
     "lib/driver/discovery_cache.cpp": "the discovery memo's save",
     "lib/cdi/cdi_hook.cpp": "the hook memo's save",
     "lib/cdi/cdi_hook.hpp": "the hook memo's save",
@@ -128,7 +122,7 @@ class TestTheRuleHolds(unittest.TestCase):
     def test_the_reads_and_plans_are_checked(self):
         # The files of the snapshot, discovery, the plans and the consumer check are among those read.
         for f in ("setup/snapshot.cpp", "setup/setup_command.cpp", "setup/staged_driver.cpp",
-                  "lib/cdi/cdi_state.cpp", "lib/cdi/devices.cpp", "lib/driver/driver_discovery.cpp",
+                  "lib/cdi/cdi_state.cpp", "lib/cdi/devices.cpp", "lib/driver/discovery.cpp",
                   "lib/consumer/consumer_check.cpp"):
             self.assertTrue(os.path.exists(os.path.join(SOURCE_ROOT, f)), f)
             self.assertNotIn(f, WRITERS)
