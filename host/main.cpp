@@ -15,6 +15,7 @@
 #include "preflight.hpp"
 
 #include <cstdio>
+#include <getopt.h>
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -104,63 +105,103 @@ const char *usage_problem(const Args &a)
 		       : nullptr;
 }
 
-// 0 parsed, -1 --help shown, else the exit status of a usage error (printed).
+// 0 parsed, -1 --help shown, else the exit status of a usage error (printed). getopt_long permutes:
+// the command and MACHINE may come anywhere among the options.
 int parse_args(int argc, char **argv, Args &a)
 {
-	const auto value = [&](int &i, const char *name) -> const char * {
-		if (i + 1 >= argc) {
-			std::fprintf(stderr, "%s: %s needs a value\n", PROGRAM, name);
-			return nullptr;
-		}
-		return argv[++i];
+	enum { ROOT = 256,
+	       JSON,
+	       UNIT,
+	       GPUS,
+	       LICENSING,
+	       CREDENTIALS,
+	       ENABLED,
+	       NO_OPTIX,
+	       PRINT,
+	       CHECK,
+	       APPLY,
+	       VERSION };
+	static const option opts[] = {
+		{"help", no_argument, nullptr, 'h'},
+		{"version", no_argument, nullptr, VERSION},
+		{"root", required_argument, nullptr, ROOT},
+		{"json", no_argument, nullptr, JSON},
+		{"unit", required_argument, nullptr, UNIT},
+		{"gpus", required_argument, nullptr, GPUS},
+		{"licensing", required_argument, nullptr, LICENSING},
+		{"credentials", no_argument, nullptr, CREDENTIALS},
+		{"enabled", required_argument, nullptr, ENABLED},
+		{"no-optix", no_argument, nullptr, NO_OPTIX},
+		{"print", no_argument, nullptr, PRINT},
+		{"check", no_argument, nullptr, CHECK},
+		{"apply", no_argument, nullptr, APPLY},
+		{nullptr, 0, nullptr, 0},
 	};
-	for (int i = 1; i < argc; i++) {
-		const std::string arg = argv[i];
-		const char *v = nullptr;
-		if (arg == "-h" || arg == "--help") {
+	opterr = 0;  // our own messages, naming the argument as given
+	for (int c; (c = getopt_long(argc, argv, ":h", opts, nullptr)) >= 0;) {
+		switch (c) {
+		case 'h':
 			help();
 			return -1;
-		} else if (arg == "--version") {
+		case VERSION:
 			print_version(PROGRAM);
 			return -1;
-		} else if (arg == "--json") {
+		case ROOT:
+			a.root = optarg;
+			break;
+		case JSON:
 			a.json = true;
-		} else if (arg == "--root" || arg == "--gpus" || arg == "--licensing" || arg == "--unit") {
-			if (!(v = value(i, arg.c_str())))
-				return EXIT_USAGE;
-			if (arg == "--root")
-				a.root = v;
-			else if (arg == "--unit")
-				a.unit = v;
-			else if (arg == "--licensing")
-				a.binds.licensing = v;
-			else if ((a.binds.gpus = split_list(v)).empty()) {
+			break;
+		case UNIT:
+			a.unit = optarg;
+			break;
+		case LICENSING:
+			a.binds.licensing = optarg;
+			break;
+		case GPUS:
+			if ((a.binds.gpus = split_list(optarg)).empty()) {
 				// An empty list must never mean every GPU: `--gpus "$GPUS"` with nothing in it.
 				std::fprintf(stderr, "%s: --gpus names no GPU (see --help)\n", PROGRAM);
 				return EXIT_USAGE;
 			}
-		} else if (arg == "--credentials") {
+			break;
+		case CREDENTIALS:
 			a.binds.credentials = true;
-		} else if (arg.starts_with("--enabled=")) {
-			a.binds.enabled = arg.substr(10);
+			break;
+		case ENABLED:
+			a.binds.enabled = optarg;
 			if (*a.binds.enabled != "yes" && *a.binds.enabled != "no" && *a.binds.enabled != "auto") {
-				std::fprintf(stderr, "%s: --enabled takes yes, no or auto, not '%s'\n", PROGRAM, a.binds.enabled->c_str());
+				std::fprintf(stderr, "%s: --enabled takes yes, no or auto, not '%s'\n", PROGRAM, optarg);
 				return EXIT_USAGE;
 			}
-		} else if (arg == "--no-optix") {
+			break;
+		case NO_OPTIX:
 			a.binds.nvoptix = false;
-		} else if (arg == "--print") {
+			break;
+		case PRINT:
 			a.print = true;
-		} else if (arg == "--check") {
+			break;
+		case CHECK:
 			a.check = true;
-		} else if (arg == "--apply") {
+			break;
+		case APPLY:
 			a.apply = true;
-		} else if (!arg.starts_with("-") && a.command.empty()) {
-			a.command = arg;
-		} else if (!arg.starts_with("-") && a.command == "binds" && a.binds.machine.empty()) {
-			a.binds.machine = arg;
-		} else {
-			std::fprintf(stderr, "%s: unknown argument '%s' (see --help)\n", PROGRAM, arg.c_str());
+			break;
+		case ':':
+			std::fprintf(stderr, "%s: %s needs a value\n", PROGRAM, argv[optind - 1]);
+			return EXIT_USAGE;
+		default:
+			std::fprintf(stderr, "%s: unknown argument '%s' (see --help)\n", PROGRAM, argv[optind - 1]);
+			return EXIT_USAGE;
+		}
+	}
+	for (int i = optind; i < argc; i++) {
+		if (a.command.empty())
+			a.command = argv[i];
+		else if (a.command == "binds" && a.binds.machine.empty())
+			a.binds.machine = argv[i];
+		else {
+			std::fprintf(stderr, "%s: unknown argument '%s' (see --help)\n", PROGRAM, argv[i]);
 			return EXIT_USAGE;
 		}
 	}
