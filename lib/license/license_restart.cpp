@@ -35,7 +35,11 @@ Result<LicenseReloader::Restart> LicenseReloader::restart_gridd(ReloadReport &re
 	auto before = units_.status(unit);
 	if (!before)
 		return fail(before.error());
-	if (before->send_sigkill || before->kill_signal != SIGTERM)
+	// A daemon that is not running (our killed restart's stop left it stopped, or it failed) is only
+	// started: no stop job, so nothing that could SIGKILL it, whatever the unit's settings.
+	const bool running = before->main_pid != 0 || before->active_state == "active" || before->active_state == "activating" ||
+			     before->active_state == "reloading" || before->active_state == "deactivating";
+	if (running && (before->send_sigkill || before->kill_signal != SIGTERM))
 		return fail(make_error(unit + " has " + (before->send_sigkill ? "SendSIGKILL=yes" : "KillSignal other than SIGTERM") +
 				       " (the 50-unbounded-nvidia.conf drop-in is missing or overridden): refusing to restart it, "
 				       "a SIGKILL could leak the license lease"));
@@ -43,7 +47,7 @@ Result<LicenseReloader::Restart> LicenseReloader::restart_gridd(ReloadReport &re
 	const std::uint32_t old_pid = before->main_pid;
 	if (auto r = write_state(STOPPED_BY_US, LicenseSet{}); !r)
 		return fail(r.error());
-	auto stopped = units_.stop(unit, lic.stop_timeout);
+	auto stopped = running ? units_.stop(unit, lic.stop_timeout) : Result<void>{};
 	// The job can finish a moment before the old process is reaped: give it a short grace.
 	for (int i = 0; i < 20 && old_pid && seams_.pid_alive(old_pid); i++)
 		seams_.wait(Millis(100));
