@@ -34,7 +34,7 @@ def wrap_binaries(wrapper, names):
 EXE_WRAPPER = shlex.split(os.environ.get("TEST_EXE_WRAPPER", ""))
 EMULATED = bool(EXE_WRAPPER)
 if EXE_WRAPPER and not os.environ.get("UNBOUNDED_WRAPPED"):
-    wrap_binaries(EXE_WRAPPER, ["SETUP_BIN", "GENERATOR_BIN", "LICENSE_BIN", "HOST_BIN"])
+    wrap_binaries(EXE_WRAPPER, ["SETUP_BIN", "GENERATOR_BIN", "LICENSE_BIN", "HOST_BIN", "CONSUMERS_BIN"])
     os.environ["UNBOUNDED_WRAPPED"] = "1"
 SETUP = os.environ.get("SETUP_BIN", "")
 GENERATOR = os.environ.get("GENERATOR_BIN", "")
