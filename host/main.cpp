@@ -105,95 +105,98 @@ const char *usage_problem(const Args &a)
 		       : nullptr;
 }
 
+enum HostOption { ROOT = 256,
+		  JSON,
+		  UNIT,
+		  GPUS,
+		  LICENSING,
+		  CREDENTIALS,
+		  ENABLED,
+		  NO_OPTIX,
+		  PRINT,
+		  CHECK,
+		  APPLY,
+		  VERSION };
+const option OPTIONS[] = {
+	{"help", no_argument, nullptr, 'h'},
+	{"version", no_argument, nullptr, VERSION},
+	{"root", required_argument, nullptr, ROOT},
+	{"json", no_argument, nullptr, JSON},
+	{"unit", required_argument, nullptr, UNIT},
+	{"gpus", required_argument, nullptr, GPUS},
+	{"licensing", required_argument, nullptr, LICENSING},
+	{"credentials", no_argument, nullptr, CREDENTIALS},
+	{"enabled", required_argument, nullptr, ENABLED},
+	{"no-optix", no_argument, nullptr, NO_OPTIX},
+	{"print", no_argument, nullptr, PRINT},
+	{"check", no_argument, nullptr, CHECK},
+	{"apply", no_argument, nullptr, APPLY},
+	{nullptr, 0, nullptr, 0},
+};
+
+// One option (getopt_long's answer `c`, its `value`) into `a`: 0 taken, -1 --help or --version
+// shown, else the exit status of a usage error (printed).
+int take_option(int c, const char *value, Args &a)
+{
+	switch (c) {
+	case 'h':
+		help();
+		return -1;
+	case VERSION:
+		print_version(PROGRAM);
+		return -1;
+	case ROOT:
+		a.root = value;
+		return 0;
+	case JSON:
+		a.json = true;
+		return 0;
+	case UNIT:
+		a.unit = value;
+		return 0;
+	case LICENSING:
+		a.binds.licensing = value;
+		return 0;
+	case GPUS:
+		if ((a.binds.gpus = split_list(value)).empty()) {
+			// An empty list must never mean every GPU: `--gpus "$GPUS"` with nothing in it.
+			std::fprintf(stderr, "%s: --gpus names no GPU (see --help)\n", PROGRAM);
+			return EXIT_USAGE;
+		}
+		return 0;
+	case CREDENTIALS:
+		a.binds.credentials = true;
+		return 0;
+	case ENABLED:
+		a.binds.enabled = value;
+		if (*a.binds.enabled != "yes" && *a.binds.enabled != "no" && *a.binds.enabled != "auto") {
+			std::fprintf(stderr, "%s: --enabled takes yes, no or auto, not '%s'\n", PROGRAM, value);
+			return EXIT_USAGE;
+		}
+		return 0;
+	case NO_OPTIX:
+		a.binds.nvoptix = false;
+		return 0;
+	default:
+		(c == PRINT ? a.print : c == CHECK ? a.check
+						   : a.apply) = true;
+		return 0;
+	}
+}
+
 // 0 parsed, -1 --help shown, else the exit status of a usage error (printed). getopt_long permutes:
 // the command and MACHINE may come anywhere among the options.
 int parse_args(int argc, char **argv, Args &a)
 {
-	enum { ROOT = 256,
-	       JSON,
-	       UNIT,
-	       GPUS,
-	       LICENSING,
-	       CREDENTIALS,
-	       ENABLED,
-	       NO_OPTIX,
-	       PRINT,
-	       CHECK,
-	       APPLY,
-	       VERSION };
-	static const option opts[] = {
-		{"help", no_argument, nullptr, 'h'},
-		{"version", no_argument, nullptr, VERSION},
-		{"root", required_argument, nullptr, ROOT},
-		{"json", no_argument, nullptr, JSON},
-		{"unit", required_argument, nullptr, UNIT},
-		{"gpus", required_argument, nullptr, GPUS},
-		{"licensing", required_argument, nullptr, LICENSING},
-		{"credentials", no_argument, nullptr, CREDENTIALS},
-		{"enabled", required_argument, nullptr, ENABLED},
-		{"no-optix", no_argument, nullptr, NO_OPTIX},
-		{"print", no_argument, nullptr, PRINT},
-		{"check", no_argument, nullptr, CHECK},
-		{"apply", no_argument, nullptr, APPLY},
-		{nullptr, 0, nullptr, 0},
-	};
 	opterr = 0;  // our own messages, naming the argument as given
-	for (int c; (c = getopt_long(argc, argv, ":h", opts, nullptr)) >= 0;) {
-		switch (c) {
-		case 'h':
-			help();
-			return -1;
-		case VERSION:
-			print_version(PROGRAM);
-			return -1;
-		case ROOT:
-			a.root = optarg;
-			break;
-		case JSON:
-			a.json = true;
-			break;
-		case UNIT:
-			a.unit = optarg;
-			break;
-		case LICENSING:
-			a.binds.licensing = optarg;
-			break;
-		case GPUS:
-			if ((a.binds.gpus = split_list(optarg)).empty()) {
-				// An empty list must never mean every GPU: `--gpus "$GPUS"` with nothing in it.
-				std::fprintf(stderr, "%s: --gpus names no GPU (see --help)\n", PROGRAM);
-				return EXIT_USAGE;
-			}
-			break;
-		case CREDENTIALS:
-			a.binds.credentials = true;
-			break;
-		case ENABLED:
-			a.binds.enabled = optarg;
-			if (*a.binds.enabled != "yes" && *a.binds.enabled != "no" && *a.binds.enabled != "auto") {
-				std::fprintf(stderr, "%s: --enabled takes yes, no or auto, not '%s'\n", PROGRAM, optarg);
-				return EXIT_USAGE;
-			}
-			break;
-		case NO_OPTIX:
-			a.binds.nvoptix = false;
-			break;
-		case PRINT:
-			a.print = true;
-			break;
-		case CHECK:
-			a.check = true;
-			break;
-		case APPLY:
-			a.apply = true;
-			break;
-		case ':':
-			std::fprintf(stderr, "%s: %s needs a value\n", PROGRAM, argv[optind - 1]);
-			return EXIT_USAGE;
-		default:
-			std::fprintf(stderr, "%s: unknown argument '%s' (see --help)\n", PROGRAM, argv[optind - 1]);
+	for (int c; (c = getopt_long(argc, argv, ":h", OPTIONS, nullptr)) >= 0;) {
+		if (c == ':' || c == '?') {
+			std::fprintf(stderr, c == ':' ? "%s: %s needs a value\n" : "%s: unknown argument '%s' (see --help)\n", PROGRAM,
+				     argv[optind - 1]);
 			return EXIT_USAGE;
 		}
+		if (int r = take_option(c, optarg, a); r != 0)
+			return r;
 	}
 	for (int i = optind; i < argc; i++) {
 		if (a.command.empty())

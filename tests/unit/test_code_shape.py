@@ -89,7 +89,7 @@ class TestCodeShape(unittest.TestCase):
                 "}  // namespace x\n")
         self.assertEqual(functions(text), [(5, 17, "Result<void> two_lines(int a,"), (20, 23, "int member() const")])
 
-    def test_no_function_is_over_70_lines(self):
+    def test_no_function_is_over_80_lines(self):
         count, long_ones = 0, []
         for path in source_files():
             with open(path, encoding="utf-8") as f:
