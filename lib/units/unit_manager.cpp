@@ -16,8 +16,8 @@ constexpr const char *PRIVATE_SOCKET = "run/systemd/private";
 bool live_system(const Context &ctx) { return ctx.root.empty() || ctx.root == "/"; }  // "/" as fs::root_path takes it
 
 // The tree's run/systemd/private, O_PATH, when it is a socket of root's or ours, reached without a
-// symlink (a link to the host's own socket would hand the host's units to a run meant for the tree).
-// An fd of -1: there is none.
+// symlink and not this system's own (either would hand this system's units to a run meant for the
+// tree). An fd of -1: there is none.
 Result<UniqueFd> tree_manager_socket(const Context &ctx)
 {
 	UniqueFd root(::open(ctx.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
@@ -36,6 +36,11 @@ Result<UniqueFd> tree_manager_socket(const Context &ctx)
 		return fail(make_error(display + " is not a socket"));
 	if (found->st.st_uid != 0 && found->st.st_uid != ::geteuid())
 		return fail(make_error(display + " is owned by UID " + std::to_string(found->st.st_uid) + ", not by root"));
+	// This system's own PID 1, reached through a bind mount of /run into the tree (or a --root of
+	// /proc/1/root), is not the tree's: its units are never ours to start or stop for a tree.
+	struct stat own {};
+	if (::stat("/run/systemd/private", &own) == 0 && own.st_dev == found->st.st_dev && own.st_ino == found->st.st_ino)
+		return fail(make_error(display + " is this system's own service manager, not the tree's"));
 	return std::move(found->fd);
 }
 
@@ -45,8 +50,9 @@ bool has_unit_manager(const Context &ctx)
 {
 	if (live_system(ctx))
 		return true;
+	// A socket that is not as it should be is no manager either: the checks that ask one say so.
 	auto socket = tree_manager_socket(ctx);
-	return !socket || *socket;  // one that is not as it should be is said when asked
+	return socket && *socket;
 }
 
 Result<std::unique_ptr<UnitManager>> unit_manager_for(const Context &ctx)

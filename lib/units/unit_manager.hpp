@@ -66,11 +66,12 @@ Result<std::unique_ptr<UnitManager>> connect_machine_manager(const std::string &
 Result<std::unique_ptr<UnitManager>> connect_manager_socket(int socket_fd);
 
 // The service manager of the machine `ctx` describes: the real one (no root, or "/"); for a --root
-// tree, the one listening in it (its run/systemd/private, found without following a symlink: a
-// running machine's root seen from its host), else none (an offline image's units are not this
-// system's). nullptr: no manager to ask.
+// tree, one listening on the tree's own run/systemd/private (the tests' stand-in for PID 1; found
+// without following a symlink, root's, never this system's own socket), else none: an offline
+// image's units are not this system's. nullptr: no manager to ask.
 Result<std::unique_ptr<UnitManager>> unit_manager_for(const Context &ctx);
-// Whether unit_manager_for() gives one: the live system, or a --root tree with its manager's socket.
+// Whether unit_manager_for() may give one: the live system, or a --root tree with a manager's socket
+// that passes those checks.
 bool has_unit_manager(const Context &ctx);
 // unit_manager_for(), or nullptr with why there is none in `why` (a --root tree, no bus), for a
 // caller that only says so.

@@ -12,10 +12,11 @@ import json
 import os
 import re
 import signal
+import subprocess
 import unittest
 
 from unbounded_tests.fake_systemd import FakeSystemd
-from unbounded_tests.harness import MachineRoot, main, write
+from unbounded_tests.harness import MachineRoot, fixture, main, write
 
 LICENSE_BIN = os.environ.get("LICENSE_BIN", "")
 UNIT = "nvidia-gridd.service"
@@ -247,6 +248,24 @@ class TestRestart(LicenseReloadCase):
             self.assertEqual(self.running(), [pid])
             # The files are put back: the disk matches the daemon that still runs.
             self.assertEqual(self.installed(), (GOOD, "token-2"))
+
+    def test_this_systems_own_manager_through_the_tree_is_refused(self):
+        """/run bind-mounted into the tree (as a chroot set up with --rbind does): the tree's
+        run/systemd/private is then this system's PID 1, whose nvidia-gridd is not the tree's."""
+        self.pid1.stop()
+        self.rotate(token="token-2")
+        tree = self.m.path
+        script = (f"mount -t tmpfs tmpfs /run && mkdir -p /run/systemd {tree}/run/systemd && "
+                  f"{{ {fixture('fake-systemd')} {self.units_file} /run/systemd/private >/dev/null 2>&1 & pid=$!; }} && "
+                  "for i in $(seq 500); do [ -S /run/systemd/private ] && break; sleep 0.01; done && "
+                  f"mount --bind /run/systemd {tree}/run/systemd && "
+                  f"{{ {LICENSE_BIN} --root {tree}; echo \"exit $?\"; }}; kill $pid")
+        r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script], capture_output=True, text=True,
+                           timeout=60, env=self.m.run_env())
+        self.assertIn("exit 1", r.stdout, r.stderr)
+        self.assertIn("/run/systemd/private is this system's own service manager, not the tree's", r.stderr)
+        self.assertEqual(self.new_calls(), [])
+        self.assertEqual(self.installed(), (GOOD, "token-1"))
 
     def test_a_root_without_a_manager_socket_has_no_service_manager(self):
         self.rotate(token="token-2")
