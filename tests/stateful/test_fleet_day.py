@@ -457,11 +457,13 @@ class FleetDay(RuleBasedStateMachine):
             assert installed[0] == self.source, f"license: {installed} installed, the source is {self.source}"
             self.good, self.maybe_good = self.source, set()
         else:  # broken, or a unit we may not restart: the last known good stays (or one a killed run applied)
-            started = {self.source} if start_only and self.source != "broken" and r.returncode == 0 else set()
+            # Only a daemon that was down and was started with the source's very files (its log says so).
+            started = {self.source} if start_only and f"{self.source}/{self.source}" in starts and r.returncode == 0 else set()
             assert installed[0] in {self.good} | self.maybe_good | started, \
                 f"license: {installed} installed, the last known good is {self.good} (or one of {sorted(self.maybe_good)}): {r.stderr[-400:]}"
             if installed[0] in started:  # a daemon that was down, started with the source's files: applied
                 self.good, self.maybe_good = self.source, set()
+                self.assert_gridd_runs()
         if not self.sigkill_allowed:
             self.assert_gridd_runs()
 
