@@ -13,7 +13,7 @@ PROTO=usr/share/gocode/src/k8s.io/cri-api/pkg/apis/runtime/v1/api.proto
 mkdir -p "$DEST"
 DEST=$(cd "$DEST" && pwd)
 # Builds made side by side (CI's compiles ahead) may ask at once: one fetches, the others wait for it.
-exec 9>"$DEST/.lock"
+exec 9<"$DEST"
 flock 9
 [ -s "$DEST/api.proto" ] && exit 0
 APTDIR="$DEST/.apt"
