@@ -478,8 +478,15 @@ private:
 			const bool v1_file = (fv == 0 || fv == 1) && version >= 2;
 			if (v1_file)
 				fp = renamed_v1_plugins(f, fp);
-			if ((fv == 0 || fv == 1) && version > fv)
+			if ((fv == 0 || fv == 1) && version > fv) {
+				// Its table of migrations covers versions 0 to 2: migrating past it (a version above
+				// 3 merged so far) is an index out of range, a panic, and containerd does not start.
+				if (version > 3)
+					throw Refused{f.path, "containerd 2.x panics migrating " + f.path + " (version " + std::to_string(fv) +
+								      ") to version " + std::to_string(version) +
+								      " (index out of range in MigrateConfigTo) and does not start"};
 				fv = version;
+			}
 			renamed_[f.path] = v1_file;
 			if (f.doc.contains("disabled_plugins"))
 				for (const auto &p : f.doc["disabled_plugins"])
