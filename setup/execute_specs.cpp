@@ -100,6 +100,11 @@ Result<void> commit_side_specs(const Context &ctx, Report &report, const RunSnap
 				return fail(r.error());
 			continue;
 		}
+		// The temp files a killed run left beside it go too, as a write of it would sweep them (a
+		// run killed while it wrote the spec of channels gone since left one in /etc/cdi for good).
+		const std::string real = ctx.real(*side.path);
+		if (auto dir = fs::open_dir(fs::dirname(real)); dir)
+			fs::remove_matching(dir->get(), concat({".", fs::basename(real), ".tmp-"}));
 		auto removed = remove_our_side_spec(ctx, snap.sides[i]);
 		if (!removed)
 			return fail(removed.error());

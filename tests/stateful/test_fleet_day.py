@@ -771,6 +771,15 @@ class TestStories(unittest.TestCase):
                      ("license_rotates", {"content": "A", "kill_at": None}),
                      ("license_rotates", {"content": "B", "kill_at": None})], healthy=True)
 
+    def test_a_side_spec_killed_while_written_leaves_no_temp_file_once_its_devices_go(self):
+        """Found by the soak (2026-12-06, seed 2004002626): a boot setup killed at its first write, the
+        IMEX channels' spec then being written, left its temp file in /etc/cdi; the channels went, and
+        every later setup, with no such spec to write, left that file there."""
+        self.replay([("imex_channels_change", {"channels": {0}}),
+                     ("boot_setup", {"kill_at": ("copy_file_range,sendfile,write", 1)}),
+                     ("imex_channels_change", {"channels": set()}),
+                     ("boot_setup", {"kill_at": None})], healthy=True)
+
     def test_a_restart_resumed_with_the_applied_files_and_killed_while_installing_them(self):
         """Found by the soak (2026-12-06, seed 2039919120): a rotation killed in its restart, then the
         rotation back to the applied content killed while the resumed restart put those files back
