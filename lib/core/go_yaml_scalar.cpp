@@ -1,7 +1,8 @@
 // A plain YAML scalar as the CDI library (Go) stores it in a string field: go-yaml v2 resolves the
 // scalar by YAML 1.1's rules (resolve.go), then sigs.k8s.io/yaml turns a number or boolean whose
-// target is a string back into text (strconv.FormatInt, FormatFloat(v, 'g', -1, 32), "true"). A pod
-// that writes `name: 0x0` names device "0" to containerd; verify must read the same name.
+// target is a string back into text (strconv.FormatInt, FormatFloat(v, 'g', -1, 32), "true"); a
+// timestamp keeps its text (go-yaml v2 sets one decoded into interface{} as the string it read). A
+// pod that writes `name: 0x0` names device "0" to containerd; verify must read the same name.
 #include "bounded_parse.hpp"
 
 #include <algorithm>
@@ -9,7 +10,6 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 
 namespace unbounded {
@@ -152,31 +152,6 @@ std::string go_format_float32(double v)
 	return out;
 }
 
-// go-yaml's parseTimestamp, for the date-only form (2006-1-2) a device name could take: Go then
-// writes the time as RFC 3339. Four digits and a dash first, as go-yaml requires.
-std::optional<std::string> yaml_date(std::string_view s)
-{
-	if (s.size() < 8 || !std::all_of(s.begin(), s.begin() + 4, is_digit) || s[4] != '-')
-		return std::nullopt;
-	int y = 0, m = 0, d = 0;
-	const char *p = s.data(), *end = s.data() + s.size();
-	auto num = [&](int &out, std::size_t min_digits, std::size_t max_digits) {
-		const char *start = p;
-		while (p < end && is_digit(*p) && static_cast<std::size_t>(p - start) < max_digits)
-			out = out * 10 + (*p++ - '0');
-		return static_cast<std::size_t>(p - start) >= min_digits;
-	};
-	if (!num(y, 4, 4) || p == end || *p++ != '-' || !num(m, 1, 2) || p == end || *p++ != '-' || !num(d, 1, 2) || p != end)
-		return std::nullopt;
-	static constexpr int days[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-	const bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-	if (m < 1 || m > 12 || d < 1 || d > days[m - 1] || (m == 2 && d == 29 && !leap))
-		return std::nullopt;
-	char out[64];
-	std::snprintf(out, sizeof out, "%04d-%02d-%02dT00:00:00Z", y, m, d);
-	return std::string(out);
-}
-
 }  // namespace
 
 std::optional<std::string> go_yaml_plain_string(std::string_view in)
@@ -205,8 +180,6 @@ std::optional<std::string> go_yaml_plain_string(std::string_view in)
 	}
 	if (!is_digit(first) && first != '+' && first != '-')
 		return std::string(in);
-	if (auto date = yaml_date(in))
-		return date;
 	std::string plain(in);
 	plain.erase(std::remove(plain.begin(), plain.end(), '_'), plain.end());
 	if (auto i = parse_int_base0(plain))
