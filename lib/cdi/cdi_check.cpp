@@ -1,6 +1,7 @@
 #include "cdi_check.hpp"
 
 #include "bounded_parse.hpp"
+#include "cdi_model.hpp"
 #include "confined_open.hpp"
 #include "fs.hpp"
 
@@ -20,47 +21,13 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-bool valid_vendor_class(const std::string &s)
-{
-	// vendor and class: start with a letter, end alphanumeric, inside [A-Za-z0-9_.-]
-	if (s.empty() || !std::isalpha(static_cast<unsigned char>(s.front())) || !std::isalnum(static_cast<unsigned char>(s.back())))
-		return false;
-	return std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-'; });
-}
-
-bool valid_device_name(const std::string &s)
-{
-	if (s.empty() || !std::isalnum(static_cast<unsigned char>(s.front())) || !std::isalnum(static_cast<unsigned char>(s.back())))
-		return false;
-	return std::all_of(s.begin(), s.end(), [](char c) {
-		return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-' || c == ':';
-	});
-}
-
-int version_rank(const std::string &v)
-{
-	static const char *known[] = {"0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "1.0.0", "1.1.0"};
-	for (int i = 0; i < static_cast<int>(std::size(known)); i++)
-		if (v == known[i])
-			return i;
-	return -1;
-}
-
 struct Checker {
 	const std::string &display;
 	std::vector<Problem> &problems;
-	int required_rank = version_rank("0.3.0");
-	std::string required_why;
+	CdiVersionNeed needs;
 
 	// A spec's strings (names, paths) reach the message: printable() keeps it one printable line.
 	void bad(const std::string &what) { problems.push_back(Problem{display, printable(display + ": " + what)}); }
-	void need(const char *version, const std::string &why)
-	{
-		if (version_rank(version) > required_rank) {
-			required_rank = version_rank(version);
-			required_why = why;
-		}
-	}
 
 	bool fields(const json &o, const std::string &where, std::initializer_list<const char *> allowed)
 	{
@@ -115,7 +82,7 @@ struct Checker {
 					continue;
 				string_field(d, "path", w, true, true);
 				if (string_field(d, "hostPath", w, false, true))
-					need("0.5.0", "deviceNodes hostPath");
+					needs.add(CdiFeature::DeviceNodeHostPath);
 				for (const char *k : {"major", "minor", "fileMode", "uid", "gid"})
 					if (d.contains(k) && !d[k].is_number_integer())
 						bad(std::string(k) + " of " + w + " is not an integer");
@@ -130,7 +97,7 @@ struct Checker {
 				string_field(m, "hostPath", w, true);
 				string_field(m, "containerPath", w, true, true);
 				if (m.contains("type"))
-					need("0.4.0", "mount type");
+					needs.add(CdiFeature::MountType);
 			}
 		}
 		if (e.contains("hooks")) {
@@ -147,11 +114,11 @@ struct Checker {
 			}
 		}
 		if (e.contains("additionalGids"))
-			need("0.7.0", "additionalGids");
+			needs.add(CdiFeature::AdditionalGids);
 		if (e.contains("intelRdt"))
-			need("0.7.0", "intelRdt");
+			needs.add(CdiFeature::IntelRdt);
 		if (e.contains("netDevices"))
-			need("1.1.0", "netDevices");
+			needs.add(CdiFeature::NetDevices);
 	}
 };
 
@@ -177,25 +144,25 @@ Result<nlohmann::ordered_json> parse_yaml_document(const std::string &text, cons
 
 void check_cdi_structure(const nlohmann::ordered_json &doc, const std::string &display, std::vector<Problem> &problems)
 {
-	Checker c{display, problems, version_rank("0.3.0"), ""};
+	Checker c{display, problems, {}};
 	if (!c.fields(doc, "the spec", {"cdiVersion", "kind", "annotations", "devices", "containerEdits"}))
 		return;
 	std::string version;
 	if (c.string_field(doc, "cdiVersion", "the spec", true)) {
 		version = doc["cdiVersion"].get<std::string>();
-		if (version_rank(version) < 0)
+		if (!known_cdi_version(version))
 			c.bad("unknown cdiVersion '" + printable(version) + "'");
 	}
 	if (c.string_field(doc, "kind", "the spec", true)) {
 		const std::string kind = doc["kind"].get<std::string>();
 		auto slash = kind.find('/');
-		if (slash == std::string::npos || !valid_vendor_class(kind.substr(0, slash)) || !valid_vendor_class(kind.substr(slash + 1)))
+		if (slash == std::string::npos || !valid_cdi_name(std::string_view(kind).substr(0, slash), false) || !valid_cdi_name(std::string_view(kind).substr(slash + 1), false))
 			c.bad("invalid kind '" + printable(kind) + "'");
 		else if (kind.substr(slash + 1).find('.') != std::string::npos)
-			c.need("0.6.0", "a dot in the class name");
+			c.needs.add(CdiFeature::DotInClass);
 	}
 	if (doc.contains("annotations"))
-		c.need("0.6.0", "annotations");
+		c.needs.add(CdiFeature::Annotations);
 	if (!doc.contains("devices") || !doc["devices"].is_array() || doc["devices"].empty()) {
 		c.bad("no devices");
 	} else {
@@ -208,15 +175,15 @@ void check_cdi_structure(const nlohmann::ordered_json &doc, const std::string &d
 			std::string name = w;
 			if (c.string_field(d, "name", w, true)) {
 				name = d["name"].get<std::string>();
-				if (!valid_device_name(name))
+				if (!valid_cdi_name(name, true))
 					c.bad("invalid device name '" + printable(name) + "'");
 				else if (std::isdigit(static_cast<unsigned char>(name.front())))
-					c.need("0.5.0", "device names starting with a digit");
+					c.needs.add(CdiFeature::DigitFirstName);
 				if (!seen.insert(name).second)
 					c.bad("device '" + name + "' is defined twice");
 			}
 			if (d.contains("annotations"))
-				c.need("0.6.0", "annotations");
+				c.needs.add(CdiFeature::Annotations);
 			if (!d.contains("containerEdits") || !d["containerEdits"].is_object() || d["containerEdits"].empty())
 				c.bad("device '" + name + "' has empty containerEdits");
 			else
@@ -225,8 +192,8 @@ void check_cdi_structure(const nlohmann::ordered_json &doc, const std::string &d
 	}
 	if (doc.contains("containerEdits"))
 		c.edits(doc["containerEdits"], "containerEdits");
-	if (!version.empty() && version_rank(version) >= 0 && version_rank(version) < c.required_rank)
-		c.bad("cdiVersion " + version + " is lower than " + c.required_why + " requires");
+	if (known_cdi_version(version) && compare_cdi_versions(version, c.needs.version()) < 0)
+		c.bad("cdiVersion " + version + " is lower than " + std::string(c.needs.why()) + " requires");
 }
 
 namespace {

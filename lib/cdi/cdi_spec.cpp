@@ -1,12 +1,13 @@
 #include "cdi_spec.hpp"
 
+#include "cdi_model.hpp"
 #include "format.hpp"
 #include "fs.hpp"
 #include "spec_marker.hpp"
+#include "yaml_emit.hpp"
 
 #include <algorithm>
 #include <set>
-#include "yaml_emit.hpp"
 
 namespace unbounded {
 namespace cdi_parts {
@@ -428,19 +429,20 @@ std::string spec_yaml(const CdiSpec &spec, const CdiParts &p)
 	return out;
 }
 
-// The lowest cdiVersion the content needs (CDI specs-go/version.go): additionalGids need 0.7.0,
-// device names starting with a digit 0.5.0; below that, 0.3.0, the floor the CDI library computes.
-// (Nodes are written without hostPath, which would need 0.5.0, since theirs is their path.)
+// The lowest cdiVersion the content needs (cdi_model.hpp). Nodes are written without hostPath, which
+// would need 0.5.0, since theirs is their path.
 std::string lowest_cdi_version(const Edits &common, const std::vector<std::pair<std::string, Edits>> &devices)
 {
-	bool gids = !common.additional_gids.empty(), digit_names = false;
+	CdiVersionNeed needs;
+	if (!common.additional_gids.empty())
+		needs.add(CdiFeature::AdditionalGids);
 	for (const auto &[name, e] : devices) {
-		gids |= !e.additional_gids.empty();
-		digit_names |= !name.empty() && name.front() >= '0' && name.front() <= '9';
+		if (!e.additional_gids.empty())
+			needs.add(CdiFeature::AdditionalGids);
+		if (!name.empty() && name.front() >= '0' && name.front() <= '9')
+			needs.add(CdiFeature::DigitFirstName);
 	}
-	return gids          ? "0.7.0"
-	       : digit_names ? "0.5.0"
-			     : "0.3.0";
+	return std::string(needs.version());
 }
 
 nlohmann::ordered_json spec_document(const CdiParts &p)

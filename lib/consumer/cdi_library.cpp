@@ -1,7 +1,7 @@
 #include "cdi_library.hpp"
 
 #include "bounded_parse.hpp"
-#include "containerd.hpp"
+#include "cdi_model.hpp"
 
 #include <algorithm>
 #include <map>
@@ -12,11 +12,6 @@ namespace unbounded {
 namespace {
 
 using json = nlohmann::ordered_json;
-
-// Every cdiVersion a library release may know (specs-go/version.go's validSpecVersions); a release
-// accepts those up to its own.
-constexpr std::string_view KNOWN_VERSIONS[] = {"0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "1.0.0", "1.1.0"};
-constexpr std::string_view NEWEST_KNOWN = "1.1.0";
 
 struct Refusal {
 	std::string reason;
@@ -246,22 +241,7 @@ std::size_t list_size(const std::map<std::string, const json *> &m, const std::s
 	return v->size();
 }
 
-bool alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
 bool letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-
-// pkg/parser: a vendor or class starts with a letter, ends with a letter or digit, and holds letters,
-// digits, '_', '-' and '.'; a device name may start with a digit and also hold ':'.
-bool valid_name(std::string_view n, bool device)
-{
-	if (n.empty() || !(device ? alnum(n[0]) : letter(n[0])))
-		return false;
-	if (n.size() == 1)
-		return device;  // a one-letter vendor or class: see decode_spec
-	for (const char c : n.substr(1, n.size() - 2))
-		if (!alnum(c) && c != '_' && c != '-' && c != '.' && !(device && c == ':'))
-			return false;
-	return alnum(n.back());
-}
 
 // A spec as Go decodes it, before the library validates it: a null item of a list of pointers
 // (deviceNodes, mounts, hooks) decodes to a nil pointer, which the library's checks then dereference.
@@ -385,8 +365,7 @@ std::string known_version(std::string version, std::string_view max_version)
 {
 	if (version.starts_with("v"))
 		version.erase(0, 1);
-	const bool known = std::find(std::begin(KNOWN_VERSIONS), std::end(KNOWN_VERSIONS), version) != std::end(KNOWN_VERSIONS);
-	return known && compare_cdi_versions(version, max_version) <= 0 ? version : "";
+	return known_cdi_version(version) && compare_cdi_versions(version, max_version) <= 0 ? version : "";
 }
 
 // specs-go/version.go: the lowest cdiVersion the spec's fields need. Every check runs, and each
@@ -395,8 +374,8 @@ std::string known_version(std::string version, std::string_view max_version)
 // the 0.4.0 check mounts' type; a null one reached on the way crashes the library.
 // `letter_first`: releases before 1.0 take any name that does not start with a letter as needing
 // 0.5.0 (pkg/cdi/version.go of 0.8), 1.0 only one that starts with a digit.
-const char *version_needed(const Edits &spec_edits, const std::vector<Device> &devices, bool annotations, std::string_view cls,
-			   bool letter_first)
+std::string_view version_needed(const Edits &spec_edits, const std::vector<Device> &devices, bool annotations, std::string_view cls,
+				bool letter_first)
 {
 	std::vector<const Edits *> edits;
 	for (const auto &d : devices)
@@ -423,11 +402,17 @@ const char *version_needed(const Edits &spec_edits, const std::vector<Device> &d
 						      &Edits::nodes, [](const Node &n) { return n.host_path; }, "device node");
 	const bool mount_type = first_set(
 		&Edits::mounts, [](const Mount &m) { return m.type; }, "mount");
-	return rdt_or_gids                                              ? "0.7.0"
-	       : annotations || cls.find('.') != std::string_view::npos ? "0.6.0"
-	       : digit_name || host_path                                ? "0.5.0"
-	       : mount_type                                             ? "0.4.0"
-									: "0.3.0";
+	CdiVersionNeed needs;
+	const std::pair<bool, CdiFeature> uses[] = {{rdt_or_gids, CdiFeature::AdditionalGids},
+						    {annotations, CdiFeature::Annotations},
+						    {cls.find('.') != std::string_view::npos, CdiFeature::DotInClass},
+						    {digit_name, CdiFeature::DigitFirstName},
+						    {host_path, CdiFeature::DeviceNodeHostPath},
+						    {mount_type, CdiFeature::MountType}};
+	for (const auto &[used, feature] : uses)
+		if (used)
+			needs.add(feature);
+	return needs.version();
 }
 
 // pkg/cdi's newSpec and Spec.validate, in their order.
@@ -455,7 +440,7 @@ SpecFacts decode_spec(const json &doc, std::string_view max_version)
 				out.edits = decode_edits(*e, "device " + printable(out.name));
 			devices.push_back(std::move(out));
 		}
-	const std::string version = known_version(f.cdi_version, max_version.empty() ? NEWEST_KNOWN : max_version);
+	const std::string version = known_version(f.cdi_version, max_version.empty() ? CDI_NEWEST_VERSION : max_version);
 	if (version.empty())
 		throw Refusal{"cdiVersion '" + printable(f.cdi_version) + "' is not one this library release knows"};
 	const std::size_t slash = f.kind.find('/');
@@ -463,20 +448,20 @@ SpecFacts decode_spec(const json &doc, std::string_view max_version)
 	const std::string vendor = qualified ? f.kind.substr(0, slash) : "";
 	const std::string cls = qualified ? f.kind.substr(slash + 1) : f.kind;
 	const bool before_1_0 = !max_version.empty() && compare_cdi_versions(max_version, "1.0.0") < 0;
-	const char *needs = version_needed(spec_edits, devices, annotations, qualified ? std::string_view(cls) : std::string_view(), before_1_0);
+	const std::string_view needs = version_needed(spec_edits, devices, annotations, qualified ? std::string_view(cls) : std::string_view(), before_1_0);
 	if (compare_cdi_versions(needs, version) > 0)
-		throw Refusal{"cdiVersion " + version + " is below the " + needs + " its fields need"};
+		throw Refusal{"cdiVersion " + version + " is below the " + std::string(needs) + " its fields need"};
 	// validateVendorOrClassName slices name[1:len-1] once the first letter passed: a one-letter
 	// vendor or class panics.
 	for (const std::string *part : {&vendor, &cls}) {
 		if (part->size() == 1 && letter((*part)[0]))
 			throw Crash{"a one-letter vendor or class in kind '" + printable(f.kind) + "'"};
-		if (!valid_name(*part, false))
+		if (!valid_cdi_name(*part, false))
 			throw Refusal{"kind '" + printable(f.kind) + "' is not valid"};
 	}
 	validate_edits(spec_edits);
 	for (const auto &d : devices) {
-		if (!valid_name(d.name, true))
+		if (!valid_cdi_name(d.name, true))
 			throw Refusal{"device name '" + printable(d.name) + "' is not valid"};
 		if (d.edits.empty())
 			throw Refusal{"device '" + printable(d.name) + "' edits nothing"};

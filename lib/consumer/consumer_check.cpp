@@ -62,22 +62,6 @@ std::string join_dirs(const std::vector<std::string> &dirs)
 	return out;
 }
 
-// The first release of containerd whose CDI library accepts the version (for the advice).
-const char *containerd_for(std::string_view cdi_version)
-{
-	if (compare_cdi_versions(cdi_version, "0.5.0") <= 0)
-		return "1.7.0";
-	if (compare_cdi_versions(cdi_version, "0.6.0") <= 0)
-		return "1.7.12";
-	if (compare_cdi_versions(cdi_version, "0.7.0") <= 0)
-		return "1.7.16";
-	if (compare_cdi_versions(cdi_version, "0.8.0") <= 0)
-		return "1.7.27 or 2.0.0";
-	if (compare_cdi_versions(cdi_version, "1.0.0") <= 0)
-		return "2.0.5";
-	return "2.2.1";
-}
-
 // Our own spec, root's file in /etc/cdi, as large as what we generate (6,000 IMEX channels): read
 // with our limits; nullopt when it is no document.
 std::optional<json> parse_own_spec(const std::string &text, const std::string &path)
@@ -468,7 +452,7 @@ void check_versions(const ContainerdView &v, const std::vector<SpecFile> &specs,
 					v.version_source + ") accepts at most " + v.max_cdi_version +
 					(v.cdi_library.empty() ? std::string() : " (built with CDI library " + printable(v.cdi_library) + ")") +
 					": it refuses the spec and pods get none of its devices; that spec needs " +
-					(v.cdi_library.empty() ? "containerd " + std::string(containerd_for(s.cdi_version))
+					(v.cdi_library.empty() ? "containerd " + first_containerd_for(s.cdi_version)
 							       : "a containerd built with CDI library " +
 									 s.cdi_version.substr(0, s.cdi_version.rfind('.'))) +
 					" or later");

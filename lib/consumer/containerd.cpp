@@ -1,6 +1,7 @@
 #include "containerd.hpp"
 
 #include "bounded_parse.hpp"
+#include "cdi_model.hpp"
 #include "confined_open.hpp"
 #include "fs.hpp"
 #include "containerd_config.hpp"
@@ -115,27 +116,6 @@ std::optional<ContainerdVersion> parse_containerd_version(std::string_view v)
 	return out;
 }
 
-std::string max_cdi_version_for(const ContainerdVersion &v)
-{
-	// The CDI library each release vendors (containerd's go.mod at each tag).
-	if (v.major < 1 || (v.major == 1 && v.minor < 7))
-		return "";
-	if (v.major == 1) {
-		if (v.minor > 7 || v.patch >= 27)
-			return "0.8.0";
-		if (v.patch >= 16)
-			return "0.7.0";
-		if (v.patch >= 12)
-			return "0.6.0";
-		return "0.5.0";
-	}
-	if (v.major == 2 && v.minor == 0)
-		return v.patch >= 5 ? "1.0.0" : "0.8.0";
-	if (v.major == 2 && (v.minor == 1 || (v.minor == 2 && v.patch == 0)))
-		return "1.0.0";
-	return "1.1.0";
-}
-
 std::optional<CdiLibrary> cdi_library_in(std::string_view built_using)
 {
 	// Debian's source package of tags.cncf.io/container-device-interface, and its name before the
@@ -165,44 +145,6 @@ std::optional<CdiLibrary> cdi_library_in(std::string_view built_using)
 		return CdiLibrary{std::string(name), std::string(version)};
 	}
 	return std::nullopt;
-}
-
-std::string max_cdi_version_for_library(std::string_view library_version)
-{
-	if (library_version.starts_with("v"))
-		library_version.remove_prefix(1);
-	if (const std::size_t colon = library_version.find(':'); colon != std::string_view::npos)
-		library_version.remove_prefix(colon + 1);  // the epoch
-	if (const std::size_t really = library_version.find("+really"); really != std::string_view::npos)
-		library_version.remove_prefix(really + 7);  // Debian's spelling of a downgrade: the real version
-	int major = -1, minor = -1;
-	const char *p = library_version.data(), *end = p + library_version.size();
-	auto r = std::from_chars(p, end, major);
-	if (r.ec != std::errc() || r.ptr == end || *r.ptr != '.')
-		return "";
-	r = std::from_chars(r.ptr + 1, end, minor);
-	if (r.ec != std::errc() || major < 0 || minor < 0 || (major == 0 && minor < 5) || major > 99 || minor > 99)
-		return "";
-	return std::to_string(major) + "." + std::to_string(minor) + ".0";
-}
-
-int compare_cdi_versions(std::string_view a, std::string_view b)
-{
-	auto parse = [](std::string_view s) {
-		std::array<int, 3> n{0, 0, 0};
-		const char *p = s.data(), *end = s.data() + s.size();
-		for (int &x : n) {
-			auto r = std::from_chars(p, end, x);
-			p = r.ptr;
-			if (p != end && *p == '.')
-				p++;
-		}
-		return n;
-	};
-	const auto x = parse(a), y = parse(b);
-	return x < y   ? -1
-	       : x > y ? 1
-		       : 0;
 }
 
 std::string normalize_run_path(std::string_view path)
@@ -331,7 +273,7 @@ ContainerdView read_containerd(const Context &ctx)
 	}
 	const bool v2 = view.version && view.version->major >= 2;
 	if (view.version) {
-		view.max_cdi_version = max_cdi_version_for(*view.version);
+		view.max_cdi_version = max_cdi_version_for_containerd(view.version->major, view.version->minor, view.version->patch);
 		// 1.6 and older have no CDI whatever they were linked with.
 		if (!view.max_cdi_version.empty() && !view.cdi_library.empty())
 			view.max_cdi_version = max_cdi_version_for_library(view.cdi_library);

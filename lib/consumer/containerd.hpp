@@ -4,6 +4,7 @@
 // Facts: shared/reference/containerd-cri-and-dra.md.
 #pragma once
 
+#include "cdi_model.hpp"
 #include "context.hpp"
 
 #include <optional>
@@ -20,10 +21,6 @@ struct ContainerdVersion {
 // "1.7.24~ds1-6+b2", "1:1.7.27-1" (Docker's containerd.io) -> 1.7.24; nullopt when it is not one.
 std::optional<ContainerdVersion> parse_containerd_version(std::string_view package_version);
 
-// The highest cdiVersion the CDI library vendored by that containerd accepts ("" for 1.6 and older,
-// which have no CDI at all).
-std::string max_cdi_version_for(const ContainerdVersion &v);
-
 // The CDI library Debian built the package against, from its paragraph's Built-Using or
 // Static-Built-Using field: the entry of Debian's source package of the library (under either of its
 // two names), "golang-tags.cncf-container-device-interface (= 0.8.0-5)" -> {that name, "0.8.0-5"};
@@ -33,15 +30,6 @@ struct CdiLibrary {
 	std::string package, version;
 };
 std::optional<CdiLibrary> cdi_library_in(std::string_view built_using);
-
-// The highest cdiVersion a CDI library release accepts, from its Debian or upstream version: each
-// library release line knows the spec version of its number ("0.8.0-5" -> 0.8.0, "1.0.1-2" -> 1.0.0,
-// v0.5.4 -> 0.5.0, "1:0.8.0-1" -> 0.8.0, "0.8.0+really0.7.0-1" -> 0.7.0); "" when it is not a
-// version of 0.5 or later.
-std::string max_cdi_version_for_library(std::string_view library_version);
-
-// -1, 0, 1 as CDI versions "0.5.0" < "0.7.0" < "1.0.0" compare.
-int compare_cdi_versions(std::string_view a, std::string_view b);
 
 struct ContainerdView {
 	bool found = false;                        // a containerd package (or binary) is installed

@@ -82,13 +82,4 @@ CrioConfig load_crio_config(int root)
 	return out;
 }
 
-std::string max_cdi_version_for_crio(int major, int minor)
-{
-	if (major > 1 || (major == 1 && minor >= 35))
-		return "1.1.0";
-	if (major == 1 && minor == 34)
-		return "1.0.0";
-	return "";
-}
-
 }  // namespace unbounded

@@ -20,8 +20,4 @@ struct CrioConfig {
 
 CrioConfig load_crio_config(int root_fd);
 
-// The newest cdiVersion CRI-O's CDI library accepts: 1.35 and later 1.1.0, 1.34 1.0.0, older "" (not
-// known here: the package's Built-Using decides when Debian names the library).
-std::string max_cdi_version_for_crio(int major, int minor);
-
 }  // namespace unbounded
