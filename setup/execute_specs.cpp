@@ -6,7 +6,6 @@
 #include "log.hpp"
 #include "message_ids.hpp"
 #include "setup_report.hpp"
-#include "side_specs.hpp"
 #include "spec_marker.hpp"
 
 #include <cerrno>
@@ -77,26 +76,30 @@ void record_in_place(const Context &ctx, Report &report, const RunSnapshot &snap
 {
 	report.specs_in_place.clear();
 	report.specs_in_place[ctx.config.cdi_spec] = spec_facts(cdi.spec);
-	const auto sides = side_specs(ctx.config);
-	for (std::size_t i = 0; i < sides.size(); i++)
-		if (const CdiSpec *spec = cdi.side(sides[i].kind))
-			report.specs_in_place[*sides[i].path] = spec_facts(*spec);
-		else if (!snap.sides[i].ours && snap.sides[i].text)
-			report.specs_in_place[*sides[i].path] = spec_facts(*snap.sides[i].text, *sides[i].path);
+	for (const auto &[side, read] : snap.sides)
+		if (const CdiSpec *spec = cdi.side(side.kind))
+			report.specs_in_place[*side.path] = spec_facts(*spec);
+		else if (!read.ours && read.text)
+			report.specs_in_place[*side.path] = spec_facts(*read.text, *side.path);
 }
 
+// A side spec as this run leaves it: its new bytes prepared beside it, or nothing (the machine has
+// none of its devices: removed if ours).
+struct SideSpecWrite {
+	const SideSpecRead &side;
+	std::optional<fs::PreparedWrite> prepared;
+};
+
 // The side specs, each prepared (already) or removed, in side_specs() order.
-Result<void> commit_side_specs(const Context &ctx, Report &report, const RunSnapshot &snap, const SpecForState &cdi,
-			       std::vector<std::optional<fs::PreparedWrite>> &prepared)
+Result<void> commit_side_specs(const Context &ctx, Report &report, const SpecForState &cdi, std::vector<SideSpecWrite> &writes)
 {
-	const auto sides = side_specs(ctx.config);
 	report.details["imex_channels"] = cdi.devices.imex_channels.size();
-	for (std::size_t i = 0; i < sides.size(); i++) {
-		const SideSpec &side = sides[i];
+	for (auto &[read, prepared] : writes) {
+		const SideSpec &side = read.spec;
 		report.details[side.key] = *side.path;
-		if (prepared[i]) {
-			report.details[std::string(side.key) + "_written"] = prepared[i]->outcome() == fs::WriteOutcome::Written;
-			if (auto r = prepared[i]->commit(); !r)
+		if (prepared) {
+			report.details[std::string(side.key) + "_written"] = prepared->outcome() == fs::WriteOutcome::Written;
+			if (auto r = prepared->commit(); !r)
 				return fail(r.error());
 			continue;
 		}
@@ -105,7 +108,7 @@ Result<void> commit_side_specs(const Context &ctx, Report &report, const RunSnap
 		const std::string real = ctx.real(*side.path);
 		if (auto dir = fs::open_dir(fs::dirname(real)); dir)
 			fs::remove_matching(dir->get(), concat({".", fs::basename(real), ".tmp-"}));
-		auto removed = remove_our_side_spec(ctx, snap.sides[i]);
+		auto removed = remove_our_side_spec(ctx, read.read);
 		if (!removed)
 			return fail(removed.error());
 		if (*removed)
@@ -117,13 +120,12 @@ Result<void> commit_side_specs(const Context &ctx, Report &report, const RunSnap
 
 }  // namespace
 
-Result<void> check_spec_paths_hold_specs(const Context &ctx, const RunSnapshot &snap)
+Result<void> check_spec_paths_hold_specs(const RunSnapshot &snap)
 {
 	if (auto r = check_holds_a_spec(snap.cdi_spec, "cdi_spec", CDI_KIND); !r)
 		return r;
-	const auto sides = side_specs(ctx.config);
-	for (std::size_t i = 0; i < sides.size(); i++)
-		if (auto r = check_holds_a_spec(snap.sides[i], sides[i].key, sides[i].kind); !r)
+	for (const auto &[side, read] : snap.sides)
+		if (auto r = check_holds_a_spec(read, side.key, side.kind); !r)
 			return r;
 	return {};
 }
@@ -141,16 +143,18 @@ Result<fs::WriteOutcome> write_spec(const Context &ctx, Report &report, const Ru
 	auto main_spec = prepare_spec_file(ctx, snap.cdi_spec, cdi.spec.yaml);
 	if (!main_spec)
 		return fail(main_spec.error());
-	const auto sides = side_specs(ctx.config);
-	std::vector<std::optional<fs::PreparedWrite>> prepared(sides.size());
-	for (std::size_t i = 0; i < sides.size(); i++)
-		if (const CdiSpec *spec = cdi.side(sides[i].kind)) {
-			auto p = prepare_spec_file(ctx, snap.sides[i], spec->yaml);
+	std::vector<SideSpecWrite> writes;
+	writes.reserve(snap.sides.size());
+	for (const SideSpecRead &side : snap.sides) {
+		auto &write = writes.emplace_back(SideSpecWrite{side, std::nullopt});
+		if (const CdiSpec *spec = cdi.side(side.spec.kind)) {
+			auto p = prepare_spec_file(ctx, side.read, spec->yaml);
 			if (!p)
 				return fail(p.error());
-			prepared[i] = std::move(*p);
+			write.prepared = std::move(*p);
 		}
-	if (auto r = commit_side_specs(ctx, report, snap, cdi, prepared); !r)
+	}
+	if (auto r = commit_side_specs(ctx, report, cdi, writes); !r)
 		return fail(r.error());
 
 	// Once renamed, nvidia.yaml names the new root: a directory that then fails to sync must not

@@ -18,7 +18,7 @@ namespace unbounded {
 // such a file is a spec by definition (whatever a hostile writer left there is overwritten); anywhere
 // else it must already be a CDI spec of its kind, so that a configured `cdi_spec: /etc/passwd` cannot
 // make setup replace it.
-Result<void> check_spec_paths_hold_specs(const Context &ctx, const RunSnapshot &snap);
+Result<void> check_spec_paths_hold_specs(const RunSnapshot &snap);
 
 // All the specs, changed together or not at all as far as a failure can decide it (execute_specs.cpp).
 Result<fs::WriteOutcome> write_spec(const Context &ctx, Report &report, const RunSnapshot &snap, const SpecForState &cdi);

@@ -50,7 +50,7 @@ std::optional<int> serve_spec(const Context &ctx, Report &report, const RunSnaps
 		record_install(ctx, report, swap->stats);
 	} else {
 		PhaseTimer t(report, "write_cdi");
-		if (auto r = check_spec_paths_hold_specs(ctx, snap); !r)
+		if (auto r = check_spec_paths_hold_specs(snap); !r)
 			return finish_failed(ctx, report, r.error());
 		auto w = write_spec(ctx, report, snap, cdi);
 		if (!w)
@@ -227,7 +227,7 @@ int build_root(const Context &ctx, Report &report, const RunSnapshot &snap, cons
 	if (!cdi)
 		return finish_failed(ctx, report, cdi.error());
 	warn_about_devices(ctx, report, cdi->devices);
-	if (auto r = check_spec_paths_hold_specs(ctx, snap); !r)
+	if (auto r = check_spec_paths_hold_specs(snap); !r)
 		return finish_failed(ctx, report, r.error());
 	std::optional<PreviousRoot> previous;
 	auto stats = build_and_swap(ctx, report, snap, driver, *plan, *cdi, previous);

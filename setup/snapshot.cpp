@@ -1,7 +1,6 @@
 #include "snapshot.hpp"
 
 #include "bounded_parse.hpp"
-#include "side_specs.hpp"
 
 namespace unbounded {
 
@@ -18,9 +17,8 @@ RunSnapshot take_snapshot(const Context &ctx, bool learn_hook)
 	s.module = read_kernel_module(ctx);
 	s.live = read_live_root(live_root_location(ctx));
 	s.cdi_spec = read_spec(ctx, ctx.config.cdi_spec);
-	const auto sides = side_specs(ctx.config);
-	for (std::size_t i = 0; i < sides.size(); i++)
-		s.sides[i] = read_spec(ctx, *sides[i].path);
+	for (const SideSpec &side : side_specs(ctx.config))
+		s.sides.push_back(SideSpecRead{side, read_spec(ctx, *side.path)});
 	// Written by a pod and only ever checked up to MAX_SPEC_BYTES.
 	s.device_plugin = read_spec(ctx, ctx.config.device_plugin_spec, MAX_SPEC_BYTES);
 	s.machine = read_machine_devices(ctx, learn_hook);

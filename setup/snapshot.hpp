@@ -10,18 +10,25 @@
 #include "context.hpp"
 #include "kernel_module.hpp"
 #include "live_root.hpp"
+#include "side_specs.hpp"
 #include "spec_read.hpp"
 
-#include <array>
 #include <string>
+#include <vector>
 
 namespace unbounded {
+
+// A side spec (side_specs.hpp: which file, of which kind) and what this run read of it.
+struct SideSpecRead {
+	SideSpec spec;
+	SpecRead read;
+};
 
 struct RunSnapshot {
 	KernelModule module;
 	LiveRootRead live;
 	SpecRead cdi_spec;
-	std::array<SpecRead, 4> sides;  // in side_specs() order
+	std::vector<SideSpecRead> sides;  // in side_specs() order, the order they are changed in
 	SpecRead device_plugin;
 	MachineDevices machine;
 };

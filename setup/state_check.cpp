@@ -4,7 +4,6 @@
 #include "commands.hpp"
 
 #include "cdi_check.hpp"
-#include "side_specs.hpp"
 
 namespace unbounded {
 namespace {
@@ -76,9 +75,8 @@ std::vector<Problem> check_live_state(const Context &ctx, Report &report, const 
 	report.details["cdi_spec"] = cfg.cdi_spec;
 	for (auto &p : verify_cdi_spec(ctx, snap.cdi_spec, version, current ? &current->spec : nullptr))
 		problems.push_back(std::move(p));
-	const auto sides = side_specs(cfg);
-	for (std::size_t i = 0; i < sides.size(); i++)
-		for (auto &p : check_side_spec(ctx, sides[i], snap.sides[i], current))
+	for (const auto &[side, read] : snap.sides)
+		for (auto &p : check_side_spec(ctx, side, read, current))
 			problems.push_back(std::move(p));
 	return problems;
 }
@@ -103,7 +101,7 @@ std::vector<Problem> check_written_state(const Context &ctx, Report &report, con
 	for (auto &p : verify_cdi_spec(ctx, SpecRead::written(cfg.cdi_spec, cdi.spec.yaml), root.driver_version, &cdi.spec))
 		problems.push_back(std::move(p));
 	// A side spec of ours without devices was removed by this run; one of anyone else's is left alone.
-	for (const auto &side : side_specs(cfg))
+	for (const auto &[side, read] : snap.sides)
 		if (const CdiSpec *spec = cdi.side(side.kind))
 			for (auto &p : verify_cdi_spec(ctx, SpecRead::written(*side.path, spec->yaml), "", spec, side.kind))
 				problems.push_back(std::move(p));

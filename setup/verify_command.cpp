@@ -12,7 +12,6 @@
 #include "message_ids.hpp"
 #include "self_repair.hpp"
 #include "staged_driver.hpp"
-#include "side_specs.hpp"
 #include "staging_wait.hpp"
 
 #include <algorithm>
@@ -81,11 +80,9 @@ KnownSpecs specs_as_read(const Context &ctx, const RunSnapshot &snap, const std:
 	KnownSpecs known;
 	if (snap.cdi_spec.text)
 		known[ctx.config.cdi_spec] = facts_as_read(*snap.cdi_spec.text, ctx.config.cdi_spec, planned ? &planned->spec : nullptr);
-	const auto sides = side_specs(ctx.config);
-	for (std::size_t i = 0; i < sides.size(); i++)
-		if (snap.sides[i].text)
-			known[*sides[i].path] =
-				facts_as_read(*snap.sides[i].text, *sides[i].path, planned ? planned->side(sides[i].kind) : nullptr);
+	for (const auto &[side, read] : snap.sides)
+		if (read.text)
+			known[*side.path] = facts_as_read(*read.text, *side.path, planned ? planned->side(side.kind) : nullptr);
 	return known;
 }
 
