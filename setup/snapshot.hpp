@@ -18,7 +18,8 @@
 
 namespace unbounded {
 
-// A side spec (side_specs.hpp: which file, of which kind) and what this run read of it.
+// A side spec (side_specs.hpp: which file, of which kind; it points into the run's configuration,
+// which outlives the snapshot) and what this run read of it.
 struct SideSpecRead {
 	SideSpec spec;
 	SpecRead read;

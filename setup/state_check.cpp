@@ -101,9 +101,9 @@ std::vector<Problem> check_written_state(const Context &ctx, Report &report, con
 	for (auto &p : verify_cdi_spec(ctx, SpecRead::written(cfg.cdi_spec, cdi.spec.yaml), root.driver_version, &cdi.spec))
 		problems.push_back(std::move(p));
 	// A side spec of ours without devices was removed by this run; one of anyone else's is left alone.
-	for (const auto &[side, read] : snap.sides)
-		if (const CdiSpec *spec = cdi.side(side.kind))
-			for (auto &p : verify_cdi_spec(ctx, SpecRead::written(*side.path, spec->yaml), "", spec, side.kind))
+	for (const SideSpecRead &side : snap.sides)
+		if (const CdiSpec *spec = cdi.side(side.spec.kind))
+			for (auto &p : verify_cdi_spec(ctx, SpecRead::written(*side.spec.path, spec->yaml), "", spec, side.spec.kind))
 				problems.push_back(std::move(p));
 	return problems;
 }

@@ -71,7 +71,7 @@ int compare_cdi_versions(std::string_view a, std::string_view b)
 void CdiVersionNeed::add(CdiFeature feature)
 {
 	const auto *fact = std::find_if(std::begin(FEATURES), std::end(FEATURES), [&](const FeatureFact &f) { return f.feature == feature; });
-	if (compare_cdi_versions(fact->version, version_) > 0) {
+	if (fact != std::end(FEATURES) && compare_cdi_versions(fact->version, version_) > 0) {
 		version_ = fact->version;
 		why_ = fact->what;
 	}
@@ -99,7 +99,7 @@ std::string first_containerd_for(std::string_view cdi_version)
 	for (const auto &r : CONTAINERD)
 		if (compare_cdi_versions(r.max_cdi, cdi_version) >= 0)
 			return std::to_string(r.version[0]) + "." + std::to_string(r.version[1]) + "." + std::to_string(r.version[2]);
-	return "(none yet)";
+	return "";
 }
 
 std::string max_cdi_version_for_crio(int major, int minor)

@@ -60,7 +60,8 @@ std::string max_cdi_version_for_crio(int major, int minor);
 // -> 0.8.0, "0.8.0+really0.7.0-1" -> 0.7.0); "" when it is not a version of 0.5 or later.
 std::string max_cdi_version_for_library(std::string_view library_version);
 
-// The first containerd release that accepts the version (every later one does): "1.7.16".
+// The first containerd release that accepts the version (every later one does): "1.7.16"; "" when
+// none this model knows does.
 std::string first_containerd_for(std::string_view cdi_version);
 
 }  // namespace unbounded

@@ -441,6 +441,15 @@ void check_containerd(const ContainerdView &v, const Context &ctx, ConsumerRepor
 	check_spec_dir_listed(v, ctx, out);
 }
 
+// What a spec of that cdiVersion needs, for the advice.
+std::string runtime_needed(const ContainerdView &v, const std::string &cdi_version)
+{
+	if (!v.cdi_library.empty())
+		return "a containerd built with CDI library " + cdi_version.substr(0, cdi_version.rfind('.')) + " or later";
+	const std::string first = first_containerd_for(cdi_version);
+	return first.empty() ? "a containerd newer than any this check knows" : "containerd " + first + " or later";
+}
+
 void check_versions(const ContainerdView &v, const std::vector<SpecFile> &specs, ConsumerReport &out)
 {
 	if (v.max_cdi_version.empty())
@@ -452,10 +461,7 @@ void check_versions(const ContainerdView &v, const std::vector<SpecFile> &specs,
 					v.version_source + ") accepts at most " + v.max_cdi_version +
 					(v.cdi_library.empty() ? std::string() : " (built with CDI library " + printable(v.cdi_library) + ")") +
 					": it refuses the spec and pods get none of its devices; that spec needs " +
-					(v.cdi_library.empty() ? "containerd " + first_containerd_for(s.cdi_version)
-							       : "a containerd built with CDI library " +
-									 s.cdi_version.substr(0, s.cdi_version.rfind('.'))) +
-					" or later");
+					runtime_needed(v, printable(s.cdi_version)));
 }
 
 // The CDI library's cache (cache.go, refresh): specs in directory order and by name within one; a

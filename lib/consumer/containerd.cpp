@@ -102,6 +102,8 @@ std::optional<ContainerdVersion> parse_containerd_version(std::string_view v)
 	int *parts[] = {&out.major, &out.minor, &out.patch};
 	const char *p = v.data(), *end = v.data() + v.size();
 	for (int i = 0; i < 3; i++) {
+		if (p == end || *p < '0' || *p > '9')  // from_chars would take a sign
+			return std::nullopt;
 		auto r = std::from_chars(p, end, *parts[i]);
 		if (r.ec != std::errc())
 			return std::nullopt;

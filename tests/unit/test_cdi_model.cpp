@@ -86,6 +86,7 @@ TEST_CASE("the cdiVersion each runtime release accepts, and the first containerd
 	CHECK(first_containerd_for("0.8.0") == "1.7.27");
 	CHECK(first_containerd_for("1.0.0") == "2.0.5");
 	CHECK(first_containerd_for("1.1.0") == "2.2.1");
+	CHECK(first_containerd_for("1.2.0") == "");  // newer than any release this model knows
 	for (const char *v : {"0.3.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "1.0.0", "1.1.0"}) {
 		const std::string first = first_containerd_for(v);
 		int major = 0, minor = 0, patch = 0;

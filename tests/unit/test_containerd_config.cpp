@@ -122,6 +122,17 @@ TEST_CASE("containerd package versions", "[containerd]")
 	CHECK(parse_containerd_version("1.7.24~ds1-6+b2")->text == "1.7.24");
 	CHECK(parse_containerd_version("1:1.7.27-1")->text == "1.7.27");
 	CHECK_FALSE(parse_containerd_version("git-abcdef"));
+	CHECK_FALSE(parse_containerd_version("1.7.-1-1"));  // a sign is no version part
+	CHECK_FALSE(parse_containerd_version("+1.7.0"));
+	// From the package's version to the newest cdiVersion it accepts (cdi_model.hpp's table).
+	auto max = [](const char *pkg) {
+		const auto v = parse_containerd_version(pkg);
+		return v ? max_cdi_version_for_containerd(v->major, v->minor, v->patch) : std::string("(no version)");
+	};
+	CHECK(max("1.6.20~ds1-1") == "");
+	CHECK(max("1.7.24~ds1-6+b2") == "0.7.0");
+	CHECK(max("2.1.9+ds1-5") == "1.0.0");
+	CHECK(max("1:1.7.27-1") == "0.8.0");
 	CHECK(normalize_run_path("/var/run/cdi/") == "/run/cdi");
 	CHECK(normalize_run_path("/etc/cdi") == "/etc/cdi");
 }
