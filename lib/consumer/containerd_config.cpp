@@ -131,7 +131,8 @@ Result<json> parse_go_toml_v1(std::string_view text, const std::string &path, un
 		return out;
 	};
 	const std::string header = trimmed(text.substr(at, text.find('\n', at) - at));
-	for (std::size_t p = 0; p < at;) {
+	// The first line's header may follow a byte-order mark, which go-toml v1 skips.
+	for (std::size_t p = text.starts_with("\xef\xbb\xbf") ? 3 : 0; p < at;) {
 		const std::size_t nl = text.find('\n', p);
 		if (trimmed(text.substr(p, nl - p)) == header)
 			return doc;
