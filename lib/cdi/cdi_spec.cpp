@@ -433,15 +433,16 @@ std::string spec_yaml(const CdiSpec &spec, const CdiParts &p)
 // would need 0.5.0, since theirs is their path.
 std::string lowest_cdi_version(const Edits &common, const std::vector<std::pair<std::string, Edits>> &devices)
 {
-	CdiVersionNeed needs;
-	if (!common.additional_gids.empty())
-		needs.add(CdiFeature::AdditionalGids);
+	bool gids = !common.additional_gids.empty(), digit_names = false;
 	for (const auto &[name, e] : devices) {
-		if (!e.additional_gids.empty())
-			needs.add(CdiFeature::AdditionalGids);
-		if (!name.empty() && name.front() >= '0' && name.front() <= '9')
-			needs.add(CdiFeature::DigitFirstName);
+		gids |= !e.additional_gids.empty();
+		digit_names |= !name.empty() && name.front() >= '0' && name.front() <= '9';
 	}
+	CdiVersionNeed needs;
+	if (gids)
+		needs.add(CdiFeature::AdditionalGids);
+	if (digit_names)
+		needs.add(CdiFeature::DigitFirstName);
 	return std::string(needs.version());
 }
 

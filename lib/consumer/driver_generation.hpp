@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace unbounded {
@@ -30,7 +31,7 @@ struct DriverGeneration {
 };
 
 // A digest (FNV-1a 64, hex) of the parts: a change detector, nothing is trusted on it.
-std::string view_digest(const std::vector<std::string> &parts);
+std::string view_digest(const std::vector<std::string_view> &parts);
 
 // The record in the run directory (ours, root's, checked as every file there), nullopt when absent.
 // Reads only: setup's executor and the consumers' helper write these files.

@@ -38,6 +38,10 @@ TEST_CASE("a generation moves only when what consumers see changes", "[consumers
 	CHECK(read_driver_generation(dir.get()).value()->changed_at_ns == 300);
 	// The parts are told apart: "ab","c" is not "a","bc".
 	CHECK(view_digest({"ab", "c"}) != view_digest({"a", "bc"}));
+	// The digest of a view is the same from one release to the next: a package upgraded while the
+	// machine runs must not take the same specs for a change and restart the consumers.
+	CHECK(view_digest({"535", "spec"}) == "7c26bb180bf72f3e");
+	CHECK(view_digest({"535.104.05", "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\n", "", "nvidia.com/nvswitch\nx"}) == "ec66edc4dd333580");
 }
 
 TEST_CASE("consumers are pending for a later generation until a finished record covers it", "[consumers]")
