@@ -69,8 +69,8 @@ def private_bound(res):
 
 
 def paired_ratios(rerun, refresh):
-    """Sorted refresh/re-run time ratios of PAIRS pairs run back to back, which of the two goes first
-    alternating."""
+    """Sorted refresh/re-run time ratios (or any two commands') of PAIRS pairs run back to back, which
+    of the two goes first alternating: the medians of separate runs move with the machine's load."""
     ratios = []
     for i in range(PAIRS):
         if i % 2:
@@ -176,6 +176,9 @@ def bench_tree(tmp, label, padding, runs, with_refresh):
         print(f"  baseline refresh, no change:  {bn * 1000:8.1f} ms   refresh/baseline = {statistics.median(noop) / bn:.2f}"
               f"  (baseline refresh/re-run = {bn / b:.2f})")
         print(f"  peak RSS of re-run and refresh: {max(same_rss) / 1024:.1f} MiB, baseline's {max(base_rss) / 1024:.1f} MiB")
+        ratios = paired_ratios(baseline, cmd)
+        print(f"  re-run/baseline re-run in {PAIRS} alternating pairs: median {statistics.median(ratios):.3f}, "
+              f"quartiles {ratios[PAIRS // 4]:.3f}-{ratios[3 * PAIRS // 4]:.3f}")
     print(f"  peak RSS of setup:            {max(rss) / 1024:8.1f} MiB   (target <= 16 MiB)")
     memory(m, f"8 GPUs x 7 MIG + 4 IMEX, {label} tree")
     shutil.rmtree(m.path, ignore_errors=True)

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """The code's shape: no function of the programs (lib/, setup/, license-reload/, consumers/, generator/,
 host/, fuzz/) is over 80 lines, counted from the first line of its signature to its closing brace, as the
-commits that cut the long ones counted them; and no comment points at an issue number, which a reader
-of the code does not have (a comment says why in its own words).
+commits that cut the long ones counted them; no comment points at an issue number, which a reader
+of the code does not have (a comment says why in its own words); and the includes follow the
+structure doc/how-it-works.md draws: a layer of lib/ includes only its own headers and those of the
+layers below it, no program includes another's, and each program includes the layers its table says.
 
 A function is found as .clang-format writes one (tests/unit/check_format.sh holds every file to it):
 its opening brace alone on a line (BraceWrapping AfterFunction; control statements, classes,
@@ -60,6 +62,39 @@ def source_files():
                     yield os.path.join(dirpath, name)
 
 
+LAYERS = ("core", "driver", "cdi", "consumer", "units", "license")  # lowest first
+PROGRAMS = ("generator", "setup", "consumers", "host", "license-reload")
+
+
+def includes_by_folder():
+    """{folder ("lib/cdi", "setup"): {folder of each of our headers its files include}}."""
+    folders = [f"lib/{layer}" for layer in LAYERS] + list(PROGRAMS)
+    home = {}
+    for folder in folders:
+        for name in os.listdir(os.path.join(SOURCE_ROOT, folder)):
+            if name.endswith((".hpp", ".h.in")):
+                home.setdefault(name.removesuffix(".in"), set()).add(folder)
+    uses = {folder: set() for folder in folders}
+    for folder in folders:
+        for name in os.listdir(os.path.join(SOURCE_ROOT, folder)):
+            if name.endswith((".cpp", ".hpp")):
+                with open(os.path.join(SOURCE_ROOT, folder, name), encoding="utf-8") as f:
+                    for header in re.findall(r'^#include "([^"]+)"', f.read(), re.M):
+                        uses[folder] |= home.get(header, set()) - {folder}
+    return home, uses
+
+
+def drawn_table():
+    """{program: {layers}} from doc/how-it-works.md's table of what each program includes."""
+    with open(os.path.join(SOURCE_ROOT, "doc", "how-it-works.md"), encoding="utf-8") as f:
+        text = f.read()
+    table = text[text.index("| program | the layers it includes |"):]
+    out = {}
+    for m in re.finditer(r"^\| `([\w-]+)/` \| ([^|]+) \|$", table.split("\n\n")[0], re.M):
+        out[m.group(1)] = {word for word in re.findall(r"[a-z]+", m.group(2)) if word in LAYERS}
+    return out
+
+
 class TestCodeShape(unittest.TestCase):
     def test_the_finder_finds_functions_as_clang_format_writes_them(self):
         text = ("namespace x {\n"
@@ -110,6 +145,27 @@ class TestCodeShape(unittest.TestCase):
                     if re.search(r"\bissue #?\d+", line) and not re.search(r"[\w.-]+/[\w.-]+ issue \d+", line):
                         found.append(f"{os.path.relpath(path, SOURCE_ROOT)}:{n}: {line.strip()}")
         self.assertEqual(found, [])
+
+
+    def test_includes_follow_the_layers_and_the_drawing(self):
+        home, uses = includes_by_folder()
+        self.assertEqual([h for h, folders in home.items() if len(folders) > 1], [],
+                         "a header name in two folders: an include could not say which")
+        wrong = []
+        for i, layer in enumerate(LAYERS):
+            for used in sorted(uses[f"lib/{layer}"]):
+                if not used.startswith("lib/") or LAYERS.index(used[4:]) > i:
+                    wrong.append(f"lib/{layer} includes {used}: a layer uses only those below it")
+        for program in PROGRAMS:
+            for used in sorted(uses[program]):
+                if not used.startswith("lib/"):
+                    wrong.append(f"{program}/ includes {used}/: no program uses another")
+        self.assertEqual(wrong, [])
+        drawn = drawn_table()
+        self.assertEqual(sorted(drawn), sorted(PROGRAMS), "doc/how-it-works.md's table names every program once")
+        for program in PROGRAMS:
+            self.assertEqual({u[4:] for u in uses[program]}, drawn[program],
+                             f"{program}/'s includes against doc/how-it-works.md's table")
 
 
 if __name__ == "__main__":
