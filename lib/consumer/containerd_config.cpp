@@ -107,6 +107,10 @@ std::vector<std::string> header_keys(std::string_view h)
 
 Result<json> parse_go_toml_v1(std::string_view text, const std::string &path, unsigned splits = 0)
 {
+	// go-toml v1 skips a byte-order mark at the start of the file: so does this reading, before the
+	// lines below are compared.
+	if (splits == 0 && text.starts_with("\xef\xbb\xbf"))
+		text.remove_prefix(3);
 	auto doc = parse_toml_bounded(text, path, ParseLimits{32, 100000});
 	if (doc || splits > 64 || doc.error().message.find("cannot redefine existing table") == std::string::npos)
 		return doc;
@@ -131,8 +135,7 @@ Result<json> parse_go_toml_v1(std::string_view text, const std::string &path, un
 		return out;
 	};
 	const std::string header = trimmed(text.substr(at, text.find('\n', at) - at));
-	// The first line's header may follow a byte-order mark, which go-toml v1 skips.
-	for (std::size_t p = text.starts_with("\xef\xbb\xbf") ? 3 : 0; p < at;) {
+	for (std::size_t p = 0; p < at;) {
 		const std::size_t nl = text.find('\n', p);
 		if (trimmed(text.substr(p, nl - p)) == header)
 			return doc;
