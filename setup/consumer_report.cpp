@@ -15,7 +15,6 @@ std::vector<Problem> record_consumer(const Context &ctx, Report &report, bool ve
 	ConsumerReport consumer = check_consumer(ctx, known, report.device_plugin_read ? &*report.device_plugin_read : nullptr);
 	report.details["containerd"] = std::move(consumer.containerd);
 	report.details["cdi_shadowing"] = std::move(consumer.shadowing);
-	report.details["cdi_resolution"] = std::move(consumer.resolution);
 	report.details["dra_claims"] = std::move(consumer.dra);
 	nlohmann::ordered_json counts = nlohmann::ordered_json::object();
 	for (const char *check : CONSUMER_CHECKS)

@@ -5,6 +5,7 @@
 #include "confined_open.hpp"
 #include "containerd.hpp"
 #include "containerd_config.hpp"
+#include "foreign_spec.hpp"
 #include "message_ids.hpp"
 #include "side_specs.hpp"
 #include "toml_reader.hpp"
@@ -40,19 +41,12 @@ struct SpecFile : SpecFacts {
 	bool ours = false;
 };
 
-std::string list_names(const std::set<std::string> &names)
-{
-	std::string out;
-	std::size_t i = 0;
-	for (const auto &n : names) {
-		if (i == 3) {
-			out += " and " + std::to_string(names.size() - 3) + " more";
-			break;
-		}
-		out += (i++ ? ", " : "") + printable(n);
-	}
-	return out;
-}
+// A file not ours that names kinds (ForeignSpec::kinds).
+struct ForeignFile {
+	std::size_t dir = 0;
+	std::string path;
+	std::set<std::string> kinds;
+};
 
 std::string join_dirs(const std::vector<std::string> &dirs)
 {
@@ -92,9 +86,9 @@ SpecFacts facts_of(const json &doc)
 
 class SpecScan {
 public:
-	SpecScan(const Context &ctx, std::vector<std::string> dirs, std::string max_version, ConsumerReport &out, const KnownSpecs *known)
+	SpecScan(const Context &ctx, std::vector<std::string> dirs, ConsumerReport &out, const KnownSpecs *known)
 		: dirs_(std::move(dirs)), out_(out), deadline_(Clock::now() + SCAN_BUDGET),
-		  root_(::open(ctx.root.empty() ? "/" : ctx.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC)), max_version_(std::move(max_version))
+		  root_(::open(ctx.root.empty() ? "/" : ctx.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC))
 	{
 		ours_.insert(normalize_run_path(ctx.config.cdi_spec));
 		for (const auto &side : side_specs(ctx.config))
@@ -104,9 +98,10 @@ public:
 				known_[normalize_run_path(path)] = &facts;
 	}
 
-	std::vector<SpecFile> specs;
+	std::vector<SpecFile> specs;                                  // ours, as read or known
+	std::vector<ForeignFile> foreign_kinds;                       // the files not ours that name a kind
 	const ReadSpecFile *already_read = nullptr;                   // its bytes are taken, not read again
-	std::function<void(const SpecFile &, const json &)> foreign;  // called for each spec not ours
+	std::function<void(const SpecFile &, const json &)> foreign;  // called for each file not ours that was read
 
 	void run()
 	{
@@ -145,15 +140,21 @@ private:
 			if (entry && ::fstat(entry->get(), &st) == 0)
 				blocks(path, st);
 		}
+		// A file verify did not read may be the one that shadows ours: not ready, as for one it
+		// cannot parse (a pod that fills the directory must not hide a spec behind the rest).
 		if (total > names->size())
-			warn("cdi-scan", message_id::CDI_SPEC_SHADOWED, dir,
-			     dir + " holds " + (total == SIZE_MAX ? std::string("more") : std::to_string(total)) + " CDI specs: only the first " +
-				     std::to_string(names->size()) + " by name were checked for specs that shadow ours");
+			problem_here("cdi-scan", dir,
+				     dir + " holds " + (total == SIZE_MAX ? std::string("more") : std::to_string(total)) +
+					     " CDI specs: verify read only the first " + std::to_string(names->size()) +
+					     " by name and cannot tell whether the others shadow ours. Remove the ones a pod wrote",
+				     message_id::CDI_SPEC_SHADOWED);
 		for (std::size_t k = 0; k < names->size(); k++) {
 			if (out_of_time()) {
-				warn("cdi-scan", message_id::CDI_SPEC_SHADOWED, dir,
-				     "Stopped reading the CDI specs in " + dir + " after " + std::to_string(k) +
-					     " of them: reading them takes more than the budget for files a pod can write");
+				problem_here("cdi-scan", dir,
+					     "Stopped reading the CDI specs in " + dir + " after " + std::to_string(k) +
+						     " of them (more than the time budget for files a pod can write): cannot tell whether the "
+						     "others shadow ours. Remove the ones a pod wrote",
+					     message_id::CDI_SPEC_SHADOWED);
 				return;
 			}
 			read_spec(index, fd->get(), (*names)[k]);
@@ -176,9 +177,9 @@ private:
 		return true;
 	}
 
-	void problem_here(const char *check, const std::string &path, std::string message)
+	void problem_here(const char *check, const std::string &path, std::string message, const char *id = message_id::CONTAINERD_CDI_OFF)
 	{
-		out_.findings.push_back(ConsumerFinding{check, message_id::CONTAINERD_CDI_OFF, Problem{printable(path), std::move(message)}, false});
+		out_.findings.push_back(ConsumerFinding{check, id, Problem{printable(path), std::move(message)}, false});
 	}
 
 	// The directory's spec names, streamed: at most MAX_SPECS_PER_DIR kept (the smallest by name, as
@@ -293,25 +294,23 @@ private:
 			}
 			return;
 		}
-		LibraryVerdict v = judge_spec(*text, s.path, max_version_);
-		if (v.status == LibraryVerdict::Status::Unjudged) {
+		ForeignSpec v = judge_foreign_spec(*text, s.path);
+		if (v.verdict == ForeignSpec::Verdict::Unreadable) {
 			unjudged(s.path, v.reason);
 			return;
 		}
-		if (v.status == LibraryVerdict::Status::Crashes) {
+		if (v.verdict == ForeignSpec::Verdict::Crashes) {
 			out_.findings.push_back(ConsumerFinding{
 				"cdi-crash", message_id::CDI_SPEC_SHADOWED,
-				Problem{printable(s.path), printable(s.path) + " crashes the CDI library (" + printable(v.reason) +
+				Problem{printable(s.path), printable(s.path) + " can crash the CDI library (" + printable(v.reason) +
 								   "): containerd goes down when it reads its CDI specs, and no pod gets a GPU. Remove it"},
 				false});
 			return;
 		}
-		if (v.status == LibraryVerdict::Status::Refused)
-			return;  // the CDI library skips it: only a spec it reads can shadow ours
-		static_cast<SpecFacts &>(s) = v.facts;
-		if (foreign)
+		if (foreign && v.document.is_object())
 			foreign(s, v.document);  // the document is not kept: one spec's memory at a time
-		specs.push_back(std::move(s));
+		if (!v.kinds.empty())
+			foreign_kinds.push_back(ForeignFile{s.dir, s.path, std::move(v.kinds)});
 	}
 
 	// A spec the library may read but verify cannot judge: not ready, naming it (never a silent pass).
@@ -330,7 +329,6 @@ private:
 	const UniqueFd root_;
 	std::set<std::string> ours_;
 	std::map<std::string, const std::optional<SpecFacts> *> known_;  // normalised path: what the caller knows
-	std::string max_version_;                                        // of the containerd's CDI library, "" when unknown
 	std::uint64_t steps_ = 200000;                                   // path components for all the opens of one scan (ConfinedOpen::steps)
 };
 
@@ -464,90 +462,34 @@ void check_versions(const ContainerdView &v, const std::vector<SpecFile> &specs,
 					runtime_needed(v, printable(s.cdi_version)));
 }
 
-// The CDI library's cache (cache.go, refresh): specs in directory order and by name within one; a
-// device of a later directory replaces an earlier one's, two of one directory conflict and the name
-// is dropped for good, whatever comes after. Returns, per qualified name, the index of the spec that
-// serves it; `conflicts` the names dropped.
-std::map<std::string, std::size_t> resolve_devices(const std::vector<SpecFile> &specs, const std::string &max_version,
-						   std::set<std::string> &conflicts)
+// A file not ours that names the kind of one of our specs is a conflict, whatever the library makes
+// of the rest of it: where their device names meet, the later directory's spec wins and two of one
+// directory drop the name (the library's cache.go); and a device it adds under our kind is not ours.
+// Said by where it stands, never by a model of which names the library would take from it.
+void check_shadowing(const std::vector<SpecFile> &ours, const std::vector<ForeignFile> &foreign, ConsumerReport &out)
 {
-	std::map<std::string, std::size_t> devices;
-	for (std::size_t i = 0; i < specs.size(); i++) {
-		const SpecFile &s = specs[i];
-		// Ours as read; a spec of ours the library refuses for its version serves nothing.
-		if (s.ours && !max_version.empty() && !s.cdi_version.empty() && compare_cdi_versions(s.cdi_version, max_version) > 0)
-			continue;
-		for (const auto &d : s.devices) {
-			const std::string q = s.kind + "=" + d;
-			auto it = devices.find(q);
-			if (it != devices.end()) {
-				const std::size_t other_dir = specs[it->second].dir;
-				if (s.dir == other_dir)
-					conflicts.insert(q);
-				if (s.dir <= other_dir)
-					continue;
-			}
-			devices[q] = i;
-		}
-	}
-	for (const auto &c : conflicts)
-		devices.erase(c);
-	return devices;
-}
-
-void check_shadowing(const std::vector<SpecFile> &specs, const std::string &max_version, ConsumerReport &out)
-{
-	std::set<std::string> conflicts;
-	const auto served = resolve_devices(specs, max_version, conflicts);
-	for (const auto &o : specs) {
+	for (const auto &o : ours) {
 		if (!o.ours || o.kind.empty())
 			continue;
-		for (const auto &d : o.devices) {
-			const std::string q = o.kind + "=" + d;
-			auto it = served.find(q);
-			out.resolution[printable(q)] = it == served.end() ? json(nullptr) : json(printable(specs[it->second].path));
-		}
-		for (std::size_t fi = 0; fi < specs.size(); fi++) {
-			const SpecFile &f = specs[fi];
-			if (f.ours || f.kind != o.kind)
+		for (const auto &f : foreign) {
+			if (!f.kinds.count(o.kind))
 				continue;
-			std::set<std::string> both, theirs, neither;
-			std::set_intersection(o.devices.begin(), o.devices.end(), f.devices.begin(), f.devices.end(),
-					      std::inserter(both, both.begin()));
-			for (const auto &d : both) {
-				auto it = served.find(o.kind + "=" + d);
-				if (it != served.end() && it->second == fi)
-					theirs.insert(d);
-				else if (it == served.end())
-					neither.insert(d);
-			}
-			const char *wins = both.empty() ? "none" : !theirs.empty() ? "theirs"
-							   : !neither.empty()      ? "neither"
-										   : "ours";
-			out.shadowing.push_back(json{{"file", printable(f.path)},
-						     {"ours", o.path},
-						     {"kind", printable(o.kind)},
-						     {"devices", json(std::vector<std::string>(both.begin(), both.end()))},
-						     {"wins", wins}});
+			const char *directory = f.dir > o.dir ? "later" : f.dir == o.dir ? "same"
+											 : "earlier";
+			out.shadowing.push_back(
+				json{{"file", printable(f.path)}, {"ours", o.path}, {"kind", printable(o.kind)}, {"directory", directory}});
+			const std::string head = printable(f.path) + " is a CDI spec of kind " + printable(o.kind) + ", as " + o.path + " is";
 			std::string msg;
-			if (both.empty())
-				msg = printable(f.path) + " is a second CDI spec of kind " + printable(o.kind) + " beside " + o.path +
-				      ": a device it adds under our kind is not ours, and it shadows ours once the device names meet. Remove it";
-			else if (!theirs.empty())
-				msg = printable(f.path) + " defines " + printable(o.kind) + "=" + list_names(theirs) + " as " + o.path +
-				      " does, and wins (a later CDI directory overrides an earlier one): pods get its devices and mounts, "
-				      "not ours. Remove it (nvidia-cdi-refresh writes /var/run/cdi/nvidia.yaml; mask it)";
-			else if (!neither.empty())
-				msg = printable(f.path) + " defines " + printable(o.kind) + "=" + list_names(neither) + " as " + o.path +
-				      " does, and the CDI library drops both (two specs of one directory conflict): pods asking for them fail. Remove it";
+			if (f.dir > o.dir)
+				msg = head + ", in a later CDI directory, and wins: the CDI library serves pods its devices, not ours, wherever "
+					     "their names meet. Remove it (nvidia-cdi-refresh writes /var/run/cdi/nvidia.yaml; mask it)";
+			else if (f.dir == o.dir)
+				msg = head + ", in the same directory: the CDI library drops both where their device names meet (two specs of one "
+					     "directory conflict), and pods asking for them fail. Remove it";
 			else
-				msg = printable(f.path) + " defines " + printable(o.kind) + "=" + list_names(both) + " as " + o.path +
-				      " does; ours wins (a later CDI directory), but a change of cdi_spec_dirs would hand pods its devices. Remove it";
-			// Pods get our devices while the library serves every one from ours: said, not "not ready".
-			if (theirs.empty() && neither.empty())
-				out.findings.push_back(ConsumerFinding{"second-spec", message_id::CDI_SPEC_SHADOWED, Problem{printable(f.path), std::move(msg)}, true});
-			else
-				problem(out, "shadowed", message_id::CDI_SPEC_SHADOWED, printable(f.path), std::move(msg));
+				msg = head + ": ours wins where their device names meet (a later CDI directory), but a device it adds under our "
+					     "kind is not ours, and a change of cdi_spec_dirs hands pods its devices. Remove it";
+			problem(out, "shadowed", message_id::CDI_SPEC_SHADOWED, printable(f.path), std::move(msg));
 		}
 	}
 }
@@ -727,7 +669,7 @@ ConsumerReport check_consumer(const Context &ctx, const KnownSpecs *known, const
 	const ContainerdView view = read_containerd(ctx);
 	check_containerd(view, ctx, out);
 	// Without containerd the CDI library's defaults, which CRI-O and podman share.
-	SpecScan scan(ctx, view.found ? view.cdi_spec_dirs : std::vector<std::string>{"/etc/cdi", "/var/run/cdi"}, view.max_cdi_version, out, known);
+	SpecScan scan(ctx, view.found ? view.cdi_spec_dirs : std::vector<std::string>{"/etc/cdi", "/var/run/cdi"}, out, known);
 	scan.already_read = read;
 	DraCheck dra(ctx, scan);
 	scan.foreign = [&](const SpecFile &s, const json &doc) { dra(s, doc); };
@@ -735,7 +677,7 @@ ConsumerReport check_consumer(const Context &ctx, const KnownSpecs *known, const
 	check_schema_override(ctx, out);
 	check_nvidia_runtime(ctx, out);
 	check_versions(view, scan.specs, out);
-	check_shadowing(scan.specs, view.max_cdi_version, out);
+	check_shadowing(scan.specs, scan.foreign_kinds, out);
 	out.dra = dra.result();
 	return out;
 }

@@ -6,7 +6,6 @@
 // From files only, within the budgets of the device plugin's check (cdi_check.hpp).
 #pragma once
 
-#include "cdi_library.hpp"
 #include "cdi_spec.hpp"
 #include "context.hpp"
 #include "driver_root.hpp"
@@ -21,6 +20,12 @@
 
 namespace unbounded {
 
+// What the consumer check takes from a spec of ours: its kind, cdiVersion and device names.
+struct SpecFacts {
+	std::string kind, cdi_version;
+	std::set<std::string> devices;
+};
+
 struct ConsumerFinding {
 	std::string check;       // one of CONSUMER_CHECKS
 	const char *message_id;  // message_ids.hpp
@@ -29,26 +34,23 @@ struct ConsumerFinding {
 };
 
 // Every check name, for metrics that show a zero as well as a count.
-// Problems: cdi-disabled, cdi-spec-dirs, cdi-version, shadowed (another spec's device wins over ours,
-// or conflicts with it), unjudged (a spec the CDI library may read that verify cannot: past its
-// limits), cdi-crash (a spec the CDI library panics on), cdi-blocking (a FIFO or device node where the
-// library reads a spec: it hangs or never ends), config-refused (containerd refuses its configuration and does not start), cdi-schema (a
-// file that replaces the CDI schema of every runtime). Warnings: second-spec (another spec of our
-// kind that does not take our devices), dra-stale, containerd-config (unreadable, or the version
-// unknown), cdi-scan (a directory too full or slow to read whole), nvidia-runtime
+// Problems: cdi-disabled, cdi-spec-dirs, cdi-version, shadowed (a file not ours that names the kind
+// of one of ours: foreign_spec.hpp), unjudged (a file the CDI library reads that verify cannot: past
+// its limits, or not YAML to it), cdi-crash (a file the CDI library may panic on), cdi-blocking (a
+// FIFO or device node where the library reads a spec: it hangs or never ends), config-refused
+// (containerd refuses its configuration and does not start), cdi-schema (a file that replaces the
+// CDI schema of every runtime), cdi-scan (a directory too full or slow to read whole). Warnings:
+// dra-stale, containerd-config (unreadable, or the version unknown), nvidia-runtime
 // (nvidia-container-runtime's configuration gives NVIDIA_VISIBLE_DEVICES another spec than ours).
-inline constexpr const char *CONSUMER_CHECKS[] = {"cdi-disabled", "cdi-spec-dirs", "cdi-version", "shadowed", "unjudged", "cdi-crash", "cdi-blocking",
-						  "config-refused", "cdi-schema", "second-spec", "dra-stale", "containerd-config",
-						  "cdi-scan", "nvidia-runtime"};
+inline constexpr const char *CONSUMER_CHECKS[] = {"cdi-disabled", "cdi-spec-dirs", "cdi-version", "shadowed", "unjudged",
+						  "cdi-crash", "cdi-blocking", "config-refused", "cdi-schema", "dra-stale",
+						  "containerd-config", "cdi-scan", "nvidia-runtime"};
 
 struct ConsumerReport {
 	std::vector<ConsumerFinding> findings;
 	nlohmann::ordered_json containerd = nlohmann::ordered_json::object();  // verify --json "containerd" (or CRI-O: "runtime")
 	nlohmann::ordered_json shadowing = nlohmann::ordered_json::array();    // "cdi_shadowing"
 	nlohmann::ordered_json dra = nlohmann::ordered_json::object();         // "dra_claims"
-	// "cdi_resolution": each of our qualified device names, the spec file the CDI library takes it
-	// from (null: from none, a conflict of two specs in one directory).
-	nlohmann::ordered_json resolution = nlohmann::ordered_json::object();
 
 	std::size_t count(std::string_view check) const;
 };

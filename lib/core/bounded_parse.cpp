@@ -67,7 +67,7 @@ std::size_t json_string_bytes(std::string_view s)
 // Builds the JSON value from yaml-cpp's events, counting nodes and depth as it goes.
 class JsonBuilder : public YAML::EventHandler {
 public:
-	explicit JsonBuilder(const ParseLimits &limits, std::string_view text = {}) : limits_(limits), text_(text) {}
+	explicit JsonBuilder(const ParseLimits &limits) : limits_(limits) {}
 	json result;
 
 	void OnDocumentStart(const YAML::Mark &) override {}
@@ -77,28 +77,21 @@ public:
 	{
 		throw Abort{"YAML aliases are not allowed here" + where(), mark.line, true};
 	}
-	void OnScalar(const YAML::Mark &mark, const std::string &tag, YAML::anchor_t anchor, const std::string &value) override
+	void OnScalar(const YAML::Mark &mark, const std::string &tag, YAML::anchor_t, const std::string &value) override
 	{
-		refuse_anchor(mark, anchor);
-		if (limits_.scalars == YamlScalars::GoStrings) {
-			require_colon(mark, tag, value);
-			require_closing_quote(mark, tag);
-			add(mark, go_scalar(mark, tag, value));
-			return;
-		}
+		refuse_tag(mark, tag);
 		add(mark, scalar(tag, value));
 	}
-	void OnSequenceStart(const YAML::Mark &mark, const std::string &, YAML::anchor_t anchor, YAML::EmitterStyle::value) override
+	void OnSequenceStart(const YAML::Mark &mark, const std::string &tag, YAML::anchor_t, YAML::EmitterStyle::value) override
 	{
-		refuse_anchor(mark, anchor);
+		refuse_tag(mark, tag);
 		open(mark, json::array());
 	}
 	void OnSequenceEnd() override { stack_.pop_back(); }
-	void OnMapStart(const YAML::Mark &mark, const std::string &, YAML::anchor_t anchor, YAML::EmitterStyle::value style) override
+	void OnMapStart(const YAML::Mark &mark, const std::string &tag, YAML::anchor_t, YAML::EmitterStyle::value) override
 	{
-		refuse_anchor(mark, anchor);
+		refuse_tag(mark, tag);
 		open(mark, json::object());
-		stack_.back().flow = style == YAML::EmitterStyle::Flow;
 	}
 	void OnMapEnd() override { stack_.pop_back(); }
 
@@ -107,7 +100,6 @@ private:
 		json *value;
 		bool have_key = false;
 		std::string key;
-		bool flow = false;  // a {...} mapping
 	};
 
 	static json scalar(const std::string &tag, const std::string &s)
@@ -122,59 +114,12 @@ private:
 		return s;
 	}
 
-	// yaml-cpp takes a plain scalar alone on the last line of a block mapping as a key with no value
-	// ("a: 1\nb" reads as b: null); go-yaml refuses the document ("could not find expected ':'").
-	void require_colon(const YAML::Mark &mark, const std::string &tag, const std::string &value) const
+	// An explicit tag ("!!binary", "!foo"; yaml-cpp gives "?" to a plain node and "!" to a quoted
+	// scalar) where ParseLimits::read_tags says the reader's own rules for it are not ours.
+	void refuse_tag(const YAML::Mark &mark, const std::string &tag) const
 	{
-		if (tag != "?" || stack_.empty() || !stack_.back().value->is_object() || stack_.back().have_key || stack_.back().flow ||
-		    text_.empty() || mark.pos < 0)
-			return;
-		std::size_t at = static_cast<std::size_t>(mark.pos) + value.size() + (text_.starts_with("\xef\xbb\xbf") ? 3 : 0);
-		while (at < text_.size() && (text_[at] == ' ' || text_[at] == '\t'))
-			at++;
-		if (at >= text_.size() || text_[at] != ':')
-			throw Abort{"a key without ':'" + where(), mark.line};
-	}
-
-	// yaml-cpp ends a quoted scalar that the document ends inside at the end of the stream; go-yaml
-	// refuses the document ("found unexpected end of stream"). Found by the oracle tier's soak.
-	void require_closing_quote(const YAML::Mark &mark, const std::string &tag) const
-	{
-		if (tag != "!" || text_.empty() || mark.pos < 0)
-			return;
-		std::size_t at = static_cast<std::size_t>(mark.pos) + (text_.starts_with("\xef\xbb\xbf") ? 3 : 0);
-		if (at >= text_.size() || (text_[at] != '"' && text_[at] != '\''))
-			return;  // not where the scalar's quote should be: nothing to say
-		const char quote = text_[at];
-		for (at++; at < text_.size(); at++) {
-			if (quote == '"' && text_[at] == '\\')
-				at++;  // an escape: the next character is the escaped one
-			else if (text_[at] == quote && quote == '\'' && at + 1 < text_.size() && text_[at + 1] == '\'')
-				at++;  // '' is a quote inside single quotes
-			else if (text_[at] == quote)
-				return;
-		}
-		throw Abort{"an unterminated quoted scalar" + where(), mark.line};
-	}
-
-	// A spec a pod wrote with an anchor is one whose aliases go-yaml expands; not ours to judge.
-	void refuse_anchor(const YAML::Mark &mark, YAML::anchor_t anchor) const
-	{
-		if (anchor != YAML::NullAnchor && limits_.scalars == YamlScalars::GoStrings)
-			throw Abort{"a YAML anchor" + where(), mark.line, true};
-	}
-
-	// A scalar as the CDI library's Go decoding reads it into a string field (YamlScalars::GoStrings).
-	json go_scalar(const YAML::Mark &mark, const std::string &tag, const std::string &s) const
-	{
-		if (tag == "!")  // quoted
-			return s;
-		if (tag != "?" && !tag.empty())  // an explicit tag: go-yaml's rules for each are not ours
+		if (!limits_.read_tags && !tag.empty() && tag != "?" && tag != "!")
 			throw Abort{"a YAML tag (" + printable(tag) + ")" + where(), mark.line, true};
-		if (s == "<<")  // go-yaml merges the mapping it names into this one
-			throw Abort{"a YAML merge key (<<)" + where(), mark.line, true};
-		auto v = go_yaml_plain_string(s);
-		return v ? json(std::move(*v)) : json(nullptr);
 	}
 
 	// Where the parser is, as a key path ("licensing.legacy_files", "devices[3]"), for messages.
@@ -215,9 +160,6 @@ private:
 			if (v.is_string() && json_string_bytes(v.get_ref<const std::string &>()) > MAX_KEY_JSON_BYTES)
 				throw Abort{"a key longer than " + std::to_string(MAX_KEY_JSON_BYTES) + " bytes as JSON" + where(), mark.line, true};
 			f.key = v.is_string() ? v.get<std::string>() : v.dump();
-			// go-yaml's strict decoding, which the CDI library uses, refuses a key set twice.
-			if (limits_.scalars == YamlScalars::GoStrings && f.value->contains(f.key))
-				throw Abort{"the key '" + printable(f.key) + "' twice" + where(), mark.line};
 			f.have_key = true;
 			return nullptr;
 		}
@@ -240,7 +182,6 @@ private:
 	}
 
 	const ParseLimits &limits_;
-	std::string_view text_;  // the document, for what the events do not say (YamlScalars::GoStrings)
 	std::vector<Frame> stack_;
 	std::size_t nodes_ = 0;
 };
@@ -326,6 +267,7 @@ class JsonLimits : public nlohmann::json_sax<nlohmann::json> {
 public:
 	explicit JsonLimits(const ParseLimits &limits, std::string_view text) : limits_(limits), text_(text) {}
 	std::string error;
+	bool limit = false;  // refused by a limit, not by the syntax
 
 	bool null() override { return node(); }
 	bool boolean(bool) override { return node(); }
@@ -350,6 +292,7 @@ private:
 	{
 		if (++nodes_ > limits_.max_nodes) {
 			error = "is refused: more than " + std::to_string(limits_.max_nodes) + " nodes";
+			limit = true;
 			return false;
 		}
 		return true;
@@ -358,6 +301,7 @@ private:
 	{
 		if (++depth_ > limits_.max_depth) {
 			error = "is refused: nested deeper than " + std::to_string(limits_.max_depth) + " levels";
+			limit = true;
 			return false;
 		}
 		return node();
@@ -386,11 +330,9 @@ Result<nlohmann::ordered_json> parse_yaml_bounded(std::string_view text, const s
 	try {
 		std::istringstream in{std::string(text)};
 		YAML::Parser parser(in);
-		JsonBuilder builder(limits, text);
+		JsonBuilder builder(limits);
 		if (!parser.HandleNextDocument(builder))
 			return json(nullptr);  // an empty file
-		if (limits.scalars == YamlScalars::GoStrings)
-			return std::move(builder.result);  // go-yaml reads the first document only
 		JsonBuilder second(limits);
 		if (parser.HandleNextDocument(second))
 			return at(0, "more than one YAML document");
@@ -418,8 +360,12 @@ Result<void> check_json_bounded(std::string_view text, const std::string &displa
 	} catch (const std::exception &e) {
 		sax.error = "is not valid JSON (" + in_our_words(e.what()) + ")";
 	}
-	if (!ok)
-		return fail(make_error(display + " " + (sax.error.empty() ? "is not valid JSON" : sax.error)));
+	if (!ok) {
+		Error e = make_error(display + " " + (sax.error.empty() ? "is not valid JSON" : sax.error));
+		if (sax.limit)
+			e.errnum = PARSE_LIMIT_ERRNO;
+		return fail(std::move(e));
+	}
 	return {};
 }
 

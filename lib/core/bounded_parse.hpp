@@ -17,28 +17,17 @@
 
 namespace unbounded {
 
-// How plain (unquoted) YAML scalars become JSON values.
-enum class YamlScalars {
-	Ours,       // our config and specs: digits are integers, true/false booleans, the rest text
-	GoStrings,  // as the CDI library reads a spec (go-yaml v2's YAML 1.1 resolution, then
-		    // sigs.k8s.io/yaml's conversion for a Go string field): 0x0, 00, +0 and 0.0 are "0",
-		    // yes and on are "true", ~ is null; a duplicate key, a merge key (<<) and any document
-		    // after the first as go-yaml treats them (an error, refused, ignored)
-};
-
 struct ParseLimits {
 	unsigned max_depth = 32;        // a CDI spec nests 5 levels deep, the config 3
 	std::size_t max_nodes = 50000;  // nvidia-ctk's spec for 8 GPUs with MIG holds a few thousand
-	YamlScalars scalars = YamlScalars::Ours;
+	// Explicit YAML tags ("!!str x") read as if absent; false: refused as past the limits, for a file
+	// whose reader has its own rules for them (go-yaml decodes "!!binary" as base64).
+	bool read_tags = true;
 };
 
 // The error number of a parse refused by a limit (depth, nodes, an alias, a key's length), not by
 // the syntax: the document may well be valid, only not read here.
 inline constexpr int PARSE_LIMIT_ERRNO = E2BIG;
-
-// A plain YAML scalar as the CDI library's Go decoding stores it in a string field, nullopt for null
-// (YamlScalars::GoStrings).
-std::optional<std::string> go_yaml_plain_string(std::string_view plain);
 
 // Bytes read of a spec file at most: 2 MiB, ten times the largest spec nvidia-ctk writes.
 inline constexpr std::size_t MAX_SPEC_BYTES = 2u << 20;
@@ -51,7 +40,7 @@ Result<nlohmann::ordered_json> parse_yaml_bounded(std::string_view text, const s
 
 // Checks a JSON text against the limits without building anything (a SAX pass); callers then
 // parse it with nlohmann as usual. Malformed JSON is reported here too: "<display> is not valid
-// JSON (...)" or "<display> is refused: nested deeper than 32 levels".
+// JSON (...)" or "<display> is refused: nested deeper than 32 levels" (PARSE_LIMIT_ERRNO).
 Result<void> check_json_bounded(std::string_view text, const std::string &display, const ParseLimits &limits = {});
 
 // Text safe to print, log and put into JSON: bytes that are not printable ASCII or part of valid

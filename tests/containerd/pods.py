@@ -369,7 +369,7 @@ class PodAssertions:
         rc, v = self.verify_json("shadow-verify")
         self.assertEqual(rc, 1, v)
         wins = [s for s in v["cdi_shadowing"] if s["file"] in (SHADOW, "/run/cdi/nvidia.yaml")]
-        self.assertEqual([s["wins"] for s in wins], ["theirs"], v["cdi_shadowing"])
+        self.assertEqual([s["directory"] for s in wins], ["later"], v["cdi_shadowing"])
         self.assertTrue(any(p["path"] in (SHADOW, "/run/cdi/nvidia.yaml") and "wins" in p["message"] for p in v["problems"]), v["problems"])
         self.assertEqual(self.ok("shadow-remove")[0], 0, self.ok("shadow-remove")[1])
         return v
