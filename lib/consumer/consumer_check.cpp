@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <fcntl.h>
 #include <dirent.h>
 #include <functional>
@@ -252,12 +253,23 @@ private:
 			return;
 		}
 		auto path_fd = open_confined(root_.get(), s.path, ConfinedOpen{Confinement::InRoot, O_PATH, true, &steps_});
+		if (!path_fd) {
+			// Not there (a dangling link): the library skips it too. Anything else (a link through
+			// /proc's magic links, which the library follows and we do not; a loop; the budget of
+			// path steps spent) is a file verify did not read.
+			if (path_fd.error().errnum != ENOENT && !s.ours)
+				unjudged(s.path, path_fd.error().message);
+			return;
+		}
 		struct stat st = {};
-		if (!path_fd || ::fstat(path_fd->get(), &st) < 0 || blocks(s.path, st) || !S_ISREG(st.st_mode))
+		if (::fstat(path_fd->get(), &st) < 0 || blocks(s.path, st) || !S_ISREG(st.st_mode))
 			return;  // a directory or socket: the library's read fails at once, and it goes on
 		UniqueFd fd(::open(("/proc/self/fd/" + std::to_string(path_fd->get())).c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
-		if (!fd || !fs::require_regular(fd.get(), s.path))
+		if (!fd || !fs::require_regular(fd.get(), s.path)) {
+			if (!s.ours)
+				unjudged(s.path, "it could not be opened again for reading (" + std::string(std::strerror(errno)) + ")");
 			return;
+		}
 		take_text(s, fs::read_fd(fd.get(), s.path, s.ours ? OWN_SPEC_CAP : MAX_SPEC_BYTES));
 	}
 
@@ -284,7 +296,9 @@ private:
 		if (!text) {
 			if (text.error().errnum == EFBIG && !s.ours)
 				unjudged(s.path, "it is larger than the " + std::to_string(MAX_SPEC_BYTES >> 20) + " MiB verify reads of a spec");
-			return;  // else unreadable to the CDI library too
+			else if (text.error().errnum != ENOENT && !s.ours)
+				unjudged(s.path, text.error().message);  // the library's read may well succeed
+			return;
 		}
 		if (s.ours) {
 			auto doc = parse_own_spec(*text, s.path);

@@ -130,6 +130,19 @@ bool crashing_kind(const std::string &kind)
 	return one_letter(std::string_view(kind).substr(0, slash)) || one_letter(std::string_view(kind).substr(slash + 1));
 }
 
+// go-yaml ends a line at a lone CR, NEL (U+0085), LS (U+2028) and PS (U+2029) as at LF; yaml-cpp
+// and JSON do not, so a comment or scalar would hide from us the key the library reads after one.
+bool foreign_line_break(std::string_view t)
+{
+	for (std::size_t i = 0; i < t.size(); i++) {
+		if (t[i] == '\r' && (i + 1 == t.size() || t[i + 1] != '\n'))
+			return true;
+		if (t.substr(i, 2) == "\xc2\x85" || t.substr(i, 3) == "\xe2\x80\xa8" || t.substr(i, 3) == "\xe2\x80\xa9")
+			return true;
+	}
+	return false;
+}
+
 }  // namespace
 
 bool cdi_library_reads(std::string_view name) { return name.ends_with(".json") || name.ends_with(".yaml"); }
@@ -137,6 +150,11 @@ bool cdi_library_reads(std::string_view name) { return name.ends_with(".json") |
 ForeignSpec judge_foreign_spec(std::string_view text, const std::string &path)
 {
 	ForeignSpec out;
+	if (foreign_line_break(text)) {
+		out.verdict = ForeignSpec::Verdict::Unreadable;
+		out.reason = "it ends a line with a lone CR, NEL, LS or PS, where go-yaml and verify's parsers read lines differently";
+		return out;
+	}
 	const std::size_t first = text.find_first_not_of(" \t\r\n");
 	if (first != std::string_view::npos && text[first] == '[')
 		return out;  // a list: no spec to Go's decoding, however long it is

@@ -9,10 +9,11 @@ import json
 import os
 import shutil
 import stat
+import subprocess
 import time
 import unittest
 
-from unbounded_tests.harness import ARCH, PLUGIN_SPEC, SANITIZED, V1, V2, MachineRoot, main, make_chardev, plugin_spec, write
+from unbounded_tests.harness import ARCH, PLUGIN_SPEC, SANITIZED, SETUP, V1, V2, MachineRoot, main, make_chardev, plugin_spec, write
 
 SPEC = "/etc/cdi/nvidia.yaml"
 CONFIG = "/etc/containerd/config.toml"
@@ -603,6 +604,24 @@ class TestCdiLibraryRules(ConsumerCase):
         write(m.p("/var/run/cdi/comment.yaml"), "# " + "[" * 40 + "\n" + "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- name: 0\n"
               "  containerEdits: {deviceNodes: [{path: /dev/nvidia0}]}\n")
         self.assertNotReady(m, "/var/run/cdi/comment.yaml", "Cannot tell whether")
+
+    def test_a_spec_file_verify_cannot_open_is_named(self):
+        """The library follows a link through /proc's magic links (/proc/self/root/...); verify's
+        confined open refuses one, and it then skipped the file and said ready while the library
+        served pods its devices. A loop too: a file verify did not read is never a silent pass."""
+        m = self.cdi_machine()
+        write(m.p("/var/run/cdi/x.txt"), gpu_spec(["0"]))
+        os.makedirs(m.p("/proc"), exist_ok=True)
+        os.symlink("/proc/self/root/var/run/cdi/x.txt", m.p("/var/run/cdi/zz.yaml"))
+        os.symlink("loop-b.json", m.p("/var/run/cdi/loop-a.json"))
+        os.symlink("loop-a.json", m.p("/var/run/cdi/loop-b.json"))
+        # verify as on a machine, where /proc is procfs: in a mount namespace of its own.
+        r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", 'mount --bind /proc "$0/proc" && exec "$@"',
+                            m.path, SETUP, "--root", m.path, "--json", "verify"], capture_output=True, text=True, env=m.run_env(None), timeout=60)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        named = {p["path"]: p["message"] for p in json.loads(r.stdout)["problems"]}
+        for path in ("/var/run/cdi/zz.yaml", "/var/run/cdi/loop-a.json", "/var/run/cdi/loop-b.json"):
+            self.assertIn(f"Cannot tell whether {path} shadows our CDI devices", named.get(path, ""), named)
 
     def test_a_symlinked_spec_directory_is_not_walked(self):
         m = self.cdi_machine()

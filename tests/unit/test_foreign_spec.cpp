@@ -70,6 +70,18 @@ TEST_CASE("what verify cannot read is said, not passed", "[foreign-spec]")
 		CHECK(v.verdict == Verdict::Unreadable);
 		CHECK_THAT(v.reason, Catch::Contains(why));
 	}
+	// Line breaks go-yaml reads and yaml-cpp and JSON do not: the kind after one is hidden from us.
+	const std::string body = "cdiVersion: 0.5.0\ndevices:\n- name: \"0\"\n";
+	for (const std::string &text : {body + "kind: nvidia.com/gpu\xc2\x85", body + "# c\xc2\x85kind: nvidia.com/gpu\n",
+					body + "# c\xe2\x80\xa8kind: nvidia.com/gpu\n", body + "# c\xe2\x80\xa9kind: nvidia.com/gpu\n",
+					body + "# c\rkind: nvidia.com/gpu\n",
+					std::string(R"({"cdiVersion":"0.5.0",)") + "\xc2\x85" + R"("kind":"nvidia.com/gpu"})"}) {
+		INFO(text);
+		const auto v = judge(text);
+		CHECK(v.verdict == Verdict::Unreadable);
+		CHECK_THAT(v.reason, Catch::Contains("lone CR, NEL, LS or PS"));
+	}
+	CHECK(judge(body + "kind: nvidia.com/gpu\r\n# c\r\n").kinds == std::set<std::string>{"nvidia.com/gpu"});  // CRLF is a line break to both
 	// A list, however deep, is no spec to Go's decoding.
 	CHECK(judge(std::string(100000, '[')).verdict == Verdict::Read);
 }

@@ -4,8 +4,9 @@ a reading of it is easiest to get wrong: dot-files and names the walk skips, fie
 case (and the two Unicode runes that fold to ASCII), numeric and boolean device names in YAML,
 duplicate keys and devices, unknown fields, empty and invalid edits, cdiVersions below what the fields
 need, kinds the library refuses, null items of its lists of pointers and one-letter vendors (on which
-it panics), JSON, block and flow YAML, a second document, and, rarely, what verify
-does not parse (anchors, tags, brackets in a comment, a file over its size cap). Deterministic for a
+it panics), JSON, block and flow YAML, a second document, line breaks only go-yaml reads (a lone CR, NEL, LS,
+PS), and, rarely, what verify does not parse (anchors, tags, brackets in a comment, a file over its
+size cap). Deterministic for a
 seed."""
 
 import json
@@ -166,6 +167,14 @@ def render(rng, s):
         text = text + "---\nkind: example.com/other\n"
     elif r < 0.06:
         text = text[: rng.randrange(1, max(2, len(text)))]  # cut short: most often no document at all
+    elif r < 0.075:
+        # A line break go-yaml reads and yaml-cpp and JSON do not (a lone CR, NEL, LS, PS): after a
+        # comment in YAML, the next line is the comment's to them and a key to go-yaml.
+        brk = rng.choice(["\r", "\u0085", "\u2028", "\u2029"])
+        lines = text.split("\n")
+        at = rng.randrange(len(lines))
+        lines[at] = (lines[at] + brk) if fmt == "json" else ("# c" + brk + lines[at])
+        text = "\n".join(lines)
     return text.encode(), limit
 
 
