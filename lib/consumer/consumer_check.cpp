@@ -265,9 +265,14 @@ private:
 		if (::fstat(path_fd->get(), &st) < 0 || blocks(s.path, st) || !S_ISREG(st.st_mode))
 			return;  // a directory or socket: the library's read fails at once, and it goes on
 		UniqueFd fd(::open(("/proc/self/fd/" + std::to_string(path_fd->get())).c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
-		if (!fd || !fs::require_regular(fd.get(), s.path)) {
+		if (!fd) {
 			if (!s.ours)
 				unjudged(s.path, "it could not be opened again for reading (" + std::string(std::strerror(errno)) + ")");
+			return;
+		}
+		if (auto regular = fs::require_regular(fd.get(), s.path); !regular) {
+			if (!s.ours)
+				unjudged(s.path, regular.error().message);  // replaced since the type was read
 			return;
 		}
 		take_text(s, fs::read_fd(fd.get(), s.path, s.ours ? OWN_SPEC_CAP : MAX_SPEC_BYTES));
