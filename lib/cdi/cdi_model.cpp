@@ -84,6 +84,15 @@ bool valid_cdi_name(std::string_view name, bool device)
 	return std::all_of(name.begin(), name.end(), [&](char c) { return alnum(c) || c == '_' || c == '-' || c == '.' || (device && c == ':'); });
 }
 
+bool cdi_kind_panics(std::string_view kind)
+{
+	auto one_letter = [](std::string_view part) { return part.size() == 1 && letter(part[0]); };
+	const std::size_t slash = kind.find('/');
+	if (slash == std::string_view::npos || slash == 0 || slash + 1 == kind.size())
+		return one_letter(kind);
+	return one_letter(kind.substr(0, slash)) || one_letter(kind.substr(slash + 1));
+}
+
 std::string max_cdi_version_for_containerd(int major, int minor, int patch)
 {
 	const std::array<int, 3> v{major, minor, patch};

@@ -47,9 +47,12 @@ private:
 
 // pkg/parser: a vendor or class starts with a letter, ends with a letter or digit and holds letters,
 // digits, '_', '-' and '.'; a device name may also start with a digit and hold ':'. One character
-// passes for a device name; for a vendor or class the library itself panics on one letter (its check
-// slices name[1:len-1]), which its model here says apart (cdi_library.cpp).
+// passes for a device name; for a vendor or class the library itself panics on one letter
+// (cdi_kind_panics).
 bool valid_cdi_name(std::string_view name, bool device);
+// Whether the library panics on this kind: validateVendorOrClassName slices name[1:len-1] once the
+// first letter passed, so a vendor or class of one letter (an unqualified kind is all class).
+bool cdi_kind_panics(std::string_view kind);
 
 // The newest cdiVersion accepted by the CDI library a runtime release vendors, "" when that release
 // has none (containerd before 1.7) or it is not known (CRI-O before 1.34).

@@ -1,6 +1,7 @@
 #include "foreign_spec.hpp"
 
 #include "bounded_parse.hpp"
+#include "cdi_model.hpp"
 
 #include <array>
 #include <cstring>
@@ -43,7 +44,7 @@ bool yaml_shape_bounded(std::string_view t)
 	return true;
 }
 
-// The text as a document: JSON first (what every spec writer we know writes, and a SAX pass is a
+// The text as a document (a list is not read: it is no spec): JSON first (what every spec writer we know writes, and a SAX pass is a
 // fiftieth of yaml-cpp's cost), else YAML, both within the limits. An explicit YAML tag is past
 // them: go-yaml reads `!!binary` as base64, so what the tag hides is not read here.
 Result<json> read_document(std::string_view text, const std::string &path)
@@ -51,6 +52,8 @@ Result<json> read_document(std::string_view text, const std::string &path)
 	ParseLimits limits{32, 50000};
 	limits.read_tags = false;
 	const std::size_t first = text.find_first_not_of(" \t\r\n");
+	if (first != std::string_view::npos && text[first] == '[')
+		return json::array();  // a list: no spec to Go's decoding, however long it is (not parsed)
 	if (first != std::string_view::npos && text[first] == '{') {
 		auto checked = check_json_bounded(text, path, limits);
 		if (checked) {
@@ -119,18 +122,6 @@ void walk(const json &v)
 	}
 }
 
-bool one_letter(std::string_view s) { return s.size() == 1 && ((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z')); }
-
-// validateVendorOrClassName slices name[1:len-1] once the first letter passed: a one-letter vendor
-// or class panics.
-bool crashing_kind(const std::string &kind)
-{
-	const std::size_t slash = kind.find('/');
-	if (slash == std::string::npos || slash == 0 || slash + 1 == kind.size())
-		return one_letter(kind);
-	return one_letter(std::string_view(kind).substr(0, slash)) || one_letter(std::string_view(kind).substr(slash + 1));
-}
-
 // go-yaml ends a line at a lone CR, NEL (U+0085), LS (U+2028) and PS (U+2029) as at LF; yaml-cpp
 // and JSON do not, so a comment or scalar would hide from us the key the library reads after one.
 // memchr() for each lead byte: a spec holds none of them, and a pod's 2 MiB file is read at
@@ -160,9 +151,6 @@ ForeignSpec judge_foreign_spec(std::string_view text, const std::string &path)
 		out.reason = "it ends a line with a lone CR, NEL, LS or PS, where go-yaml and verify's parsers read lines differently";
 		return out;
 	}
-	const std::size_t first = text.find_first_not_of(" \t\r\n");
-	if (first != std::string_view::npos && text[first] == '[')
-		return out;  // a list: no spec to Go's decoding, however long it is
 	auto doc = read_document(text, path);
 	if (!doc) {
 		out.verdict = ForeignSpec::Verdict::Unreadable;
@@ -170,14 +158,14 @@ ForeignSpec judge_foreign_spec(std::string_view text, const std::string &path)
 		return out;
 	}
 	if (!doc->is_object())
-		return out;  // empty, or a scalar: no spec
+		return out;  // empty, a scalar or a list: no spec
 	try {
 		walk(*doc);
 		for (const auto &[key, value] : doc->items()) {
 			if (fold(key) != "KIND" || !value.is_string())
 				continue;
 			const auto &kind = value.get_ref<const std::string &>();
-			if (crashing_kind(kind))
+			if (cdi_kind_panics(kind))
 				throw Stop{ForeignSpec::Verdict::Crashes, "a one-letter vendor or class in kind '" + printable(kind) + "'"};
 			out.kinds.insert(kind);
 		}

@@ -113,3 +113,11 @@ TEST_CASE("the cdiVersion a CDI library release accepts, from its Debian or upst
 	CHECK(max_cdi_version_for_library("x.y") == "");
 	CHECK(max_cdi_version_for_library("") == "");
 }
+
+TEST_CASE("the library panics on a vendor or class of one letter", "[cdi-model]")
+{
+	for (const char *kind : {"n/gpu", "nvidia.com/g", "x", "X/y"})
+		CHECK(cdi_kind_panics(kind));
+	for (const char *kind : {"nvidia.com/gpu", "1/gpu", "/g", "n/", "ab/cd", ""})
+		CHECK_FALSE(cdi_kind_panics(kind));
+}
