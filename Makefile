@@ -78,6 +78,7 @@ demo: build
 check: EXTRA_DEPS = $(SYSTEM_DEPS) $(PACKAGE_DEPS) $(FLEET_DEPS) $(CONSUMER_DEPS) $(CONTAINERD_DEPS)
 check: build
 	tests/debian/fetch-nvidia-debs.sh $(BUILD)/nvidia-debs
+	tests/debian/fetch-containerd.sh .cache/containerd
 	meson test -C $(BUILD) --print-errorlogs
 
 # arm64 (GB300 hosts): Debian's cross g++ and :arm64 libraries, qemu-user-static as the exe wrapper
@@ -86,6 +87,7 @@ BUILD_ARM64 ?= build-arm64
 check-arm64: deps
 	tests/cross/setup-arm64.sh $(BUILD_ARM64)
 	meson compile -C $(BUILD_ARM64)
+	tests/debian/fetch-containerd.sh .cache/containerd
 	meson test -C $(BUILD_ARM64) --suite unit --suite integration --print-errorlogs
 
 check-builds: deps
@@ -131,6 +133,7 @@ check-fuzz: fuzz-build
 # as it ends. Root, like make check's booted tiers.
 SOAK_MINUTES ?= 60
 soak: build
+	tests/debian/fetch-containerd.sh .cache/containerd
 	env STATEFUL_MINUTES=$(SOAK_MINUTES) meson test -C $(BUILD) --suite stateful --verbose --no-rebuild \
 		--timeout-multiplier 0 --logbase soak-stateful & stateful=$$!; \
 	env ORACLE_MINUTES=$$(awk 'BEGIN { print $(SOAK_MINUTES) / 4 }') ORACLE_SEED=random \

@@ -44,7 +44,7 @@ std::optional<Problem> check_device_plugin(const Context &ctx, const SpecRead &s
 // logged with its MESSAGE_ID. For verify, returns the findings that make it not ready (already
 // logged) and adds the rest to the warnings; setup and refresh get none back.
 // `known`: our specs' bytes as the run read or wrote them (not read again).
-std::vector<Problem> record_consumer(const Context &ctx, Report &report, bool verify, const KnownSpecs *known);
+std::vector<Problem> record_consumer(const Context &ctx, Report &report, bool verify, const KnownSpecs *known, bool ask_runtime = true);
 
 // After a run that serves the root: the generation of what the GPU consumers see (a new one when the
 // driver version or our specs changed), and unbounded-nvidia-consumers.service started when they

@@ -9,10 +9,10 @@
 
 namespace unbounded {
 
-std::vector<Problem> record_consumer(const Context &ctx, Report &report, bool verify, const KnownSpecs *known)
+std::vector<Problem> record_consumer(const Context &ctx, Report &report, bool verify, const KnownSpecs *known, bool ask_runtime)
 {
 	PhaseTimer t(report, "check_consumer");
-	ConsumerReport consumer = check_consumer(ctx, known, report.device_plugin_read ? &*report.device_plugin_read : nullptr);
+	ConsumerReport consumer = check_consumer(ctx, known, report.device_plugin_read ? &*report.device_plugin_read : nullptr, ask_runtime);
 	report.details["containerd"] = std::move(consumer.containerd);
 	report.details["cdi_shadowing"] = std::move(consumer.shadowing);
 	report.details["dra_claims"] = std::move(consumer.dra);

@@ -88,7 +88,8 @@ void print_help()
 		    "  --config FILE   configuration file (default %s under the root)\n"
 		    "  --json          print one JSON object describing the result on stdout\n"
 		    "  --boot          setup: the boot unit's run: try again while the host is not ready (up to\n"
-		    "                  staging_timeout), record the units a failure holds back for the refresh\n"
+		    "                  staging_timeout), record the units a failure holds back for the refresh;\n"
+		    "                  containerd is not asked about its configuration (verify asks it)\n"
 		    "  --output FILE   generate-cdi: write the spec to FILE ('-' for stdout, the default)\n"
 		    "  --npd[=CONDITION]\n"
 		    "                  verify: node-problem-detector plugin protocol (exit 0 OK, 1 problem,\n"
@@ -326,7 +327,7 @@ int run(int argc, char **argv)
 	report.timings_ms["total"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 
 	if (verb.records && report.ready() && report.outcome != "no-gpu")
-		record_consumer(ctx, report, /*verify=*/false, &report.specs_in_place);
+		record_consumer(ctx, report, /*verify=*/false, &report.specs_in_place, /*ask_runtime=*/!args.boot);
 	if (verb.metrics)
 		record_metrics(ctx, report, report.timings_ms["total"].get<double>() / 1000.0, held_back_count(ctx));
 	// The whole run's peak, the metrics write included (a full textfile directory once set it).

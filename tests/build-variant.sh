@@ -54,6 +54,7 @@ sanitizers)
 		cp -al "$SRC/build/nvidia-debs" "$DIR/nvidia-debs"
 	fi
 	"$SRC/tests/debian/fetch-nvidia-debs.sh" "$DIR/nvidia-debs"
+	"$SRC/tests/debian/fetch-containerd.sh" "$SRC/.cache/containerd"
 	# Every report also goes to a file of its own: a finding in a run whose test expects a failure
 	# (exit 1, a message on stderr) would otherwise pass for the failure the test wanted.
 	REPORTS="$DIR/sanitizer-reports"

@@ -424,9 +424,10 @@ void check_containerd(const ContainerdView &v, const Context &ctx, ConsumerRepor
 	j["cdi_table_disabled"] = v.cdi_table_disabled;
 	j["config_ambiguous"] = v.config_ambiguous;
 	if (v.config_ambiguous) {
-		problem(out, "cdi-disabled", message_id::CONTAINERD_CDI_OFF, v.config,
-			"containerd's configuration names one CRI table twice in a version-1 file ([plugins.cri] and its URI), and containerd " +
-				(v.version ? v.version->text : std::string()) +
+		const std::string file = v.refused_file.empty() ? v.config : v.refused_file;
+		problem(out, "cdi-disabled", message_id::CONTAINERD_CDI_OFF, file,
+			"containerd's configuration names one CRI table twice in a version-1 file (" + printable(file) +
+				": [plugins.cri] and its URI), and containerd " + (v.version ? v.version->text : std::string()) +
 				" keeps either one from start to start: whether it uses CDI is not fixed. Keep one of the two");
 		return;
 	}
@@ -438,22 +439,18 @@ void check_containerd(const ContainerdView &v, const Context &ctx, ConsumerRepor
 	}
 	// containerd 2.3 deprecates enable_cdi: off, a pod's CDI request is an error; the key goes away.
 	const bool deprecated = v.version && (v.version->major > 2 || (v.version->major == 2 && v.version->minor >= 3));
-	if (deprecated && v.cdi_enabled_from.starts_with("/") && v.cdi_enabled && *v.cdi_enabled)
-		out.findings.push_back(ConsumerFinding{"containerd-config", message_id::CONTAINERD_CONFIG_UNKNOWN, Problem{v.cdi_enabled_from, "enable_cdi in " + v.cdi_enabled_from + " is deprecated in containerd " + v.version->text + " (CDI is always on there): remove it"}, true});
 	if (v.cdi_enabled && !*v.cdi_enabled && deprecated) {
-		problem(out, "cdi-disabled", message_id::CONTAINERD_CDI_OFF, v.cdi_enabled_from,
-			"enable_cdi = false in " + printable(v.cdi_enabled_from) + ": containerd " + v.version->text +
-				" deprecates the key and fails every pod that asks for a CDI device, GPU pods included. Remove the line and restart containerd");
+		problem(out, "cdi-disabled", message_id::CONTAINERD_CDI_OFF, v.config,
+			"enable_cdi = false in containerd's configuration (" + printable(v.cdi_enabled_from) + "): containerd " + v.version->text +
+				" deprecates the key and fails every pod that asks for a CDI device, GPU pods included. Remove the line from " +
+				printable(v.config) + " or the file it imports that sets it, and restart containerd");
 		return;
 	}
 	if (v.cdi_enabled && !*v.cdi_enabled) {
-		const std::string file = v.cdi_enabled_from.starts_with("/") ? v.cdi_enabled_from
-					 : !v.cdi_table_from.empty()         ? v.cdi_table_from
-									     : v.config;
-		problem(out, "cdi-disabled", message_id::CONTAINERD_CDI_OFF, file,
+		problem(out, "cdi-disabled", message_id::CONTAINERD_CDI_OFF, v.config,
 			"CDI is off in containerd " + (v.version ? v.version->text : std::string("(version unknown)")) + " (" +
 				printable(v.cdi_enabled_from) + "): pods get no GPU from " + ctx.config.cdi_spec + ". Set enable_cdi = true under " +
-				v.cdi_section + " in " + printable(file) + " and restart containerd");
+				v.cdi_section + " in " + printable(v.config) + " (or the file it imports that sets that table last) and restart containerd");
 	}
 	check_spec_dir_listed(v, ctx, out);
 }
@@ -682,10 +679,10 @@ std::optional<SpecFacts> spec_facts(const std::string &text, const std::string &
 	return facts_of(*doc);
 }
 
-ConsumerReport check_consumer(const Context &ctx, const KnownSpecs *known, const ReadSpecFile *read)
+ConsumerReport check_consumer(const Context &ctx, const KnownSpecs *known, const ReadSpecFile *read, bool ask_runtime)
 {
 	ConsumerReport out;
-	const ContainerdView view = read_containerd(ctx);
+	const ContainerdView view = read_containerd(ctx, ask_runtime);
 	check_containerd(view, ctx, out);
 	// Without containerd the CDI library's defaults, which CRI-O and podman share.
 	SpecScan scan(ctx, view.found ? view.cdi_spec_dirs : std::vector<std::string>{"/etc/cdi", "/var/run/cdi"}, out, known);

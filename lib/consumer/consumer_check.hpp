@@ -3,7 +3,7 @@
 // by default, refuses a cdiVersion newer than its CDI library, and a spec in /var/run/cdi (written by
 // a pod: hostile) overrides the same device in /etc/cdi. The DRA driver's per-claim specs point into
 // the driver root and go stale after a driver change like the device plugin's.
-// From files only, within the budgets of the device plugin's check (cdi_check.hpp).
+// From files, and containerd's own answer, within the budgets of the device plugin's check (cdi_check.hpp).
 #pragma once
 
 #include "cdi_spec.hpp"
@@ -73,6 +73,8 @@ struct ReadSpecFile {
 	std::shared_ptr<const Result<std::string>> text;  // the caller's, when it outlives the check
 };
 
-ConsumerReport check_consumer(const Context &ctx, const KnownSpecs *known = nullptr, const ReadSpecFile *read = nullptr);
+// `ask_runtime`: containerd is run to say what it makes of its configuration (containerd.hpp); not
+// on the boot path.
+ConsumerReport check_consumer(const Context &ctx, const KnownSpecs *known = nullptr, const ReadSpecFile *read = nullptr, bool ask_runtime = true);
 
 }  // namespace unbounded

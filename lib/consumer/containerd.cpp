@@ -5,6 +5,7 @@
 #include "confined_open.hpp"
 #include "fs.hpp"
 #include "containerd_config.hpp"
+#include "toml_reader.hpp"
 #include "crio_config.hpp"
 #include "format.hpp"
 #include "run_probe.hpp"
@@ -13,6 +14,7 @@
 #include <array>
 #include <cctype>
 #include <charconv>
+#include <cstring>
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <iterator>
@@ -161,26 +163,26 @@ std::string normalize_run_path(std::string_view path)
 
 namespace {
 
-std::string section_name(const std::string &table)
+// Only a binary that is root's, a regular file and writable by nobody else is run, as root.
+bool runnable(int root, const std::string &bin)
 {
-	return table == "cri" ? "[plugins.cri]" : table == "io.containerd.cri.v1.runtime" ? "[plugins.'io.containerd.cri.v1.runtime']"
-											  : "[plugins.\"" + table + "\"]";
+	struct stat st = {};
+	return ::fstatat(root, bin.c_str() + 1, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) && st.st_uid == 0 &&
+	       !(st.st_mode & (S_IWGRP | S_IWOTH)) && (st.st_mode & S_IXUSR);
 }
 
 // containerd's version as the binary says it (`containerd --version`: "containerd
 // github.com/containerd/containerd v1.7.24 88bf19b...", 2.x's ".../containerd/v2 v2.1.9 ...",
 // Docker's "containerd containerd.io 1.7.27 ..."), for a containerd no package database knows (a
-// release tarball, an RPM). Only a binary that is root's and writable by nobody else is run.
-std::optional<std::pair<ContainerdVersion, std::string>> binary_version(const Context &ctx, int root, const char *bin)
+// release tarball, an RPM).
+std::optional<std::pair<ContainerdVersion, std::string>> binary_version(const Context &ctx, int root, const std::string &bin)
 {
-	struct stat st = {};
-	if (::fstatat(root, bin + 1, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH)) ||
-	    !(st.st_mode & S_IXUSR))
+	if (!runnable(root, bin))
 		return std::nullopt;
-	const auto out = run_probe(ctx.real(bin), "--version", Millis(2000), 4096);
-	if (!out)
+	const ProbeResult out = run_program(Probe{bin, {"--version"}, ctx.root, Millis(2000), 4096, 0});
+	if (!out.ok())
 		return std::nullopt;
-	std::string_view text = *out;
+	std::string_view text = out.out;
 	while (!text.empty()) {
 		const auto start = text.find_first_not_of(" \t\n");
 		if (start == std::string_view::npos)
@@ -202,6 +204,13 @@ std::optional<std::pair<ContainerdVersion, std::string>> binary_version(const Co
 // 1.7.24 is built with 0.8.0 where upstream's vendors 0.7.0).
 void find_containerd(const Context &ctx, int root, ContainerdView &view)
 {
+	for (const char *bin : {"/usr/bin/containerd", "/usr/local/bin/containerd"}) {
+		struct stat st = {};
+		if (::fstatat(root, bin + 1, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+			view.binary = bin;
+			break;
+		}
+	}
 	if (auto pkg = dpkg_version(root)) {
 		view.found = true;
 		view.version = parse_containerd_version(pkg->version);
@@ -211,18 +220,12 @@ void find_containerd(const Context &ctx, int root, ContainerdView &view)
 			view.max_cdi_version_from = pkg->cdi_library_field + " of " + pkg->package + " in " + DPKG_STATUS + ": " +
 						    pkg->cdi_library->package + " " + view.cdi_library;
 		}
-	} else {
-		for (const char *bin : {"/usr/bin/containerd", "/usr/local/bin/containerd"}) {
-			struct stat st = {};
-			if (::fstatat(root, bin + 1, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-				view.found = true;
-				view.version_source = bin;
-				if (auto v = binary_version(ctx, root, bin)) {
-					view.version = v->first;
-					view.version_source = std::string(bin) + " --version (" + printable(v->second) + ")";
-				}
-				break;
-			}
+	} else if (!view.binary.empty()) {
+		view.found = true;
+		view.version_source = view.binary;
+		if (auto v = binary_version(ctx, root, view.binary)) {
+			view.version = v->first;
+			view.version_source = view.binary + " --version (" + printable(v->second) + ")";
 		}
 	}
 }
@@ -259,9 +262,171 @@ void read_crio(int root, ContainerdView &view)
 	view.cdi_section = "[crio.runtime] in a drop-in of /etc/crio/crio.conf.d/";
 }
 
+// The CRI plugin's table in a dump: 2.x's runtime plugin reads enable_cdi, 1.x's one CRI plugin.
+constexpr const char *CRI_1 = "io.containerd.grpc.v1.cri";
+constexpr const char *RUNTIME_2 = "io.containerd.cri.v1.runtime";
+constexpr Millis DUMP_TIMEOUT{5000};
+constexpr std::size_t MAX_DUMP_BYTES = 4u << 20;  // the default configuration dumps to 8 KiB
+
+// "containerd: failed to load TOML: /etc/containerd/x.toml: open ...": the file containerd names.
+std::string file_named(const std::string &why, const std::string &fallback)
+{
+	for (const char *lead : {"failed to load TOML: ", "failed to load TOML from "}) {
+		const auto at = why.find(lead);
+		if (at == std::string::npos || why.compare(at + std::strlen(lead), 1, "/") != 0)
+			continue;
+		const auto from = at + std::strlen(lead), end = why.find(':', from);
+		return why.substr(from, end == std::string::npos ? std::string::npos : end - from);
+	}
+	return fallback;
+}
+
+const json *table_at(const json &doc, std::initializer_list<const char *> keys)
+{
+	const json *at = &doc;
+	for (const char *k : keys) {
+		if (!at->is_object() || !at->contains(k))
+			return nullptr;
+		at = &(*at)[k];
+	}
+	return at;
+}
+
+// containerd's answer, read: the effective CRI table, the plugins it disables, the files it read.
+void read_dump(const json &dump, bool v2, ContainerdView &view)
+{
+	const json *disabled = table_at(dump, {"disabled_plugins"});
+	auto disables = [&](std::initializer_list<std::string_view> names) {
+		if (disabled && disabled->is_array())
+			for (const auto &d : *disabled)
+				if (d.is_string() && std::find(names.begin(), names.end(), d.get<std::string>()) != names.end())
+					return d.get<std::string>();
+		return std::string();
+	};
+	const json *cri = table_at(dump, {"plugins", v2 ? RUNTIME_2 : CRI_1});
+	// A plugin that is not loaded has no table in the dump. 1.x has one CRI plugin, which reads
+	// enable_cdi; 2.x's CRI service is a plugin of its own beside it, named in the list as a URI.
+	view.cdi_table_disabled = !cri;
+	if (v2 && !disables({CRI_1}).empty())
+		view.cri_disabled = CRI_1;
+	else if (!cri)
+		view.cri_disabled = v2 ? RUNTIME_2 : disables({"cri"}).empty() ? CRI_1
+									       : "cri";
+	if (!v2)
+		if (const json *imports = table_at(dump, {"imports"}); imports && imports->is_array())
+			for (const auto &f : *imports)
+				if (f.is_string())
+					view.config_files.push_back(f.get<std::string>());
+	if (!cri || !cri->is_object())
+		return;
+	if (const json *e = table_at(*cri, {"enable_cdi"}); e && e->is_boolean())
+		view.cdi_enabled = e->get<bool>();
+	if (const json *d = table_at(*cri, {"cdi_spec_dirs"}); d && d->is_array()) {
+		view.cdi_spec_dirs.clear();
+		for (const auto &x : *d)
+			if (x.is_string() && view.cdi_spec_dirs.size() < 64)
+				view.cdi_spec_dirs.push_back(x.get<std::string>());
+		view.cdi_spec_dirs_from = "containerd config dump";
+	}
+}
+
+// Whether the main configuration file is there; nullopt when it is something containerd blocks on
+// (a FIFO) or fails to read, which is then the refusal.
+std::optional<bool> main_config(int root, ContainerdView &view)
+{
+	auto fd = open_confined(root, view.config, ConfinedOpen{Confinement::InRoot, O_PATH, true});
+	if (!fd)
+		return fd.error().errnum != ENOENT;  // containerd says what it makes of any other error
+	struct stat st = {};
+	if (::fstat(fd->get(), &st) == 0 && !S_ISREG(st.st_mode)) {
+		view.refused = view.config + ": it is " + fs::file_type_name(st.st_mode) + ", which containerd blocks on or fails to read";
+		view.refused_file = view.config;
+		return std::nullopt;
+	}
+	return true;
+}
+
+// What 2.x's dump does not say (containerd_config.hpp): an import that is not there, a version-1
+// file naming the CRI plugin twice. And the files it reads, which its dump does not list.
+void follow_imports(int root, ContainerdView &view)
+{
+	const ContainerdImports walk = walk_containerd_imports(root, view.config);
+	view.config_files = walk.files;
+	if (!walk.missing.empty()) {
+		view.refused = "it imports " + walk.missing + ", which does not exist (containerd 2.x's config dump passes over it; its daemon does not)";
+		view.refused_file = walk.missing;
+	} else if (!walk.ambiguous.empty()) {
+		view.config_ambiguous = true;
+		view.refused_file = walk.ambiguous;
+	} else if (!walk.unknown.empty()) {
+		view.warnings.push_back("containerd's configuration is not followed through its imports (" + walk.unknown +
+					"): whether containerd 2.x starts with it is not known");
+	}
+}
+
+// Asks containerd what it makes of its configuration, chrooted into the machine root so that its
+// configuration and every file that imports are the machine's.
+void ask_containerd(const Context &ctx, int root, ContainerdView &view)
+{
+	const std::string asked = view.binary + " --config " + view.config + " config dump";
+	if (view.binary.empty() || !runnable(root, view.binary)) {
+		view.warnings.push_back(view.binary.empty() ? std::string("containerd is installed but neither /usr/bin/containerd nor /usr/local/bin/containerd is there: its configuration is not asked")
+							    : view.binary + " is not root's regular file, or others may write it: it is not run, and whether containerd uses CDI is not known");
+		return;
+	}
+	const std::optional<bool> have_config = main_config(root, view);
+	if (!have_config)
+		return;
+	// Without its main file containerd runs on its defaults (1.x's dump refuses the missing file).
+	const std::vector<std::string> args = *have_config ? std::vector<std::string>{"--config", view.config, "config", "dump"}
+							   : std::vector<std::string>{"config", "default"};
+	const ProbeResult r = run_program(Probe{view.binary, args, ctx.root, DUMP_TIMEOUT, MAX_DUMP_BYTES});
+	if (r.timed_out) {
+		view.refused = asked + " did not answer within " + std::to_string(DUMP_TIMEOUT.count() / 1000) +
+			       " s: containerd reading its configuration does not end";
+		view.refused_file = view.config;
+		return;
+	}
+	if (!r.ran || r.too_big) {
+		view.warnings.push_back("Failed to ask containerd (" + asked + "): " +
+					(r.too_big ? "more than " + std::to_string(MAX_DUMP_BYTES) + " bytes" : r.error) +
+					"; whether it uses CDI is not known");
+		view.cdi_enabled.reset();
+		return;
+	}
+	if (r.status != 0) {
+		std::string why = r.last_err_line();
+		if (why.starts_with("containerd: "))
+			why.erase(0, 12);
+		view.refused = why.empty() ? asked + " exited with status " + std::to_string(r.status) : why;
+		view.refused_file = file_named(why, view.config);
+		return;
+	}
+	auto dump = parse_toml_bounded(r.out, asked, ParseLimits{32, 200000});
+	if (!dump || !dump->is_object()) {
+		view.warnings.push_back("containerd's answer (" + asked + ") is not read: " + (dump ? "no table" : dump.error().message) +
+					"; whether it uses CDI is not known");
+		view.cdi_enabled.reset();
+		return;
+	}
+	// The binary's own version (the dump's: 2 from 1.x, 3 from 2.x) over the package database's.
+	const json *version = table_at(*dump, {"version"});
+	const bool v2 = version && version->is_number_integer() ? version->get<long long>() >= 3 : view.version && view.version->major >= 2;
+	view.cdi_enabled = v2;  // the version's default where the table does not say
+	read_dump(*dump, v2, view);
+	const std::string version_text = view.version ? view.version->text : std::string(v2 ? "2.x" : "1.x");
+	view.cdi_enabled_from = !*have_config            ? "default of containerd " + version_text
+				: view.cdi_enabled == v2 ? asked + ", as the default of containerd " + version_text
+							 : asked;
+	view.cdi_section = v2 ? "[plugins.'io.containerd.cri.v1.runtime'] (version = 3)"
+			      : "[plugins.\"io.containerd.grpc.v1.cri\"] (with version = 2 at the top of the file)";
+	if (v2 && *have_config)
+		follow_imports(root, view);
+}
+
 }  // namespace
 
-ContainerdView read_containerd(const Context &ctx)
+ContainerdView read_containerd(const Context &ctx, bool ask)
 {
 	ContainerdView view;
 	view.config = ctx.config.containerd_config;
@@ -273,7 +438,8 @@ ContainerdView read_containerd(const Context &ctx)
 		read_crio(root.get(), view);
 		return view;
 	}
-	const bool v2 = view.version && view.version->major >= 2;
+	view.cdi_spec_dirs = {"/etc/cdi", "/var/run/cdi"};
+	view.cdi_spec_dirs_from = "default";
 	if (view.version) {
 		view.max_cdi_version = max_cdi_version_for_containerd(view.version->major, view.version->minor, view.version->patch);
 		// 1.6 and older have no CDI whatever they were linked with.
@@ -292,38 +458,13 @@ ContainerdView read_containerd(const Context &ctx)
 		view.cdi_enabled_from = "containerd " + view.version->text + " has no CDI support";
 		return view;
 	}
-	// The files as containerd loads and merges them (containerd_config.hpp).
-	const LoadedConfig cfg = load_containerd_config(root.get(), view.config, v2 ? 2 : 1);
-	view.config_files = cfg.files;
-	view.warnings.insert(view.warnings.end(), cfg.warnings.begin(), cfg.warnings.end());
-	view.refused = cfg.refused;
-	view.refused_file = cfg.refused_file.empty() ? view.config : cfg.refused_file;
-	view.cri_disabled = cfg.cri_disabled;
-	view.cdi_table_disabled = cfg.cdi_table_disabled;
-	view.cdi_table_from = cfg.cri_table_from;
-	view.cdi_enabled = v2;
-	view.cdi_enabled_from = view.version ? "default of containerd " + view.version->text : "";
-	if (!cfg.cri_table_from.empty() && !v2 && view.version)
-		view.cdi_enabled_from += ", as " + cfg.cri_table_from + " sets " + section_name(cfg.cri_table) + " without enable_cdi";
-	if (cfg.enable_cdi) {
-		view.cdi_enabled = *cfg.enable_cdi;
-		view.cdi_enabled_from = cfg.enable_cdi_from;
+	if (ask) {
+		ask_containerd(ctx, root.get(), view);
+	} else {
+		view.cdi_enabled_from = "not asked on the boot path (verify asks containerd)";
 	}
-	if (!view.version && !cfg.enable_cdi)
+	if (!view.refused.empty() || view.config_ambiguous)
 		view.cdi_enabled.reset();
-	view.cdi_spec_dirs = cfg.cdi_spec_dirs ? *cfg.cdi_spec_dirs : std::vector<std::string>{"/etc/cdi", "/var/run/cdi"};
-	view.cdi_spec_dirs_from = cfg.cdi_spec_dirs ? cfg.cdi_spec_dirs_from : "default";
-	if (v2)
-		view.cdi_section = "[plugins.'io.containerd.cri.v1.runtime'] (version = 3)";
-	else if (cfg.version < 2 && cfg.cri_table_from.empty())
-		view.cdi_section = "[plugins.\"io.containerd.grpc.v1.cri\"] (with version = 2 at the top of the file)";
-	else
-		view.cdi_section = section_name(cfg.cri_table);
-	if (cfg.unknown && !view.cdi_enabled_from.starts_with("/"))
-		view.cdi_enabled.reset();
-	if (!view.refused.empty() || cfg.ambiguous)
-		view.cdi_enabled.reset();
-	view.config_ambiguous = cfg.ambiguous;
 	return view;
 }
 

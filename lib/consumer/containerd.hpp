@@ -1,7 +1,7 @@
-// What the machine's containerd will do with CDI, read from files only (containerd may not run yet:
-// setup runs before it): its version from the package database, and from its configuration (imports
-// followed, as containerd merges them) whether CDI is on and which directories it reads specs from.
-// Facts: shared/reference/containerd-cri-and-dra.md.
+// What the machine's containerd will do with CDI, whether or not it runs: its version from the package
+// database (else as its binary says), and, from containerd itself (`containerd --config FILE config
+// dump`, its own loader: imports, globs, version migration, refusal by exit status), whether CDI is
+// on and which directories it reads specs from. Facts: shared/reference/containerd-cri-and-dra.md.
 #pragma once
 
 #include "cdi_model.hpp"
@@ -36,12 +36,12 @@ struct ContainerdView {
 	std::string runtime = "containerd";        // or "cri-o", when CRI-O is installed and containerd is not
 	std::optional<ContainerdVersion> version;  // from the package; nullopt when unknown
 	std::string version_source;                // "/var/lib/dpkg/status (containerd 1.7.24~ds1-6)"
+	std::string binary;                        // what is asked, as the machine sees it
 	std::string config;                        // the main configuration file, as the machine sees it
-	std::vector<std::string> config_files;     // the files read, in containerd's merge order
+	std::vector<std::string> config_files;     // the files containerd read
 	std::optional<bool> cdi_enabled;           // effective; nullopt when it cannot be told
-	std::string cdi_enabled_from;              // the file that set it, or "default of containerd X"
+	std::string cdi_enabled_from;              // "containerd config dump", or "default of containerd X"
 	std::string cdi_section;                   // the table that holds enable_cdi for this version
-	std::string cdi_table_from;                // 1.x: the last file whose CRI table replaced the others
 	std::vector<std::string> cdi_spec_dirs;    // effective, in priority order (later wins)
 	std::string cdi_spec_dirs_from;
 	std::string max_cdi_version;        // "" when unknown (or no CDI)
@@ -55,7 +55,10 @@ struct ContainerdView {
 	std::vector<std::string> warnings;  // an unreadable configuration, an unknown version
 };
 
-ContainerdView read_containerd(const Context &ctx);
+// `ask`: run containerd to learn its configuration (verify and refresh); false on the boot path,
+// where containerd's configuration is what it reads next, not what setup waits on: the version's
+// defaults stand, and nothing is said about the files.
+ContainerdView read_containerd(const Context &ctx, bool ask = true);
 
 // "/var/run/cdi" and "/run/cdi" are one directory (/var/run is a link to /run); trailing slashes go.
 std::string normalize_run_path(std::string_view path);

@@ -1,9 +1,10 @@
-// containerd's configuration files, read with toml++ (Debian's libtomlplusplus-dev) into a JSON value:
-// tables are objects, dates and times their TOML text. Built with toml++'s features beyond TOML 1.0
-// that containerd's Go TOML libraries (go-toml v1 in 1.7, v2 in 2.x) also take: an inline table over
-// several lines; a UTF-8 byte-order mark is TOML's own. containerd refuses a file toml++ refuses (a
-// table defined twice, a key set twice): the error names the file, line and column. The caller caps
-// the bytes; depth and values are capped here like the other parsers (bounded_parse.hpp).
+// TOML read with toml++ (Debian's libtomlplusplus-dev) into a JSON value: containerd's answer (its
+// config dump) and the imports of its files, CRI-O's and nvidia-container-runtime's configuration.
+// Tables are objects, dates and times their TOML text. Built with toml++'s features beyond TOML 1.0
+// that the Go TOML libraries also take (an inline table over several lines); whether containerd
+// itself takes a file is containerd's answer, never this reader's. Errors name the file, line and
+// column. The caller caps the bytes; depth and values are capped here like the other parsers
+// (bounded_parse.hpp).
 #pragma once
 
 #include "bounded_parse.hpp"

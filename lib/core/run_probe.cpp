@@ -1,5 +1,4 @@
-// Running a program of the machine's to ask it what it is (nvidia-cdi-hook --help, containerd
-// --version): see run_probe.hpp.
+// Running a program of the machine's to ask it what it is: see run_probe.hpp.
 #include "run_probe.hpp"
 
 #include "unique_fd.hpp"
@@ -7,9 +6,9 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstring>
 #include <fcntl.h>
 #include <poll.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -17,89 +16,155 @@
 namespace unbounded {
 namespace {
 
-// Reads what is in the pipe now, without waiting: false at end of file or past max_bytes.
-bool drain(int fd, std::string &out, bool &eof, std::size_t max_bytes)
+// Reads what is in the pipe now, without waiting; false once it is at its end.
+bool drain(int fd, std::string &to, std::size_t keep, bool keep_tail)
 {
 	char buf[4096];
-	while (out.size() <= max_bytes) {
-		ssize_t n = ::read(fd, buf, sizeof(buf));
+	for (;;) {
+		const ssize_t n = ::read(fd, buf, sizeof buf);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
 			return true;  // EAGAIN: nothing more now
-		if (n == 0) {
-			eof = true;
+		if (n == 0)
 			return false;
+		to.append(buf, static_cast<std::size_t>(n));
+		if (to.size() > keep) {
+			if (!keep_tail)
+				return true;  // past the bound: the caller stops
+			to.erase(0, to.size() - keep);
 		}
-		out.append(buf, static_cast<std::size_t>(n));
 	}
-	return false;
+}
+
+// In the child, between fork and exec: only calls that are safe there. Its error goes to the
+// status pipe as errno and a step, then it exits.
+[[noreturn]] void child(const Probe &p, char *const *argv, char *const *envp, int out, int err, int status)
+{
+	const char *step = "setpgid";
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, nullptr);
+	if (::setpgid(0, 0) == 0) {
+		step = "chroot";
+		const bool jail = !p.chroot.empty() && p.chroot != "/";
+		if (!jail || (::chroot(p.chroot.c_str()) == 0 && ::chdir("/") == 0)) {
+			step = "open /dev/null";
+			const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+			// Inside a machine root without /dev/null, stdin is the closed end of a pipe instead.
+			if ((null >= 0 ? ::dup2(null, 0) : ::dup2(status, 0)) >= 0 && ::dup2(out, 1) >= 0 && ::dup2(err, 2) >= 0) {
+				step = "execve";
+				::execve(p.path.c_str(), argv, envp);
+			}
+		}
+	}
+	const int e = errno;
+	(void)!::write(status, &e, sizeof e);
+	(void)!::write(status, step, std::strlen(step));
+	::_exit(127);
 }
 
 }  // namespace
 
-// The program runs in a process group of its own, and the whole group is killed when the probe ends,
-// however it ended: anything it started must not outlive us as root. It is judged by its
-// exit status and what it printed by then, not by its stdout closing, which a child it left behind
-// may keep open. The group is killed while the program is still an unreaped zombie, so its ID (the
-// group's) cannot have been reused by then.
-std::optional<std::string> run_probe(const std::string &path, const char *arg, Millis timeout, std::size_t max_bytes)
+std::string ProbeResult::last_err_line() const
 {
-	int fds[2];
-	if (::pipe2(fds, O_CLOEXEC) < 0)
-		return std::nullopt;
-	UniqueFd rd(fds[0]), wr(fds[1]);
-	(void)::fcntl(rd.get(), F_SETFL, O_NONBLOCK);
-	posix_spawn_file_actions_t fa;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_adddup2(&fa, wr.get(), 1);
-	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-	posix_spawnattr_t attr;
-	posix_spawnattr_init(&attr);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-	posix_spawnattr_setpgroup(&attr, 0);
-	char *argv[] = {const_cast<char *>(path.c_str()), const_cast<char *>(arg), nullptr};
-	char *envp[] = {const_cast<char *>("PATH=/usr/sbin:/usr/bin:/sbin:/bin"), const_cast<char *>("LANG=C"), nullptr};
-	pid_t pid = -1;
-	const int r = ::posix_spawn(&pid, path.c_str(), &fa, &attr, argv, envp);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&attr);
-	wr.reset();
-	if (r != 0)
-		return std::nullopt;
+	std::string_view e = err;
+	while (!e.empty() && (e.back() == '\n' || e.back() == '\r' || e.back() == ' '))
+		e.remove_suffix(1);
+	const auto nl = e.rfind('\n');
+	return std::string(nl == std::string_view::npos ? e : e.substr(nl + 1));
+}
 
-	std::string out;
-	bool eof = false, exited = false;
-	const auto deadline = std::chrono::steady_clock::now() + timeout;
-	while (out.size() <= max_bytes) {
+// Judged by its exit status and what it wrote by then, not by its pipes closing, which a child it
+// left behind may keep open. The group is killed while the program is still an unreaped zombie, so
+// its ID (the group's) cannot have been reused by then.
+ProbeResult run_program(const Probe &p)
+{
+	ProbeResult r;
+	int o[2], e[2], s[2];
+	if (::pipe2(o, O_CLOEXEC) < 0 || ::pipe2(e, O_CLOEXEC) < 0 || ::pipe2(s, O_CLOEXEC) < 0) {
+		r.error = std::string("pipe: ") + std::strerror(errno);
+		return r;
+	}
+	UniqueFd out_r(o[0]), out_w(o[1]), err_r(e[0]), err_w(e[1]), st_r(s[0]), st_w(s[1]);
+	std::vector<std::string> args{p.path};
+	args.insert(args.end(), p.args.begin(), p.args.end());
+	std::vector<char *> argv;
+	for (auto &a : args)
+		argv.push_back(a.data());
+	argv.push_back(nullptr);
+	char *envp[] = {const_cast<char *>("PATH=/usr/sbin:/usr/bin:/sbin:/bin"), const_cast<char *>("LANG=C"), nullptr};
+	const pid_t pid = ::fork();
+	if (pid < 0) {
+		r.error = std::string("fork: ") + std::strerror(errno);
+		return r;
+	}
+	if (pid == 0)
+		child(p, argv.data(), envp, out_w.get(), err_w.get(), st_w.get());
+	out_w.reset(), err_w.reset(), st_w.reset();
+	for (int fd : {out_r.get(), err_r.get()})
+		(void)::fcntl(fd, F_SETFL, O_NONBLOCK);
+
+	bool out_open = true, err_open = true, exited = false;
+	const auto deadline = std::chrono::steady_clock::now() + p.timeout;
+	for (;;) {
 		siginfo_t si{};
 		// WNOWAIT: seen to have exited, not yet reaped (see above).
 		if (::waitid(P_PID, static_cast<id_t>(pid), &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid) {
 			exited = true;
-			if (!eof)
-				(void)drain(rd.get(), out, eof, max_bytes);  // what it wrote before it exited is in the pipe
+			// What it wrote before it exited is in the pipes.
+			out_open = out_open && drain(out_r.get(), r.out, p.max_out, false);
+			err_open = err_open && drain(err_r.get(), r.err, p.max_err, true);
 			break;
 		}
 		const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
-		if (left <= 0)
+		if (left <= 0) {
+			r.timed_out = true;
 			break;
-		if (!eof) {
-			pollfd p{rd.get(), POLLIN, 0};
-			// Short waits: the exit is only seen by asking, and the pipe may stay open past it.
-			if (::poll(&p, 1, static_cast<int>(std::min<long long>(left, 10))) > 0 && !drain(rd.get(), out, eof, max_bytes) && !eof)
-				break;  // past max_bytes
+		}
+		pollfd fds[2] = {{out_open ? out_r.get() : -1, POLLIN, 0}, {err_open ? err_r.get() : -1, POLLIN, 0}};
+		// Short waits: the exit is only seen by asking, and the pipes may stay open past it.
+		if (out_open || err_open) {
+			if (::poll(fds, 2, static_cast<int>(std::min<long long>(left, 10))) > 0) {
+				if (out_open && fds[0].revents)
+					out_open = drain(out_r.get(), r.out, p.max_out, false);
+				if (err_open && fds[1].revents)
+					err_open = drain(err_r.get(), r.err, p.max_err, true);
+			}
 		} else {
 			std::this_thread::sleep_for(std::chrono::milliseconds(std::min<long long>(left, 5)));
 		}
+		if (r.out.size() > p.max_out)
+			break;
 	}
+	r.too_big = r.out.size() > p.max_out;
 	::kill(-pid, SIGKILL);  // the group: the program if it is still running, and whatever it started
+	::kill(pid, SIGKILL);   // and the program itself, if it failed before its setpgid
 	int status = 0;
 	while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
 	}
-	if (!exited || out.size() > max_bytes || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+	int child_errno = 0;
+	char step[64] = {};
+	if (::read(st_r.get(), &child_errno, sizeof child_errno) == sizeof child_errno) {
+		(void)!::read(st_r.get(), step, sizeof step - 1);
+		r.error = std::string(step) + ": " + std::strerror(child_errno);
+		return r;
+	}
+	if (exited && !r.too_big && WIFEXITED(status)) {
+		r.ran = true;
+		r.status = WEXITSTATUS(status);
+	} else if (exited && WIFSIGNALED(status)) {
+		r.error = std::string("killed by signal ") + std::to_string(WTERMSIG(status));
+	}
+	return r;
+}
+
+std::optional<std::string> run_probe(const std::string &path, const char *arg, Millis timeout, std::size_t max_bytes)
+{
+	ProbeResult r = run_program(Probe{path, {arg}, "", timeout, max_bytes, 0});
+	if (!r.ok())
 		return std::nullopt;
-	return out;
+	return std::move(r.out);
 }
 
 }  // namespace unbounded

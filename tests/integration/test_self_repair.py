@@ -363,6 +363,7 @@ class TestCountedAndAlerted(SelfRepairCase):
         m = self.machine(staged=V1)
         os.makedirs(m.p("/var/lib/prometheus/node-exporter"))
         write(m.p("/var/lib/dpkg/status"), "Package: containerd\nStatus: install ok installed\nVersion: 1.7.24~ds1-6\n\n")
+        m.install_containerd("1.7.24")
         write(m.p("/etc/containerd/config.toml"), 'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  enable_cdi = false\n')
         r = m.setup()
         self.assertEqual(r.returncode, 0, r.stderr)

@@ -322,12 +322,13 @@ class FleetDay(RuleBasedStateMachine):
 
     @rule(kind=st.sampled_from(sorted(CONTAINERD)))
     def containerd_change(self, kind):
-        for path in ("/var/lib/dpkg/status", "/etc/containerd/config.toml"):
+        for path in ("/var/lib/dpkg/status", "/etc/containerd/config.toml", "/usr/bin/containerd"):
             if os.path.exists(self.m.p(path)):
                 os.unlink(self.m.p(path))
         if CONTAINERD[kind]:
             version, config = CONTAINERD[kind]
             write(self.m.p("/var/lib/dpkg/status"), dpkg_status(version))
+            self.m.install_containerd(version)
             if config:
                 write(self.m.p("/etc/containerd/config.toml"), config)
         self.containerd = kind

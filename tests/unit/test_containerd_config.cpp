@@ -1,8 +1,13 @@
-// The TOML reader on containerd's configuration shapes, and the version table.
+// The TOML reader on containerd's configuration shapes, the version table, and containerd 2.x's
+// imports as its daemon follows them.
 #include "containerd.hpp"
+#include "containerd_config.hpp"
+#include "temp_dir.hpp"
 #include "toml_reader.hpp"
+#include "unique_fd.hpp"
 
 #include <catch2/catch.hpp>
+#include <fcntl.h>
 
 using namespace unbounded;
 
@@ -164,4 +169,36 @@ TEST_CASE("the CDI library Debian built containerd against decides the cdiVersio
 	CHECK(version("golang-tags.cncf-container-device-interface (= 0.8.0 and more)") == "(none)");
 	CHECK(version("golang-tags.cncf-container-device-interface (= " + std::string(65, '1') + ")") == "(none)");
 	CHECK(version("golang-tags.cncf-container-device-interface (= \x1b[31m0.8.0)") == "(none)");
+}
+
+TEST_CASE("containerd 2.x's imports as its daemon follows them, for what its dump does not say", "[containerd]")
+{
+	test::TempDir root;
+	const UniqueFd fd(::open(root.path().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+	root.write("etc/containerd/config.toml", "version = 3\nimports = [\"conf.d/*.toml\", \"/etc/containerd/abs.toml\"]\n");
+	root.write("etc/containerd/conf.d/.dot.toml", "imports = ['sub/../x.toml']\n");  // '*' takes a leading dot
+	root.write("etc/containerd/conf.d/x.toml", "version = 3\n");
+	root.write("etc/containerd/abs.toml", "version = 3\n");
+	auto walk = walk_containerd_imports(fd.get(), "/etc/containerd/config.toml");
+	CHECK(walk.files == std::vector<std::string>{"/etc/containerd/config.toml", "/etc/containerd/conf.d/.dot.toml",
+						     "/etc/containerd/conf.d/x.toml", "/etc/containerd/abs.toml"});
+	CHECK(walk.missing.empty());
+	CHECK(walk.ambiguous.empty());
+	// A relative import is joined to its own file's directory: missing there, whatever is beside
+	// the main file.
+	root.write("etc/containerd/conf.d/x.toml", "imports = ['abs2.toml']\n");
+	root.write("etc/containerd/abs2.toml", "version = 3\n");
+	walk = walk_containerd_imports(fd.get(), "/etc/containerd/config.toml");
+	CHECK(walk.missing == "/etc/containerd/conf.d/abs2.toml");
+	// A version-1 file with [plugins.cri] and its URI: 2.x renames both to one, in no fixed order.
+	root.write("etc/containerd/conf.d/x.toml", "[plugins.cri]\n[plugins.\"io.containerd.grpc.v1.cri\"]\n");
+	walk = walk_containerd_imports(fd.get(), "/etc/containerd/config.toml");
+	CHECK(walk.ambiguous == "/etc/containerd/conf.d/x.toml");
+	// No main file: containerd's defaults, nothing missing.
+	walk = walk_containerd_imports(fd.get(), "/etc/containerd/none.toml");
+	CHECK(walk.files.empty());
+	CHECK(walk.missing.empty());
+	// What verify cannot read is said, never taken for "nothing is missing" silently.
+	root.write("etc/containerd/conf.d/x.toml", "# caf\xc3\xa9\n");
+	CHECK_THAT(walk_containerd_imports(fd.get(), "/etc/containerd/config.toml").unknown, Catch::Contains("0x7f"));
 }

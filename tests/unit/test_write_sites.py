@@ -46,6 +46,7 @@ WRITERS = {
     "lib/core/lock.cpp": "the run lock's file",
     "lib/core/log.cpp": "the log line on stderr",
     "lib/core/metrics.cpp": "the textfile collector's file",
+    "lib/core/run_probe.cpp": "a forked child's why it could not exec, into a pipe to its parent",
     "lib/core/metrics.hpp": "the textfile collector's file",
     "lib/core/spec_marker.cpp": "cleanup's removal of a spec of ours",
     "lib/core/spec_marker.hpp": "cleanup's removal of a spec of ours",

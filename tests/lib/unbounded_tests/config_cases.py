@@ -4,8 +4,9 @@ get wrong: `version` across files (absent, 0 to 4, negative, not a number), impo
 absolute, with '*' in the last or an inner component and dot-files it matches, an import that is not
 there, import cycles, the CRI table under each name a version knows ("cri", the version-2 and the 2.x
 runtime table), enable_cdi and cdi_spec_dirs set in one file and other keys in another, dotted keys and
-inline tables (over several lines too, a trailing comma), a byte-order mark, a table or key written twice, and
-disabled_plugins a version refuses. An absolute path is written with ROOT in front, which the caller
+inline tables (over several lines too, a trailing comma), a byte-order mark, a table or key written twice,
+disabled_plugins a version refuses, and forms of TOML 1.1 and beyond (TOML11 below) that toml++ built with
+its unreleased features reads and one containerd or both refuse. An absolute path is written with ROOT in front, which the caller
 replaces by the case's directory for containerd and by nothing for verify. Deterministic for a seed."""
 
 import random
@@ -14,6 +15,11 @@ ROOT = "@ROOT@"
 TABLES = ["io.containerd.grpc.v1.cri"] * 3 + ["cri", "io.containerd.cri.v1.runtime", "io.containerd.cri.v1.runtime",
                                                "io.containerd.cri.v1.images"]
 DIRS = ["/etc/cdi", "/var/run/cdi", "/run/cdi", "/etc/cdi/"]
+# \e and \x escapes, a local date-time without seconds and a trailing comma in an inline table:
+# containerd 1.7 refuses them, 2.1 reads them; '+' in a bare key, a hex float and a non-ASCII bare
+# key: both refuse them.
+TOML11 = ['x_escape = "a\\e"', 'x_hex = "a\\x41"', 'x+y = 1', 'x_float = 0x1p3', 'x_inline = {a = 1,}',
+          'x_date = 1979-05-27T07:32', 'x_time = 07:32', '\u00e9 = 1']
 IMPORT_FILES = ["conf.d/10-cdi.toml", "conf.d/20-other.toml", "conf.d/.hidden.toml", "conf.d/sub/30.toml", "extra.toml",
                 "conf.d/readme.txt"]
 IMPORTS = ["conf.d/*.toml", "conf.d/*/*.toml", "conf.d/*", f"{ROOT}/etc/containerd/conf.d/*.toml", "extra.toml",
@@ -63,6 +69,8 @@ def render_file(rng, is_main):
         top.append('version = "2"')
     if rng.random() < (0.7 if is_main else 0.2):
         top.append("imports = " + toml_value(rng.sample(IMPORTS, rng.choice([1, 1, 2]))))
+    if rng.random() < 0.08:
+        top.append(rng.choice(TOML11))
     if rng.random() < 0.05:
         top.append("disabled_plugins = " + toml_value([rng.choice(["cri", "io.containerd.grpc.v1.cri", "io.containerd.x"])]))
     body = "".join(f"{t}\n" for t in top)

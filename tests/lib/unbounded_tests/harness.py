@@ -117,6 +117,33 @@ def plugin_spec(m, version, with_libcuda=True):
                            "mounts": mounts}})
 
 
+HOST_MULTIARCH = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu"}[os.uname().machine]
+CONTAINERD_DIR = os.environ.get("DEBIAN_CONTAINERD", "")
+
+
+def containerd_binary(version):
+    """Debian's containerd binary of that major version (tests/debian/fetch-containerd.sh): trixie's
+    1.7 for "1.x", sid's 2.x for anything newer."""
+    suite = "trixie" if str(version).split(".")[0] in ("0", "1") else "sid"
+    path = os.path.join(CONTAINERD_DIR, suite, "usr/bin/containerd")
+    if not CONTAINERD_DIR or not os.path.exists(path):
+        raise RuntimeError(f"Debian's containerd of {suite} is not in DEBIAN_CONTAINERD={CONTAINERD_DIR!r}: "
+                           "run tests/debian/fetch-containerd.sh (make check does)")
+    return path
+
+
+def place_host_file(src, dst):
+    """A hard link of a file of this host (its target when it is a link) at dst, else a copy."""
+    src = os.path.realpath(src)
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    if os.path.lexists(dst):
+        os.unlink(dst)
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
 def fixture(name):
     path = os.path.join(FIXTURES, name)
     if not os.path.exists(path):
@@ -377,6 +404,15 @@ class MachineRoot:
 
     def config(self, text):
         write(self.p("/etc/unbounded/nvidia.yaml"), text)
+
+    def install_containerd(self, version, path="/usr/bin/containerd", binary=None):
+        """Debian's real containerd of the major `version` names (trixie's 1.7, sid's 2.x), or
+        `binary`, at `path`, with the C library it runs on: verify runs it chrooted into this root to
+        learn what it makes of the root's configuration (`config dump`), as it runs the machine's own."""
+        place_host_file(binary or containerd_binary(version), self.p(path))
+        for lib in ("/lib64/ld-linux-x86-64.so.2", f"/lib/{HOST_MULTIARCH}/libc.so.6"):
+            place_host_file(lib, self.p(lib))
+        return self
 
     def standard(self, version=V1, layout="ubuntu", gpus=1, **kw):
         """A complete single-driver machine."""

@@ -80,3 +80,36 @@ def containerd_dump(img, config):
     table = "io.containerd.cri.v1.runtime" if d.get("version", 0) >= 3 else "io.containerd.grpc.v1.cri"
     cri = d.get("plugins", {}).get(table, {})
     return {"refused": False, "enable_cdi": cri.get("enable_cdi"), "cdi_spec_dirs": cri.get("cdi_spec_dirs")}
+
+
+def containerd_daemon_starts(img, config, workdir):
+    """Whether the release's containerd daemon itself starts on `config`, which is what a node gets:
+    its dump and its daemon differ (2.x's dump passes over a missing import, the daemon does not
+    start). The daemon runs with its root, state and socket under `workdir` and is killed as soon as
+    it says "starting containerd", which it logs once its configuration is loaded, before any plugin.
+    {"refused": bool, "why": its last line when it did not start}."""
+    import signal
+    import threading
+    os.makedirs(workdir, exist_ok=True)
+    p = subprocess.Popen([os.path.join(img, "usr/bin/containerd"), "--config", config, "--log-level", "info",
+                          "--root", f"{workdir}/root", "--state", f"{workdir}/state", "--address", f"{workdir}/sock"],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    watchdog = threading.Timer(30, lambda: os.killpg(p.pid, signal.SIGKILL))
+    watchdog.start()
+    last, started = "", False
+    try:
+        for line in p.stderr:
+            if "starting containerd" in line:
+                started = True
+                break
+            last = line.strip() or last
+    finally:
+        watchdog.cancel()
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        rc = p.wait()
+        p.stderr.close()
+    return {"refused": False} if started else {"refused": True, "why": last or f"exit status {rc}"}
