@@ -16,10 +16,10 @@ std::vector<Problem> record_consumer(const Context &ctx, Report &report, bool ve
 	report.details["containerd"] = std::move(consumer.containerd);
 	report.details["cdi_shadowing"] = std::move(consumer.shadowing);
 	report.details["dra_claims"] = std::move(consumer.dra);
-	nlohmann::ordered_json counts = nlohmann::ordered_json::object();
+	report.facts.consumer_findings.clear();
 	for (const char *check : CONSUMER_CHECKS)
-		counts[check] = consumer.count(check);
-	report.details["consumer_findings"] = std::move(counts);
+		report.facts.consumer_findings.emplace_back(check, consumer.count(check));
+	report.facts.dra_claim_specs = consumer.dra_claim_specs;
 	std::vector<Problem> problems;
 	for (auto &f : consumer.findings) {
 		const log::Fields fields{{"MESSAGE_ID", f.message_id}, {"UNBOUNDED_NVIDIA_PATH", f.problem.path}, {"UNBOUNDED_NVIDIA_CHECK", f.check}};

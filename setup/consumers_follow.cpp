@@ -74,7 +74,7 @@ void follow_driver_generation(const Context &ctx, Report &report, int run_dir, c
 			log::warning(w.error().message + ", not recording the driver root's generation");
 			return;
 		}
-	report.details["driver_root_generation"] = g.generation;
+	report.facts.driver_root_generation = g.generation;
 	if (advanced.changed && g.generation > 1)
 		log::notice("What the GPU consumers see changed (driver " + driver_version + "): driver root generation " +
 				    std::to_string(g.generation) + ".",
@@ -106,7 +106,7 @@ std::vector<Problem> check_consumers_followed(const Context &ctx, Report &report
 			report.warnings.push_back(g.error().message);
 		return problems;
 	}
-	report.details["driver_root_generation"] = (*g)->generation;
+	report.facts.driver_root_generation = (*g)->generation;
 	// Off: the device plugin's spec check still names a stale plugin. A --root tree: no service
 	// manager of this system starts the helper for it (as check_protected_units, not checked).
 	if (!consumers_followed_here(ctx.config) || !has_unit_manager(ctx))

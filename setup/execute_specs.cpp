@@ -98,7 +98,9 @@ Result<void> commit_side_specs(const Context &ctx, Report &report, const SpecFor
 		const SideSpec &side = read.spec;
 		report.details[side.key] = *side.path;
 		if (prepared) {
-			report.details[std::string(side.key) + "_written"] = prepared->outcome() == fs::WriteOutcome::Written;
+			const bool written = prepared->outcome() == fs::WriteOutcome::Written;
+			report.details[std::string(side.key) + "_written"] = written;
+			report.facts.files_changed |= written;
 			if (auto r = prepared->commit(); !r)
 				return fail(r.error());
 			continue;
@@ -171,6 +173,7 @@ Result<fs::WriteOutcome> write_spec(const Context &ctx, Report &report, const Ru
 	report.details["dev_char_links_created"] = links.created;
 	report.details["dev_char_links_present"] = links.present;
 	report.details["dev_char_links_removed"] = links.removed;
+	report.facts.files_changed |= links.created || links.removed;
 	warn(report, links.warnings);
 	return outcome;
 }
@@ -191,6 +194,7 @@ Result<void> write_spec_after_swap(const Context &ctx, Report &report, const Run
 		return fail(e);
 	}
 	report.details["cdi_spec_written"] = *w == fs::WriteOutcome::Written;
+	report.facts.files_changed |= *w == fs::WriteOutcome::Written;
 	if (previous)
 		if (auto r = previous->commit(); !r) {
 			// A mount inside the old tree: it stays aside, the next run tries again.

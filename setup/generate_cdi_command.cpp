@@ -40,10 +40,10 @@ int run_generate_cdi(const Context &ctx, Report &report, const std::string &outp
 		failed("Failed to generate the CDI spec: " + report.error, cfg.driver_root, state.error().errnum);
 		return state.error().exit_code;
 	}
-	report.details["driver_version"] = manifest.driver_version;
+	report.facts.driver_version = manifest.driver_version;
 	report.details["cdi_version"] = state->spec.cdi_version;
-	report.details["gpus"] = state->devices.gpus.size();
-	report.details["cdi_devices"] = state->spec.devices;
+	report.facts.gpus = state->devices.gpus.size();
+	report.facts.cdi_devices = state->spec.devices;
 	report.details["cdi_mounts"] = state->spec.mounts;
 	report.details["cdi_device_nodes"] = state->spec.device_nodes;
 	for (const auto &w : state->devices.warnings) {

@@ -19,6 +19,28 @@ std::string Report::to_json() const
 	j["outcome"] = outcome;
 	for (const auto &[k, v] : details.items())
 		j[k] = v;
+	auto put = [&](const char *key, const auto &value) {
+		if (value)
+			j[key] = *value;
+	};
+	put("driver_version", facts.driver_version);
+	put("kernel_module_version", facts.kernel_module_version);
+	put("staged_driver_version", facts.staged_driver_version);
+	put("files_copied", facts.files_copied);
+	put("files_reused", facts.files_reused);
+	put("bytes_copied", facts.bytes_copied);
+	put("bytes_reused", facts.bytes_reused);
+	put("driver_root_ram_bytes", facts.driver_root_ram_bytes);
+	put("gpus", facts.gpus);
+	put("expected_gpus", facts.expected_gpus);
+	put("cdi_devices", facts.cdi_devices);
+	put("driver_root_generation", facts.driver_root_generation);
+	if (!facts.consumer_findings.empty()) {
+		nlohmann::ordered_json counts = nlohmann::ordered_json::object();
+		for (const auto &[check, n] : facts.consumer_findings)
+			counts[check] = n;
+		j["consumer_findings"] = counts;
+	}
 	nlohmann::ordered_json t = nlohmann::ordered_json::object();
 	for (const auto &[k, v] : timings_ms.items())
 		t[k] = std::round(v.get<double>() * 1000.0) / 1000.0;

@@ -6,6 +6,7 @@
 #include "driver_root.hpp"
 
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -14,9 +15,25 @@
 
 namespace unbounded {
 
+// What later steps of a run read back (the metrics, node-problem-detector's line, verify's own
+// checks, whether a refresh changed anything): typed, put into the JSON by to_json() after the
+// details, which nothing reads back. Unset: not said.
+struct RunFacts {
+	std::optional<std::string> driver_version, kernel_module_version, staged_driver_version;
+	std::optional<std::uint64_t> files_copied, files_reused, bytes_copied, bytes_reused;
+	std::optional<std::uint64_t> driver_root_ram_bytes;  // on tmpfs only
+	std::optional<std::size_t> gpus, expected_gpus, cdi_devices;
+	std::optional<std::uint64_t> driver_root_generation;
+	std::vector<std::pair<std::string, std::size_t>> consumer_findings;  // every check, in CONSUMER_CHECKS order
+	std::optional<std::size_t> dra_claim_specs;
+	std::optional<std::string> gpu_shortfall;  // fewer GPUs than expected_gpus: verify's problem, not in the JSON
+	bool files_changed = false;                // a spec or a /dev/char link written or removed
+};
+
 struct Report {
 	std::string command;
 	std::string outcome;  // "ready", "no-gpu", "pending-host-reboot", "staging-inconsistent", "staging-gone", "not-ready", "failed"
+	RunFacts facts;
 	nlohmann::ordered_json details = nlohmann::ordered_json::object();
 	nlohmann::ordered_json timings_ms = nlohmann::ordered_json::object();
 	std::vector<std::string> warnings;  // something a pod may need is missing or odd; verify carries the last run's

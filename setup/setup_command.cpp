@@ -57,6 +57,7 @@ std::optional<int> serve_spec(const Context &ctx, Report &report, const RunSnaps
 			return finish_failed(ctx, report, w.error());
 		report.details["cdi_spec"] = ctx.config.cdi_spec;
 		report.details["cdi_spec_written"] = *w == fs::WriteOutcome::Written;
+		report.facts.files_changed |= *w == fs::WriteOutcome::Written;
 	}
 	{
 		PhaseTimer t(report, "verify");
@@ -107,7 +108,7 @@ void record_spec(Report &report, const SpecForState &s)
 {
 	report.details["gpu_source"] = s.devices.source;
 	report.details["cdi_version"] = s.spec.cdi_version;
-	report.details["cdi_devices"] = s.spec.devices;
+	report.facts.cdi_devices = s.spec.devices;
 	report.details["cdi_mounts"] = s.spec.mounts;
 	report.details["cdi_hooks"] = s.spec.hooks;
 }
@@ -116,7 +117,7 @@ void record_spec(Report &report, const SpecForState &s)
 int keep_live_root(const Context &ctx, Report &report, const RunSnapshot &snap, const DriverDecision &decision, int run_dir)
 {
 	const Manifest &live = *snap.live.manifest();  // the decision to keep it checked it
-	report.details["driver_version"] = live.driver_version;
+	report.facts.driver_version = live.driver_version;
 	report.details["driver_root_kept"] = true;
 	// A run that keeps the root succeeds too: the trees a killed run left go now, not at the next
 	// build (the stateful tier's soak found one standing in /run after a kept root's run).
@@ -276,7 +277,7 @@ StagedDriver discover_step(const Context &ctx, Report &report, const StagingStat
 	report.details["discovery_cache_hits"] = staged.cache_hits;
 	warn(report, staged.warnings);
 	if (staged.driver) {
-		report.details["staged_driver_version"] = staged.driver->version;
+		report.facts.staged_driver_version = staged.driver->version;
 		report.details["multiarch"] = staged.driver->multiarch;
 		warn(report, staged.driver->warnings);
 		for (const auto &n : staged.driver->notes) {
@@ -365,7 +366,7 @@ int apply(const Context &ctx, Report &report, Mode mode, int run_dir, const std:
 		PhaseTimer t(report, "snapshot");
 		return take_snapshot(ctx, /*learn_hook=*/true);
 	}();
-	report.details["kernel_module_version"] = snap.module.version.value_or("");
+	report.facts.kernel_module_version = snap.module.version.value_or("");
 	StagedDriver staged = discover_step(ctx, report, *state, run_dir, snap.module, walked);
 	// What discovery and the hook learnt, kept for the next run before anything is decided; the
 	// memo's memory goes with it.
@@ -373,7 +374,7 @@ int apply(const Context &ctx, Report &report, Mode mode, int run_dir, const std:
 	const DriverDecision decision = decide(report, snap, *state, staged, mode);
 	switch (decision.action) {
 	case DriverAction::Build:
-		report.details["driver_version"] = staged.driver->version;
+		report.facts.driver_version = staged.driver->version;
 		return build_root(ctx, report, snap, *staged.driver, total_start, run_dir);
 	case DriverAction::Fail:
 		report.host_not_ready = true;

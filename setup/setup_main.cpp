@@ -251,14 +251,13 @@ int npd_answer(const Report &report, const std::string &condition, int rc)
 		return 2;
 	}
 	std::string line = report.outcome;
-	const auto &d = report.details;
+	const RunFacts &f = report.facts;
 	if (!report.problems.empty())
 		line += ": " + report.problems.front().message;
-	else if (report.outcome == "pending-host-reboot" && d.contains("staged_driver_version"))
-		line += ": host staged " + d["staged_driver_version"].get<std::string>() + ", live " +
-			d.value("driver_version", std::string());
-	else if (d.contains("driver_version") && d["driver_version"].is_string())
-		line += ": driver " + d["driver_version"].get<std::string>();
+	else if (report.outcome == "pending-host-reboot" && f.staged_driver_version)
+		line += ": host staged " + *f.staged_driver_version + ", live " + f.driver_version.value_or("");
+	else if (f.driver_version)
+		line += ": driver " + *f.driver_version;
 	std::printf("%s\n", log::npd_line(line).c_str());
 	if (condition == "ready")
 		return report.ready() ? 0 : 1;

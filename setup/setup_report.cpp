@@ -61,10 +61,10 @@ void warn_about_device_plugin(const Context &ctx, Report &report, const SpecRead
 void warn_about_devices(const Context &ctx, Report &report, const DeviceInventory &devices)
 {
 	warn(report, devices.warnings);
-	report.details["gpus"] = devices.gpus.size();
+	report.facts.gpus = devices.gpus.size();
 	report.details["mig_devices"] = devices.mig_devices();
 	if (ctx.config.expected_gpus)
-		report.details["expected_gpus"] = *ctx.config.expected_gpus;
+		report.facts.expected_gpus = *ctx.config.expected_gpus;
 	if (auto shortfall = gpu_shortfall(ctx.config.expected_gpus, devices, ctx.config.assigned_gpus, ctx.config.origin("gpus"))) {
 		log::warning(*shortfall + ": serving the GPU(s) there are.", {{"MESSAGE_ID", message_id::GPUS_MISSING}});
 		report.warnings.push_back(*shortfall + ": serving the GPU(s) there are");
@@ -90,16 +90,16 @@ void record_install(const Context &ctx, Report &report, const InstallStats &stat
 	report.details["unchanged"] = stats.unchanged;
 	report.details["files"] = stats.files;
 	report.details["links"] = stats.links;
-	report.details["files_copied"] = stats.files_copied;
-	report.details["files_reused"] = stats.files_reused;
-	report.details["bytes_copied"] = stats.bytes_copied;
-	report.details["bytes_reused"] = stats.bytes_reused;
+	report.facts.files_copied = stats.files_copied;
+	report.facts.files_reused = stats.files_reused;
+	report.facts.bytes_copied = stats.bytes_copied;
+	report.facts.bytes_reused = stats.bytes_reused;
 	report.details["stale_trees_removed"] = stats.stale_trees_removed;
 	report.details["stale_trees_kept"] = stats.stale_trees_kept;
 	report.details["copy_threads"] = stats.copy_threads;
 	// On tmpfs the root is memory the machine no longer has for pods: say how much.
 	if (stats.fstype == "tmpfs")
-		report.details["driver_root_ram_bytes"] = stats.bytes_copied + stats.bytes_reused;
+		report.facts.driver_root_ram_bytes = stats.bytes_copied + stats.bytes_reused;
 	else
 		warn(report, {"Driver root " + ctx.config.driver_root + " is on " + stats.fstype + ", expected tmpfs"});
 	note_stale_trees_removed(stats.stale_trees_removed);
@@ -112,17 +112,8 @@ void note_stale_trees_removed(std::size_t removed)
 }
 
 // Whether the run left every file as it found it: the root unchanged, no spec and no /dev/char link
-// written or removed (what execute*.cpp records in the report).
-static bool nothing_written(const Report &report, const InstallStats &stats)
-{
-	if (!stats.unchanged)
-		return false;
-	for (const auto &[key, value] : report.details.items())
-		if ((key.ends_with("_written") && value.is_boolean() && value.get<bool>()) ||
-		    ((key == "dev_char_links_created" || key == "dev_char_links_removed") && value.is_number() && value.get<long>() != 0))
-			return false;
-	return true;
-}
+// written or removed (what execute*.cpp records in the report's facts).
+static bool nothing_written(const Report &report, const InstallStats &stats) { return stats.unchanged && !report.facts.files_changed; }
 
 // The last word of a run that built (or kept unchanged) the root: one line for the journal,
 // `systemctl status` and the host.

@@ -34,12 +34,12 @@ std::vector<Problem> check_side_spec(const Context &ctx, const SideSpec &side, c
 void record_state(Report &report, const SpecForState &state, const Config &cfg)
 {
 	if (auto shortfall = gpu_shortfall(cfg.expected_gpus, state.devices, cfg.assigned_gpus, cfg.origin("gpus")))
-		report.details["gpu_shortfall"] = *shortfall;
-	report.details["gpus"] = state.devices.gpus.size();
+		report.facts.gpu_shortfall = *shortfall;
+	report.facts.gpus = state.devices.gpus.size();
 	report.details["mig_devices"] = state.devices.mig_devices();
 	report.details["imex_channels"] = state.devices.imex_channels.size();
 	report.details["cdi_version"] = state.spec.cdi_version;
-	report.details["cdi_devices"] = state.spec.devices;
+	report.facts.cdi_devices = state.spec.devices;
 	report.details["cdi_mounts"] = state.spec.mounts;
 }
 
@@ -58,7 +58,7 @@ std::vector<Problem> check_live_state(const Context &ctx, Report &report, const 
 	const Manifest *manifest = snap.live.problems.empty() ? snap.live.manifest() : nullptr;
 	const std::string version = manifest ? manifest->driver_version : std::string();
 	report.details["driver_root"] = cfg.driver_root;
-	report.details["driver_version"] = version;
+	report.facts.driver_version = version;
 	if (version.empty())
 		return problems;
 	check_module(snap, version, problems);
@@ -91,7 +91,7 @@ std::vector<Problem> check_written_state(const Context &ctx, Report &report, con
 		problems = check_built_root(live_root_location(ctx), root);
 	}
 	report.details["driver_root"] = cfg.driver_root;
-	report.details["driver_version"] = root.driver_version;
+	report.facts.driver_version = root.driver_version;
 	if (root.driver_version.empty())
 		return problems;
 	check_module(snap, root.driver_version, problems);

@@ -109,7 +109,7 @@ std::string judge_staging(const Context &ctx, Report &report, const RunSnapshot 
 	if (staged.driver->version != version) {
 		const std::string &v = staged.driver->version;
 		report.outcome = "pending-host-reboot";
-		report.details["staged_driver_version"] = v;
+		report.facts.staged_driver_version = v;
 		return " (the host staged " + v + ", which goes live once the kernel module is " + v + ")";
 	}
 	report.outcome = "ready";
@@ -180,14 +180,13 @@ int run_verify(const Context &ctx, Report &report)
 	// Fewer GPUs than expected_gpus: setup served those there are; verify says so, so that a GPU
 	// that fell off the bus after a host reboot does not go unnoticed.
 	bool gpus_missing = false;
-	if (auto it = report.details.find("gpu_shortfall"); it != report.details.end()) {
+	if (report.facts.gpu_shortfall) {
 		gpus_missing = report.problems.empty();
-		report.problems.push_back(Problem{"/proc/driver/nvidia/gpus", it->get<std::string>()});
-		report.details.erase("gpu_shortfall");
+		report.problems.push_back(Problem{"/proc/driver/nvidia/gpus", *report.facts.gpu_shortfall});
 	}
 	carry_last_run(ctx, report);
 	report_settings(ctx.config, report);
-	const std::string version = report.details["driver_version"].get<std::string>();
+	const std::string version = report.facts.driver_version.value_or("");
 	report.details["device_plugin_spec"] = ctx.config.device_plugin_spec;
 	// The snapshot outlives the consumer check below: its bytes are lent, not copied (2 MiB at most).
 	report.device_plugin_read = ReadSpecFile{ctx.config.device_plugin_spec,

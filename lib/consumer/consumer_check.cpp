@@ -580,6 +580,7 @@ public:
 	}
 
 	json result() const { return json{{"claim_specs", claims_}, {"checked", checked_}, {"stale", stale_}}; }
+	std::size_t claims() const { return claims_; }
 
 private:
 	const Context &ctx_;
@@ -695,6 +696,7 @@ ConsumerReport check_consumer(const Context &ctx, const KnownSpecs *known, const
 	check_versions(view, scan.specs, out);
 	check_shadowing(scan.specs, scan.foreign_kinds, out);
 	out.dra = dra.result();
+	out.dra_claim_specs = dra.claims();
 	return out;
 }
 

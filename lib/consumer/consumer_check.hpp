@@ -51,6 +51,7 @@ struct ConsumerReport {
 	nlohmann::ordered_json containerd = nlohmann::ordered_json::object();  // verify --json "containerd" (or CRI-O: "runtime")
 	nlohmann::ordered_json shadowing = nlohmann::ordered_json::array();    // "cdi_shadowing"
 	nlohmann::ordered_json dra = nlohmann::ordered_json::object();         // "dra_claims"
+	std::size_t dra_claim_specs = 0;                                       // the DRA driver's per-claim specs
 
 	std::size_t count(std::string_view check) const;
 };
