@@ -18,33 +18,12 @@ MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
 # What this script fetches; a download made for another list is fetched again.
 WANT=$(sed -n '/^fetch [a-z]/,$p' "$0" | cksum | cut -d' ' -f1)
-mkdir -p "$DEST"
-DEST=$(cd "$DEST" && pwd)
-[ "$(cat "$DEST/.complete" 2>/dev/null)" = "$WANT" ] && exit 0
-
-APTDIR="$DEST/.apt"
-rm -rf "$APTDIR"
-mkdir -p "$APTDIR/lists/partial" "$APTDIR/cache/archives/partial"
-key=/usr/share/keyrings/debian-archive-keyring.gpg
-for suite in bookworm trixie; do
-	echo "deb [arch=amd64,i386 signed-by=$key] $MIRROR $suite non-free"
-done > "$APTDIR/sources.list"
-echo "deb [arch=amd64 signed-by=$key] $MIRROR bookworm non-free-firmware" >> "$APTDIR/sources.list"
-APTOPTS="-o Dir::Etc::SourceList=$APTDIR/sources.list -o Dir::Etc::SourceParts=/dev/null \
-	-o Dir::State::Lists=$APTDIR/lists -o Dir::Cache=$APTDIR/cache \
-	-o APT::Architectures::=amd64 -o APT::Architectures::=i386 -o Acquire::Retries=3"
-
-updated=false
-for try in 1 2 3; do
-	if apt-get $APTOPTS update -q; then
-		updated=true
-		break
-	fi
-	echo "apt-get update failed (try $try of 3), trying again" >&2
-	sleep 5
-done
-# A failed update may still have fetched every index the downloads below need; they say if not.
-$updated || echo "apt-get update did not succeed for every index; downloading what the indexes allow" >&2
+ARCHES="amd64 i386"
+SOURCES="deb [arch=amd64,i386 signed-by=@KEY@] @MIRROR@ bookworm non-free
+deb [arch=amd64,i386 signed-by=@KEY@] @MIRROR@ trixie non-free
+deb [arch=amd64 signed-by=@KEY@] @MIRROR@ bookworm non-free-firmware"
+. "$(dirname "$0")/private-apt.sh"
+[ "$DONE" = 1 ] && exit 0
 
 fetch() {  # fetch DIR PACKAGE...
 	dir="$DEST/$1"
