@@ -59,7 +59,12 @@ def story(files, verify_res, oracle_res):
 
 
 class Release:
-    """One release's oracle and a machine whose verify is held to it."""
+    """One release's oracle and a machine whose verify is held to it. The CDI half's machine has
+    containerd in dpkg's database but not its binary: verify then reads the CDI library's default
+    directories, which are the cases', with a warning, and the 4,000 verify runs do not each ask
+    containerd what the containerd half asks it 2,000 times a release."""
+
+    install_containerd = False
 
     def __init__(self, test, release):
         self.test = test
@@ -71,7 +76,8 @@ class Release:
         m = self.machine
         write(m.p("/var/lib/dpkg/status"), oracle_tools.package_paragraph(self.img, "containerd"))
         containerd = oracle_tools.version_of(self.img, "containerd")
-        m.install_containerd(containerd, binary=os.path.join(self.img, "usr/bin/containerd"))
+        if self.install_containerd:
+            m.install_containerd(containerd, binary=os.path.join(self.img, "usr/bin/containerd"))
         if containerd.startswith("1."):
             write(m.p("/etc/containerd/config.toml"), CRI_17)
         r = m.setup()
@@ -203,6 +209,8 @@ class DifferentialCdiLibrary(unittest.TestCase):
 
 class ContainerdRelease(Release):
     """One release's containerd, and verify's reading of the same configuration files."""
+
+    install_containerd = True
 
     def place_config(self, files):
         m = self.machine
