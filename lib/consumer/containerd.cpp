@@ -163,12 +163,14 @@ std::string normalize_run_path(std::string_view path)
 
 namespace {
 
-// Only a binary that is root's, a regular file and writable by nobody else is run, as root.
+// Only a binary that is root's, a regular file and writable by nobody else is run (a link to one
+// resolved inside the root, as the chrooted exec resolves it).
 bool runnable(int root, const std::string &bin)
 {
+	auto fd = open_confined(root, bin, ConfinedOpen{Confinement::InRoot, O_PATH, true});
 	struct stat st = {};
-	return ::fstatat(root, bin.c_str() + 1, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) && st.st_uid == 0 &&
-	       !(st.st_mode & (S_IWGRP | S_IWOTH)) && (st.st_mode & S_IXUSR);
+	return fd && ::fstat(fd->get(), &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == 0 && !(st.st_mode & (S_IWGRP | S_IWOTH)) &&
+	       (st.st_mode & S_IXUSR);
 }
 
 // containerd's version as the binary says it (`containerd --version`: "containerd
@@ -292,6 +294,27 @@ const json *table_at(const json &doc, std::initializer_list<const char *> keys)
 	return at;
 }
 
+// What containerd's daemon refuses at its start and its config dump prints all the same (its main's
+// checks after loading the configuration); empty when none.
+std::string daemon_refuses(const json &dump, bool v2)
+{
+	auto text = [&](std::initializer_list<const char *> keys) {
+		const json *v = table_at(dump, keys);
+		return v && v->is_string() ? v->get<std::string>() : std::string();
+	};
+	if (!text({"root"}).empty() && text({"root"}) == text({"state"}))
+		return "root and state must be different paths (both " + printable(text({"root"})) + ")";
+	std::string level = text({"debug", "level"});
+	std::transform(level.begin(), level.end(), level.begin(), [](unsigned char c) { return std::tolower(c); });
+	constexpr std::string_view LEVELS[] = {"", "panic", "fatal", "error", "warn", "warning", "info", "debug", "trace"};
+	if (std::find(std::begin(LEVELS), std::end(LEVELS), level) == std::end(LEVELS))
+		return "not a valid logrus Level: " + printable(text({"debug", "level"})) + " ([debug] level)";
+	const std::string format = text({"debug", "format"});
+	if (v2 && !format.empty() && format != "text" && format != "json")
+		return "unknown log format: " + printable(format) + " ([debug] format)";
+	return "";
+}
+
 // containerd's answer, read: the effective CRI table, the plugins it disables, the files it read.
 void read_dump(const json &dump, bool v2, ContainerdView &view)
 {
@@ -312,11 +335,14 @@ void read_dump(const json &dump, bool v2, ContainerdView &view)
 	else if (!cri)
 		view.cri_disabled = v2 ? RUNTIME_2 : disables({"cri"}).empty() ? CRI_1
 									       : "cri";
+	// 1.x lists the files it read, in Go's map order, which changes from run to run: sorted here.
 	if (!v2)
-		if (const json *imports = table_at(dump, {"imports"}); imports && imports->is_array())
+		if (const json *imports = table_at(dump, {"imports"}); imports && imports->is_array()) {
 			for (const auto &f : *imports)
 				if (f.is_string())
 					view.config_files.push_back(f.get<std::string>());
+			std::sort(view.config_files.begin(), view.config_files.end());
+		}
 	if (!cri || !cri->is_object())
 		return;
 	if (const json *e = table_at(*cri, {"enable_cdi"}); e && e->is_boolean())
@@ -352,6 +378,7 @@ void follow_imports(int root, ContainerdView &view)
 {
 	const ContainerdImports walk = walk_containerd_imports(root, view.config);
 	view.config_files = walk.files;
+	std::sort(view.config_files.begin(), view.config_files.end());
 	if (!walk.missing.empty()) {
 		view.refused = "it imports " + walk.missing + ", which does not exist (containerd 2.x's config dump passes over it; its daemon does not)";
 		view.refused_file = walk.missing;
@@ -412,6 +439,11 @@ void ask_containerd(const Context &ctx, int root, ContainerdView &view)
 	// The binary's own version (the dump's: 2 from 1.x, 3 from 2.x) over the package database's.
 	const json *version = table_at(*dump, {"version"});
 	const bool v2 = version && version->is_number_integer() ? version->get<long long>() >= 3 : view.version && view.version->major >= 2;
+	if (const std::string why = daemon_refuses(*dump, v2); !why.empty()) {
+		view.refused = why;
+		view.refused_file = view.config;
+		return;
+	}
 	view.cdi_enabled = v2;  // the version's default where the table does not say
 	read_dump(*dump, v2, view);
 	const std::string version_text = view.version ? view.version->text : std::string(v2 ? "2.x" : "1.x");

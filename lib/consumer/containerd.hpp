@@ -38,7 +38,7 @@ struct ContainerdView {
 	std::string version_source;                // "/var/lib/dpkg/status (containerd 1.7.24~ds1-6)"
 	std::string binary;                        // what is asked, as the machine sees it
 	std::string config;                        // the main configuration file, as the machine sees it
-	std::vector<std::string> config_files;     // the files containerd read
+	std::vector<std::string> config_files;     // the files containerd read, sorted
 	std::optional<bool> cdi_enabled;           // effective; nullopt when it cannot be told
 	std::string cdi_enabled_from;              // "containerd config dump", or "default of containerd X"
 	std::string cdi_section;                   // the table that holds enable_cdi for this version

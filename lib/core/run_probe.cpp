@@ -8,7 +8,11 @@
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
+#include <grp.h>
+#include <linux/close_range.h>
 #include <poll.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -37,31 +41,84 @@ bool drain(int fd, std::string &to, std::size_t keep, bool keep_tail)
 	}
 }
 
+constexpr uid_t NOBODY = 65534;
+
+// Every descriptor past stderr closed at exec; one by one where close_range() is missing (a kernel
+// before 5.11, an emulator).
+bool cloexec_from_3()
+{
+	if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) == 0)
+		return true;
+	rlimit lim{};
+	const long top = ::getrlimit(RLIMIT_NOFILE, &lim) == 0 ? static_cast<long>(std::min<rlim_t>(lim.rlim_cur, 1 << 20)) : 1024;
+	for (int fd = 3; fd < top; fd++)
+		(void)::fcntl(fd, F_SETFD, FD_CLOEXEC);
+	return true;
+}
+
 // In the child, between fork and exec: only calls that are safe there. Its error goes to the
-// status pipe as errno and a step, then it exits.
-[[noreturn]] void child(const Probe &p, char *const *argv, char *const *envp, int out, int err, int status)
+// status pipe as errno and a step, then it exits. Every descriptor but 0-2 closes at exec (a caller's
+// open directory would lead out of a chroot). Chrooted into a machine root, the program runs as
+// nobody, with no way to gain privileges: root in a chroot is not confined, and the root may be an
+// image verify was pointed at, not the machine it runs on.
+[[noreturn]] void child(const Probe &p, char *const *argv, char *const *envp, int in, int out, int err, int status)
 {
 	const char *step = "setpgid";
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, nullptr);
-	if (::setpgid(0, 0) == 0) {
-		step = "chroot";
-		const bool jail = !p.chroot.empty() && p.chroot != "/";
-		if (!jail || (::chroot(p.chroot.c_str()) == 0 && ::chdir("/") == 0)) {
-			step = "open /dev/null";
-			const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-			// Inside a machine root without /dev/null, stdin is the closed end of a pipe instead.
-			if ((null >= 0 ? ::dup2(null, 0) : ::dup2(status, 0)) >= 0 && ::dup2(out, 1) >= 0 && ::dup2(err, 2) >= 0) {
-				step = "execve";
-				::execve(p.path.c_str(), argv, envp);
-			}
-		}
+	const bool jail = !p.chroot.empty() && p.chroot != "/";
+	if (::setpgid(0, 0) == 0 && (step = "dup2", ::dup2(in, 0) >= 0 && ::dup2(out, 1) >= 0 && ::dup2(err, 2) >= 0) &&
+	    (step = "close_range", cloexec_from_3()) &&
+	    (step = "chroot", !jail || (::chroot(p.chroot.c_str()) == 0 && ::chdir("/") == 0)) &&
+	    (step = "setuid", !jail || (::setgroups(0, nullptr) == 0 && ::setresgid(NOBODY, NOBODY, NOBODY) == 0 &&
+					::setresuid(NOBODY, NOBODY, NOBODY) == 0)) &&
+	    (step = "prctl", ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0)) {
+		step = "execve";
+		::execve(p.path.c_str(), argv, envp);
 	}
 	const int e = errno;
 	(void)!::write(status, &e, sizeof e);
 	(void)!::write(status, step, std::strlen(step));
 	::_exit(127);
+}
+
+// Reads its output until it exits, the time is up or stdout passes its bound: whether it exited.
+bool collect(pid_t pid, int out_fd, int err_fd, const Probe &p, ProbeResult &r)
+{
+	bool out_open = true, err_open = true;
+	const auto deadline = std::chrono::steady_clock::now() + p.timeout;
+	for (;;) {
+		siginfo_t si{};
+		// WNOWAIT: seen to have exited, not yet reaped (see run_program).
+		if (::waitid(P_PID, static_cast<id_t>(pid), &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid) {
+			// What it wrote before it exited is in the pipes.
+			if (out_open)
+				drain(out_fd, r.out, p.max_out, false);
+			if (err_open)
+				drain(err_fd, r.err, p.max_err, true);
+			return true;
+		}
+		const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+		if (left <= 0) {
+			r.timed_out = true;
+			return false;
+		}
+		pollfd fds[2] = {{out_open ? out_fd : -1, POLLIN, 0}, {err_open ? err_fd : -1, POLLIN, 0}};
+		// Short waits: the exit is only seen by asking, and the pipes may stay open past it.
+		if (out_open || err_open) {
+			if (::poll(fds, 2, static_cast<int>(std::min<long long>(left, 10))) > 0) {
+				if (out_open && fds[0].revents)
+					out_open = drain(out_fd, r.out, p.max_out, false);
+				if (err_open && fds[1].revents)
+					err_open = drain(err_fd, r.err, p.max_err, true);
+			}
+		} else {
+			std::this_thread::sleep_for(std::chrono::milliseconds(std::min<long long>(left, 5)));
+		}
+		if (r.out.size() > p.max_out)
+			return false;
+	}
 }
 
 }  // namespace
@@ -87,6 +144,12 @@ ProbeResult run_program(const Probe &p)
 		return r;
 	}
 	UniqueFd out_r(o[0]), out_w(o[1]), err_r(e[0]), err_w(e[1]), st_r(s[0]), st_w(s[1]);
+	// This system's /dev/null, opened before any chroot: a machine root may have none.
+	const UniqueFd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+	if (!null) {
+		r.error = std::string("/dev/null: ") + std::strerror(errno);
+		return r;
+	}
 	std::vector<std::string> args{p.path};
 	args.insert(args.end(), p.args.begin(), p.args.end());
 	std::vector<char *> argv;
@@ -100,43 +163,12 @@ ProbeResult run_program(const Probe &p)
 		return r;
 	}
 	if (pid == 0)
-		child(p, argv.data(), envp, out_w.get(), err_w.get(), st_w.get());
+		child(p, argv.data(), envp, null.get(), out_w.get(), err_w.get(), st_w.get());
 	out_w.reset(), err_w.reset(), st_w.reset();
 	for (int fd : {out_r.get(), err_r.get()})
 		(void)::fcntl(fd, F_SETFL, O_NONBLOCK);
 
-	bool out_open = true, err_open = true, exited = false;
-	const auto deadline = std::chrono::steady_clock::now() + p.timeout;
-	for (;;) {
-		siginfo_t si{};
-		// WNOWAIT: seen to have exited, not yet reaped (see above).
-		if (::waitid(P_PID, static_cast<id_t>(pid), &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid) {
-			exited = true;
-			// What it wrote before it exited is in the pipes.
-			out_open = out_open && drain(out_r.get(), r.out, p.max_out, false);
-			err_open = err_open && drain(err_r.get(), r.err, p.max_err, true);
-			break;
-		}
-		const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
-		if (left <= 0) {
-			r.timed_out = true;
-			break;
-		}
-		pollfd fds[2] = {{out_open ? out_r.get() : -1, POLLIN, 0}, {err_open ? err_r.get() : -1, POLLIN, 0}};
-		// Short waits: the exit is only seen by asking, and the pipes may stay open past it.
-		if (out_open || err_open) {
-			if (::poll(fds, 2, static_cast<int>(std::min<long long>(left, 10))) > 0) {
-				if (out_open && fds[0].revents)
-					out_open = drain(out_r.get(), r.out, p.max_out, false);
-				if (err_open && fds[1].revents)
-					err_open = drain(err_r.get(), r.err, p.max_err, true);
-			}
-		} else {
-			std::this_thread::sleep_for(std::chrono::milliseconds(std::min<long long>(left, 5)));
-		}
-		if (r.out.size() > p.max_out)
-			break;
-	}
+	const bool exited = collect(pid, out_r.get(), err_r.get(), p, r);
 	r.too_big = r.out.size() > p.max_out;
 	::kill(-pid, SIGKILL);  // the group: the program if it is still running, and whatever it started
 	::kill(pid, SIGKILL);   // and the program itself, if it failed before its setpgid

@@ -33,10 +33,11 @@ struct ProbeResult {
 	std::string last_err_line() const;
 };
 
-// Runs the program with nothing inherited but a plain environment and stdin /dev/null, in a process
-// group of its own that is killed whole when the probe ends, and chrooted into the machine root when
-// one is given, so that every path it reads (its configuration and what that imports) is the
-// machine's.
+// Runs the program with nothing inherited but a plain environment, stdin /dev/null and no descriptor
+// past stderr, without a way to gain privileges, in a process group of its own that is killed whole
+// when the probe ends; chrooted into the machine root when one is given, so that every path it reads
+// (its configuration and what that imports) is the machine's, and then as nobody (a file of the
+// root only root may read is then unreadable to it).
 ProbeResult run_program(const Probe &probe);
 
 // stdout of `path arg` when it exits 0 within `timeout` and writes at most `max_bytes`, on this

@@ -135,7 +135,7 @@ class TestContainerdConfig(ConsumerCase):
         # containerd's answer does not say which file's table stands: the advice names config.toml
         # and the files it imports.
         r = self.assertNotReady(m, CONFIG, "CDI is off", "or the file it imports that sets that table last")
-        self.assertEqual(r.result["containerd"]["config_files"], [CONFIG, "/etc/containerd/conf.d/50-sandbox.toml"])
+        self.assertEqual(r.result["containerd"]["config_files"], ["/etc/containerd/conf.d/50-sandbox.toml", CONFIG])
         # ... and an import that sets it again makes it right.
         write(m.p("/etc/containerd/conf.d/60-cdi.toml"), f'version = 2\n[plugins]\n  [plugins."io.containerd.grpc.v1.cri"]\n    enable_cdi = true\n')
         self.assertReady(m)
@@ -196,6 +196,15 @@ class TestContainerdConfig(ConsumerCase):
         m = self.machine("1.7.24", f'version = 2\n{CRI_17}\n  enable_cdi = true\n{CRI_17}\n  enable_cdi = true\n')
         self.assertNotReady(m, CONFIG, "refuses its configuration", "duplicated tables")
 
+    def test_what_the_daemon_refuses_and_its_dump_prints(self):
+        # containerd's main checks these after loading the configuration, which config dump does not.
+        for version, header, extra, needle in (("1.7.24", "version = 2", 'state = "/var/lib/containerd"\n', "root and state must be different"),
+                                               ("2.1.9", "version = 3", '[debug]\n  level = "verbose"\n', "not a valid logrus Level"),
+                                               ("2.1.9", "version = 3", '[debug]\n  format = "xml"\n', "unknown log format")):
+            with self.subTest(needle=needle):
+                m = self.machine(version, f"{header}\n{extra}")
+                self.assertNotReady(m, CONFIG, "refuses its configuration", needle)
+
     def test_version_3_on_1_7_is_refused(self):
         m = self.machine("1.7.24", "version = 3\n[plugins.'io.containerd.cri.v1.runtime']\n  enable_cdi = true\n")
         self.assertNotReady(m, CONFIG, "refuses its configuration", "unsupported config version `3`")
@@ -211,14 +220,14 @@ class TestContainerdConfig(ConsumerCase):
         m = self.machine("2.1.9", f'version = 3\nimports = ["conf.d/*.toml"]\n')
         write(m.p("/etc/containerd/conf.d/10.toml"), 'version = 3\nimports = ["gone.toml"]\n')
         r = self.assertNotReady(m, "/etc/containerd/conf.d/gone.toml", "refuses its configuration", "which does not exist")
-        self.assertEqual(r.result["containerd"]["config_files"], [CONFIG, "/etc/containerd/conf.d/10.toml"])
+        self.assertEqual(r.result["containerd"]["config_files"], ["/etc/containerd/conf.d/10.toml", CONFIG])
 
     def test_imports_are_globbed_as_containerd_globs_them(self):
         # Issue 44, item 6: '*' in a directory component, and a leading dot matched by '*'.
         m = self.machine("1.7.24", f'version = 2\nimports = ["conf.d/*/*.toml"]\n{CRI_17}\n  enable_cdi = true\n')
         write(m.p("/etc/containerd/conf.d/a/.off.toml"), f"version = 2\n{CRI_17}\n  enable_cdi = false\n")
         r = self.assertNotReady(m, CONFIG, "CDI is off")
-        self.assertEqual(r.result["containerd"]["config_files"], [CONFIG, "/etc/containerd/conf.d/a/.off.toml"])
+        self.assertEqual(r.result["containerd"]["config_files"], ["/etc/containerd/conf.d/a/.off.toml", CONFIG])
 
     def test_2x_merges_versions_and_migrates_only_below_3(self):
         # Issue 44, item 8: the last version wins across files; version-2 CRI keys reach the

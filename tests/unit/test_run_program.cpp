@@ -2,10 +2,15 @@
 // it said and how it ended, bounded in time and bytes, chrooted into the machine root when asked.
 #include "run_probe.hpp"
 #include "temp_dir.hpp"
+#include "unique_fd.hpp"
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <fcntl.h>
 #include <fstream>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace unbounded;
@@ -69,8 +74,46 @@ TEST_CASE("chrooted, the program is the machine root's", "[probe]")
 		return;
 	}
 	test::TempDir root;
+	::chmod(root.path().c_str(), 0755);  // a machine's /: the program runs there as nobody
 	// /bin/sh is this host's, not the root's: inside the empty root there is none.
 	const ProbeResult r = run_program(Probe{"/bin/sh", {"-c", "true"}, root.path(), 5000ms, 4096});
 	CHECK(!r.ran);
 	CHECK(r.error == "execve: No such file or directory");
+}
+
+TEST_CASE("no descriptor of the caller's past stderr reaches the program", "[probe]")
+{
+	// One on this host's /, which would lead out of any chroot; not O_CLOEXEC on purpose.
+	const UniqueFd host_root(::open("/", O_PATH | O_DIRECTORY));
+	REQUIRE(host_root);
+	const std::string fd = std::to_string(host_root.get());
+	const ProbeResult r = run_program(
+		Probe{"/bin/sh", {"-c", "ls /proc/self/fd; [ -e /proc/self/fd/" + fd + " ] && echo leaked; exit 0"}, "", 5000ms, 4096});
+	REQUIRE(r.ran);
+	CHECK(r.out.find("leaked") == std::string::npos);
+	CHECK(r.out.find("0\n1\n2\n") == 0);
+}
+
+TEST_CASE("chrooted, the program runs as nobody", "[probe]")
+{
+	if (::geteuid() != 0) {
+		WARN("not root: no chroot to test");
+		return;
+	}
+	test::TempDir root;
+	::chmod(root.path().c_str(), 0755);
+	// This host's dash and its C library, placed as a machine has them.
+	for (const char *file : {"/bin/sh", "/lib64/ld-linux-x86-64.so.2", "/lib/x86_64-linux-gnu/libc.so.6"}) {
+		char real[PATH_MAX];
+		REQUIRE(::realpath(file, real));
+		(void)fs::mkdir_p(fs::dirname(root / (file + 1)), 0755);
+		std::ifstream in(real, std::ios::binary);
+		std::ofstream(root / (file + 1), std::ios::binary) << in.rdbuf();
+		::chmod((root / (file + 1)).c_str(), 0755);
+	}
+	const ProbeResult r = run_program(Probe{"/bin/sh", {"-c", "true > /x && echo wrote; echo ran"}, root.path(), 5000ms, 4096});
+	INFO(r.error << " " << r.err);
+	REQUIRE(r.ran);
+	CHECK(r.out == "ran\n");  // as root it would have written /x
+	CHECK(!root.exists("x"));
 }

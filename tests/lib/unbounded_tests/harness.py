@@ -410,6 +410,7 @@ class MachineRoot:
         `binary`, at `path`, with the C library it runs on: verify runs it chrooted into this root to
         learn what it makes of the root's configuration (`config dump`), as it runs the machine's own."""
         place_host_file(binary or containerd_binary(version), self.p(path))
+        os.chmod(self.path, 0o755)  # a machine's /, which mkdtemp made 0700: containerd runs there as nobody
         for lib in ("/lib64/ld-linux-x86-64.so.2", f"/lib/{HOST_MULTIARCH}/libc.so.6"):
             place_host_file(lib, self.p(lib))
         return self
