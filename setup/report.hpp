@@ -27,7 +27,7 @@ struct RunFacts {
 	std::vector<std::pair<std::string, std::size_t>> consumer_findings;  // every check, in CONSUMER_CHECKS order
 	std::optional<std::size_t> dra_claim_specs;
 	std::optional<std::string> gpu_shortfall;  // fewer GPUs than expected_gpus: verify's problem, not in the JSON
-	bool files_changed = false;                // a spec or a /dev/char link written or removed
+	bool files_changed = false;                // a spec written, a /dev/char link made or removed
 };
 
 struct Report {

@@ -111,8 +111,8 @@ void note_stale_trees_removed(std::size_t removed)
 		log::notice("Removed " + std::to_string(removed) + " temporary tree(s) left by an interrupted run.");
 }
 
-// Whether the run left every file as it found it: the root unchanged, no spec and no /dev/char link
-// written or removed (what execute*.cpp records in the report's facts).
+// Whether the run left every file as it found it: the root unchanged, no spec written, no /dev/char
+// link made or removed (what execute*.cpp records in the report's facts).
 static bool nothing_written(const Report &report, const InstallStats &stats) { return stats.unchanged && !report.facts.files_changed; }
 
 // The last word of a run that built (or kept unchanged) the root: one line for the journal,

@@ -395,7 +395,6 @@ void follow_imports(int root, ContainerdView &view)
 // configuration and every file that imports are the machine's.
 void ask_containerd(const Context &ctx, int root, ContainerdView &view)
 {
-	const std::string asked = view.binary + " --config " + view.config + " config dump";
 	if (view.binary.empty() || !runnable(root, view.binary)) {
 		view.warnings.push_back(view.binary.empty() ? std::string("containerd is installed but neither /usr/bin/containerd nor /usr/local/bin/containerd is there: its configuration is not asked")
 							    : view.binary + " is not root's regular file, or others may write it: it is not run, and whether containerd uses CDI is not known");
@@ -407,6 +406,9 @@ void ask_containerd(const Context &ctx, int root, ContainerdView &view)
 	// Without its main file containerd runs on its defaults (1.x's dump refuses the missing file).
 	const std::vector<std::string> args = *have_config ? std::vector<std::string>{"--config", view.config, "config", "dump"}
 							   : std::vector<std::string>{"config", "default"};
+	std::string asked = view.binary;  // the command, as messages name it
+	for (const auto &a : args)
+		asked += " " + a;
 	const ProbeResult r = run_program(Probe{view.binary, args, ctx.root, DUMP_TIMEOUT, MAX_DUMP_BYTES});
 	if (r.timed_out) {
 		view.refused = asked + " did not answer within " + std::to_string(DUMP_TIMEOUT.count() / 1000) +
@@ -418,7 +420,6 @@ void ask_containerd(const Context &ctx, int root, ContainerdView &view)
 		view.warnings.push_back("Failed to ask containerd (" + asked + "): " +
 					(r.too_big ? "more than " + std::to_string(MAX_DUMP_BYTES) + " bytes" : r.error) +
 					"; whether it uses CDI is not known");
-		view.cdi_enabled.reset();
 		return;
 	}
 	if (r.status != 0) {
@@ -433,7 +434,6 @@ void ask_containerd(const Context &ctx, int root, ContainerdView &view)
 	if (!dump || !dump->is_object()) {
 		view.warnings.push_back("containerd's answer (" + asked + ") is not read: " + (dump ? "no table" : dump.error().message) +
 					"; whether it uses CDI is not known");
-		view.cdi_enabled.reset();
 		return;
 	}
 	// The binary's own version (the dump's: 2 from 1.x, 3 from 2.x) over the package database's.

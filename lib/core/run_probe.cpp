@@ -45,15 +45,14 @@ constexpr uid_t NOBODY = 65534;
 
 // Every descriptor past stderr closed at exec; one by one where close_range() is missing (a kernel
 // before 5.11, an emulator).
-bool cloexec_from_3()
+void cloexec_from_3()
 {
 	if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) == 0)
-		return true;
+		return;
 	rlimit lim{};
 	const long top = ::getrlimit(RLIMIT_NOFILE, &lim) == 0 ? static_cast<long>(std::min<rlim_t>(lim.rlim_cur, 1 << 20)) : 1024;
 	for (int fd = 3; fd < top; fd++)
 		(void)::fcntl(fd, F_SETFD, FD_CLOEXEC);
-	return true;
 }
 
 // In the child, between fork and exec: only calls that are safe there. Its error goes to the
@@ -68,8 +67,8 @@ bool cloexec_from_3()
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, nullptr);
 	const bool jail = !p.chroot.empty() && p.chroot != "/";
+	cloexec_from_3();
 	if (::setpgid(0, 0) == 0 && (step = "dup2", ::dup2(in, 0) >= 0 && ::dup2(out, 1) >= 0 && ::dup2(err, 2) >= 0) &&
-	    (step = "close_range", cloexec_from_3()) &&
 	    (step = "chroot", !jail || (::chroot(p.chroot.c_str()) == 0 && ::chdir("/") == 0)) &&
 	    (step = "setuid", !jail || (::setgroups(0, nullptr) == 0 && ::setresgid(NOBODY, NOBODY, NOBODY) == 0 &&
 					::setresuid(NOBODY, NOBODY, NOBODY) == 0)) &&
