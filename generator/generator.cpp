@@ -209,7 +209,7 @@ std::string exec_setup(const std::string &command)
 std::string setup_sandbox(const Config &cfg)
 {
 	return "LoadCredential=unbounded-nvidia.enabled\nLoadCredential=unbounded-nvidia.expected_gpus\nLoadCredential=unbounded-nvidia.gpus\n" +
-	       sandbox_text(SandboxProfile::Setup, setup_writable_dirs(cfg), "0755", {cfg.metrics_dir});
+	       sandbox_text(setup_writable_dirs(cfg), {cfg.metrics_dir});
 }
 
 // The head of a oneshot of ours that runs once per boot, before containerd and kubelet.
@@ -359,7 +359,7 @@ std::string refresh_timer_text(const Config &cfg)
 std::string cleanup_unit_text(const Decision &d, const Config &cfg)
 {
 	std::string u = oneshot_before_containerd(d, "Remove the NVIDIA CDI specs of a machine without NVIDIA GPUs", "cleanup");
-	u += sandbox_text(SandboxProfile::Setup, spec_dirs(cfg), "0755", {cfg.metrics_dir});
+	u += sandbox_text(spec_dirs(cfg), {cfg.metrics_dir});
 	return u;
 }
 

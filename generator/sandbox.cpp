@@ -46,6 +46,51 @@ std::string joined(const std::vector<std::string> &v)
 	return s;
 }
 
+// The lines that follow no configured path.
+std::string sandbox_fixed_text()
+{
+	std::string u;
+	u += "ProtectHome=yes\n";
+	// No PrivateTmp=: setup must see the machine's /tmp/nvidia-mps (the MPS pipe directory it mounts
+	// into containers, lib/cdi/ipc.hpp); it writes nothing there (ProtectSystem=strict).
+	u += "PrivateMounts=yes\n";
+	u += "PrivateIPC=yes\n";
+	// No network: only AF_UNIX sockets (sd_notify, the journal, PID 1's private bus). Not
+	// PrivateNetwork=: in an nspawn machine without CAP_NET_ADMIN systemd 252 logs "Failed to
+	// configure loopback network device" on every start of the unit; the address families and
+	// the IP deny list already keep it off the network.
+	u += "IPAddressDeny=any\n";
+	u += "RestrictAddressFamilies=AF_UNIX\n";
+	u += "NoNewPrivileges=yes\n";
+	u += "CapabilityBoundingSet=\n";
+	u += "AmbientCapabilities=\n";
+	u += "SystemCallArchitectures=native\n";
+	u += "SystemCallFilter=@system-service\n";
+	u += "SystemCallFilter=~@privileged @resources\n";
+	u += "SystemCallErrorNumber=EPERM\n";
+	u += "ProtectKernelTunables=yes\n";
+	u += "ProtectKernelModules=yes\n";
+	u += "ProtectKernelLogs=yes\n";
+	u += "ProtectControlGroups=yes\n";
+	u += "ProtectClock=yes\n";
+	u += "ProtectHostname=yes\n";
+	// Device nodes stay visible (setup stats /dev/nvidia*, PrivateDevices= would hide them); none
+	// may be opened.
+	u += "DevicePolicy=closed\n";
+	// /proc/driver/nvidia must stay readable (no ProcSubset=pid), and the reloader must see
+	// nvidia-gridd's /proc/PID. Not ProtectProc=invisible either: it mounts a new /proc instance for
+	// the unit, which drops every overmount of /proc the machine's manager made (nspawn's, and the
+	// system tests' stand-in for /proc/driver/nvidia).
+	u += "RestrictNamespaces=yes\n";
+	u += "LockPersonality=yes\n";
+	u += "MemoryDenyWriteExecute=yes\n";
+	u += "RestrictRealtime=yes\n";
+	u += "RestrictSUIDSGID=yes\n";
+	u += "KeyringMode=private\n";
+	u += "UMask=0022\n";
+	return u;
+}
+
 }  // namespace
 
 std::string sandbox_paths_text(const std::vector<std::string> &writable_dirs, const char *state_mode,
@@ -85,65 +130,10 @@ std::string sandbox_paths_text(const std::vector<std::string> &writable_dirs, co
 	return u;
 }
 
-std::string sandbox_fixed_text(SandboxProfile profile)
-{
-	std::string u;
-	u += "ProtectHome=yes\n";
-	// Not for setup: it must see the machine's /tmp/nvidia-mps (the MPS pipe directory it mounts
-	// into containers, lib/cdi/ipc.hpp); it writes nothing there (ProtectSystem=strict).
-	if (profile != SandboxProfile::Setup)
-		u += "PrivateTmp=yes\n";
-	u += "PrivateMounts=yes\n";
-	u += "PrivateIPC=yes\n";
-	// No network: only AF_UNIX sockets (sd_notify, the journal, PID 1's private bus). Not
-	// PrivateNetwork=: in an nspawn machine without CAP_NET_ADMIN systemd 252 logs "Failed to
-	// configure loopback network device" on every start of the unit; the address families and
-	// the IP deny list already keep it off the network.
-	u += "IPAddressDeny=any\n";
-	u += "RestrictAddressFamilies=AF_UNIX\n";
-	u += "NoNewPrivileges=yes\n";
-	if (profile == SandboxProfile::Setup) {
-		u += "CapabilityBoundingSet=\n";
-		u += "AmbientCapabilities=\n";
-	} else {
-		// chown/chmod of a licensing file installed with another owner (the token must be root's, 0600).
-		u += "CapabilityBoundingSet=CAP_CHOWN CAP_FOWNER\n";
-		u += "AmbientCapabilities=\n";
-	}
-	u += "SystemCallArchitectures=native\n";
-	u += "SystemCallFilter=@system-service\n";
-	u += "SystemCallFilter=~@privileged @resources\n";
-	if (profile == SandboxProfile::LicenseReload)
-		u += "SystemCallFilter=fchown\n";  // back from @privileged (@chown): see CapabilityBoundingSet=
-	u += "SystemCallErrorNumber=EPERM\n";
-	u += "ProtectKernelTunables=yes\n";
-	u += "ProtectKernelModules=yes\n";
-	u += "ProtectKernelLogs=yes\n";
-	u += "ProtectControlGroups=yes\n";
-	u += "ProtectClock=yes\n";
-	u += "ProtectHostname=yes\n";
-	// Device nodes stay visible (setup stats /dev/nvidia*, PrivateDevices= would hide them); none
-	// may be opened.
-	u += "DevicePolicy=closed\n";
-	// /proc/driver/nvidia must stay readable (no ProcSubset=pid), and the reloader must see
-	// nvidia-gridd's /proc/PID. Not ProtectProc=invisible either: it mounts a new /proc instance for
-	// the unit, which drops every overmount of /proc the machine's manager made (nspawn's, and the
-	// system tests' stand-in for /proc/driver/nvidia).
-	u += "RestrictNamespaces=yes\n";
-	u += "LockPersonality=yes\n";
-	u += "MemoryDenyWriteExecute=yes\n";
-	u += "RestrictRealtime=yes\n";
-	u += "RestrictSUIDSGID=yes\n";
-	u += "KeyringMode=private\n";
-	u += "UMask=0022\n";
-	return u;
-}
-
-std::string sandbox_text(SandboxProfile profile, const std::vector<std::string> &writable_dirs, const char *state_mode,
-			 const std::vector<std::string> &if_present)
+std::string sandbox_text(const std::vector<std::string> &writable_dirs, const std::vector<std::string> &if_present)
 {
 	return "# Sandbox: unbounded-nvidia-generator(8), SANDBOX, says what each line protects.\n" +
-	       sandbox_paths_text(writable_dirs, state_mode, if_present) + sandbox_fixed_text(profile);
+	       sandbox_paths_text(writable_dirs, "0755", if_present) + sandbox_fixed_text();
 }
 
 }  // namespace unbounded::generator
