@@ -24,9 +24,9 @@ FUZZ_TARGET
 			FUZZ_REQUIRE(*e >= 946684800, std::string(m));
 		lines.push_back(GriddLine{t += 60'000'000, std::string(m)});
 	}
-	for (bool running : {true, false}) {
-		auto o = derive_license_state(lines, running, 1'700'000'000'000'000);
-		(void)o;
-	}
+	LicenseObservation o;
+	o.state = LicenseState::Pending;
+	for (const auto &line : lines)
+		take_gridd_line(o, line);
 	return 0;
 }

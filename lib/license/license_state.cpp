@@ -151,16 +151,4 @@ void take_gridd_line(LicenseObservation &o, const GriddLine &line)
 	o.since_usec = line.realtime_usec;
 }
 
-LicenseObservation derive_license_state(const std::vector<GriddLine> &lines, bool running, std::uint64_t started_usec)
-{
-	LicenseObservation o;
-	if (!running)
-		return o;
-	o.state = LicenseState::Pending;
-	o.since_usec = started_usec;
-	for (const auto &line : lines)
-		take_gridd_line(o, line);
-	return o;
-}
-
 }  // namespace unbounded

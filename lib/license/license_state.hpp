@@ -55,8 +55,4 @@ struct LicenseObservation {
 // a license whose expiry is known (the clock ends it, license_metrics.hpp) and ends any other.
 void take_gridd_line(LicenseObservation &o, const GriddLine &line);
 
-// The state from nvidia-gridd's messages of its current run, oldest first: the newest message that
-// says something decides. `running` false: Unknown whatever the lines say.
-LicenseObservation derive_license_state(const std::vector<GriddLine> &lines, bool running, std::uint64_t started_usec);
-
 }  // namespace unbounded

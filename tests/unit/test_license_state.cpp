@@ -28,6 +28,20 @@ std::vector<GriddLine> lines(std::initializer_list<const char *> messages)
 	return out;
 }
 
+// The state from nvidia-gridd's messages of its current run, oldest first, as the reloader takes
+// them (take_gridd_line): the newest message that says something decides. `running` false: Unknown.
+LicenseObservation derive_license_state(const std::vector<GriddLine> &lines, bool running, std::uint64_t started_usec)
+{
+	LicenseObservation o;
+	if (!running)
+		return o;
+	o.state = LicenseState::Pending;
+	o.since_usec = started_usec;
+	for (const auto &line : lines)
+		take_gridd_line(o, line);
+	return o;
+}
+
 // nvidia-gridd's journal of one run, walked as sd-journal walks it, counting the entries it hands out.
 class FakeGriddJournal final : public GriddJournalSource {
 public:
