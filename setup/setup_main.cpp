@@ -26,7 +26,11 @@ using namespace unbounded;
 
 namespace {
 
-struct Args;
+struct Args {
+	std::string root, config, output = "-", command = "setup";
+	std::string npd;  // verify --npd[=CONDITION]: node-problem-detector's custom plugin protocol
+	bool json = false, config_given = false, boot = false;
+};
 
 // What a command line may name: each command, how it runs, its line in --help, the options only it
 // takes, and what the run leaves behind besides its answer.
@@ -44,11 +48,9 @@ struct Verb {
 	bool metrics = false;  // the textfile collector's metrics
 };
 
-int run_generate_cdi_verb(const Context &ctx, Report &report, const Args &args);
-int run_setup_verb(const Context &ctx, Report &report, const Args &args);
-
 const Verb VERBS[] = {
-	{"setup", run_setup_verb, "build the driver root, write the CDI spec, verify (default)", TAKES_BOOT, true, true},
+	{"setup", [](const Context &c, Report &r, const Args &a) { return run_setup(c, r, a.boot); },
+	 "build the driver root, write the CDI spec, verify (default)", TAKES_BOOT, true, true},
 	{"refresh", [](const Context &c, Report &r, const Args &) { return run_refresh(c, r); },
 	 "apply host driver changes while the machine runs: wait until staging\n"
 	 "                  is quiet, then build, swap or keep the root as the kernel module allows",
@@ -57,7 +59,8 @@ const Verb VERBS[] = {
 	 "check the live state without changing it", TAKES_NPD},
 	{"cleanup", [](const Context &c, Report &r, const Args &) { return run_cleanup(c, r); },
 	 "remove the CDI spec setup wrote (a machine without NVIDIA GPUs now)", 0, false, true},
-	{"generate-cdi", run_generate_cdi_verb, "print the CDI spec for the current driver root", TAKES_OUTPUT},
+	{"generate-cdi", [](const Context &c, Report &r, const Args &a) { return run_generate_cdi(c, r, a.output); },
+	 "print the CDI spec for the current driver root", TAKES_OUTPUT},
 };
 
 const Verb *find_verb(const std::string &name)
@@ -102,12 +105,6 @@ void print_help()
 		    "See unbounded-nvidia-setup(8).\n",
 		    commands.c_str(), std::string(DEFAULT_CONFIG_PATH).c_str());
 }
-
-struct Args {
-	std::string root, config, output = "-", command = "setup";
-	std::string npd;  // verify --npd[=CONDITION]: node-problem-detector's custom plugin protocol
-	bool json = false, config_given = false, boot = false;
-};
 
 std::vector<std::string> split_npd_outcomes(const std::string &list)
 {
@@ -221,14 +218,6 @@ int check_options(const Args &a)
 	return 0;
 }
 
-// 0 to go on, -1 for a clean exit (--help, --version), else the exit status.
-int parse_args(int argc, char **argv, Args &a)
-{
-	if (int r = read_options(argc, argv, a); r != 0)
-		return r;
-	return check_options(a);
-}
-
 // VmHWM of this process image (getrusage's ru_maxrss would include the parent's memory from before
 // the exec when we were spawned with vfork, as Python and systemd do).
 long peak_rss_kib()
@@ -265,18 +254,11 @@ int npd_answer(const Report &report, const std::string &condition, int rc)
 	return std::find(outcomes.begin(), outcomes.end(), report.outcome) != outcomes.end() ? 1 : 0;
 }
 
-int run_setup_verb(const Context &ctx, Report &report, const Args &args) { return run_setup(ctx, report, args.boot); }
-
-int run_generate_cdi_verb(const Context &ctx, Report &report, const Args &args)
-{
-	return run_generate_cdi(ctx, report, args.output);
-}
-
 int run(int argc, char **argv)
 {
 	log::init("unbounded-nvidia-setup", /*allow_journal=*/true);
 	Args args;
-	if (int r = parse_args(argc, argv, args); r != 0)
+	if (int r = read_options(argc, argv, args); r != 0 || (r = check_options(args)) != 0)
 		return r < 0 ? EXIT_READY : r;
 
 	if (args.json || !args.npd.empty())
