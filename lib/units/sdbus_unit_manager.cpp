@@ -7,7 +7,7 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <cstring>
+#include <cctype>
 #include <dlfcn.h>
 #include <unistd.h>
 #include <systemd/sd-bus.h>
@@ -44,8 +44,11 @@ struct SdBusApi {
 #undef SD_BUS_MEMBER
 };
 
-// Loaded once per process; the library stays loaded (sd-bus objects outlive any one caller).
-Result<const SdBusApi *> sd_bus_api()
+const SdBusApi *bus_api;  // set by sd_bus_api() before any manager exists
+
+// Loaded once per process, into bus_api; the library stays loaded (sd-bus objects outlive any one
+// caller).
+Result<void> sd_bus_api()
 {
 	static SdBusApi api;
 	static std::string failure;
@@ -66,11 +69,10 @@ Result<const SdBusApi *> sd_bus_api()
 	}
 	if (!failure.empty())
 		return fail(make_error(failure, EXIT_NOT_READY, ENOENT));
-	return &api;
+	bus_api = &api;
+	return {};
 }
 #undef SD_BUS_FUNCTIONS
-
-const SdBusApi *bus_api;  // set by connect_system_manager() before any manager exists
 
 constexpr const char *DEST = "org.freedesktop.systemd1";
 constexpr const char *PATH = "/org/freedesktop/systemd1";
@@ -217,8 +219,8 @@ public:
 		return stopping;
 	}
 
-	Result<void> stop(const std::string &unit, Millis timeout) override { return job("StopUnit", unit, timeout); }
-	Result<void> start(const std::string &unit, Millis timeout) override { return job("StartUnit", unit, timeout); }
+	Result<void> stop(const std::string &unit, Millis timeout) override { return job("stop", unit, timeout); }
+	Result<void> start(const std::string &unit, Millis timeout) override { return job("start", unit, timeout); }
 
 private:
 	// A string property of the object at `path`, into `out`; errors name `unit`.
@@ -265,8 +267,10 @@ private:
 		return std::string(p);
 	}
 
-	Result<void> job(const char *method, const std::string &unit, Millis timeout)
+	// `verb` "stop" or "start": the Manager's StopUnit or StartUnit.
+	Result<void> job(const std::string &verb, const std::string &unit, Millis timeout)
 	{
+		const std::string capital = static_cast<char>(std::toupper(verb[0])) + verb.substr(1);
 		JobWait wait;
 		sd_bus_slot *slot = nullptr;
 		// Subscribe before queueing the job so its JobRemoved cannot be missed.
@@ -286,14 +290,14 @@ private:
 		}
 		BusError err;
 		sd_bus_message *reply = nullptr;
-		r = bus_api->sd_bus_call_method(bus_.get(), DEST, PATH, MANAGER, method, err.get(), &reply, "ss", unit.c_str(), "replace");
+		r = bus_api->sd_bus_call_method(bus_.get(), DEST, PATH, MANAGER, (capital + "Unit").c_str(), err.get(), &reply, "ss", unit.c_str(),
+						"replace");
 		Message m(reply);
 		const char *job_path = nullptr;
 		if (r >= 0)
 			r = bus_api->sd_bus_message_read(m.get(), "o", &job_path);
 		if (r < 0)
-			return fail(errno_error(-r, std::string("Failed to ") + (std::strcmp(method, "StopUnit") == 0 ? "stop " : "start ") +
-							    unit + ": " + err.text(r)));
+			return fail(errno_error(-r, "Failed to " + verb + " " + unit + ": " + err.text(r)));
 		wait.path = job_path;
 		if (timeout.count() == 0)
 			return {};  // queued: the caller does not wait for it
@@ -307,16 +311,14 @@ private:
 				continue;
 			auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - std::chrono::steady_clock::now());
 			if (left.count() <= 0)
-				return fail(make_error(std::string("Timed out after ") + format_duration(timeout) + " waiting for the " +
-							       (std::strcmp(method, "StopUnit") == 0 ? "stop" : "start") + " job of " + unit,
+				return fail(make_error("Timed out after " + format_duration(timeout) + " waiting for the " + verb + " job of " + unit,
 						       EXIT_NOT_READY, ETIMEDOUT));
 			r = bus_api->sd_bus_wait(bus_.get(), static_cast<uint64_t>(left.count()));
 			if (r < 0 && r != -EINTR)
 				return fail(errno_error(-r, "Failed to wait for D-Bus messages"));
 		}
 		if (wait.result != "done")
-			return fail(make_error(std::string(std::strcmp(method, "StopUnit") == 0 ? "Stop" : "Start") + " job of " + unit +
-					       " finished with result '" + wait.result + "'"));
+			return fail(make_error(capital + " job of " + unit + " finished with result '" + wait.result + "'"));
 		return {};
 	}
 
@@ -324,28 +326,34 @@ private:
 	bool direct_;
 };
 
+// A direct connection to a service manager at `address` (sd_bus_start() connects before it returns);
+// nullptr and a negative errno when it fails.
+int open_address(sd_bus **bus, const char *address)
+{
+	int r = bus_api->sd_bus_new(bus);
+	if (r >= 0)
+		r = bus_api->sd_bus_set_address(*bus, address);
+	if (r >= 0)
+		r = bus_api->sd_bus_start(*bus);
+	if (r < 0 && *bus) {
+		bus_api->sd_bus_unref(*bus);
+		*bus = nullptr;
+	}
+	return r;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<UnitManager>> connect_system_manager()
 {
-	auto api = sd_bus_api();
-	if (!api)
+	if (auto api = sd_bus_api(); !api)
 		return fail(api.error());
-	bus_api = *api;
 	// As systemctl does: as root, talk to PID 1 over its private socket, which needs no D-Bus daemon
 	// (minimal machine images have none); otherwise the system bus.
 	sd_bus *bus = nullptr;
-	if (::geteuid() == 0 && ::access("/run/systemd/private", F_OK) == 0 && !std::getenv("DBUS_SYSTEM_BUS_ADDRESS")) {
-		int r = bus_api->sd_bus_new(&bus);
-		if (r >= 0)
-			r = bus_api->sd_bus_set_address(bus, "unix:path=/run/systemd/private");
-		if (r >= 0)
-			r = bus_api->sd_bus_start(bus);
-		if (r >= 0)
-			return std::unique_ptr<UnitManager>(std::make_unique<SdBusUnitManager>(bus, true));
-		bus_api->sd_bus_unref(bus);
-		bus = nullptr;
-	}
+	if (::geteuid() == 0 && ::access("/run/systemd/private", F_OK) == 0 && !std::getenv("DBUS_SYSTEM_BUS_ADDRESS") &&
+	    open_address(&bus, "unix:path=/run/systemd/private") >= 0)
+		return std::unique_ptr<UnitManager>(std::make_unique<SdBusUnitManager>(bus, true));
 	int r = bus_api->sd_bus_open_system(&bus);
 	if (r < 0)
 		return fail(errno_error(-r, "Failed to connect to the system bus"));
@@ -354,33 +362,21 @@ Result<std::unique_ptr<UnitManager>> connect_system_manager()
 
 Result<std::unique_ptr<UnitManager>> connect_manager_socket(int socket_fd)
 {
-	auto api = sd_bus_api();
-	if (!api)
+	if (auto api = sd_bus_api(); !api)
 		return fail(api.error());
-	bus_api = *api;
 	// connect() through the fd's /proc link reaches the very socket that was found, wherever its path
-	// leads meanwhile; sd_bus_start() connects before it returns.
+	// leads meanwhile.
 	const std::string address = "unix:path=/proc/self/fd/" + std::to_string(socket_fd);
 	sd_bus *bus = nullptr;
-	int r = bus_api->sd_bus_new(&bus);
-	if (r >= 0)
-		r = bus_api->sd_bus_set_address(bus, address.c_str());
-	if (r >= 0)
-		r = bus_api->sd_bus_start(bus);
-	if (r < 0) {
-		if (bus)
-			bus_api->sd_bus_unref(bus);
+	if (int r = open_address(&bus, address.c_str()); r < 0)
 		return fail(errno_error(-r, "Failed to connect to the service manager"));
-	}
 	return std::unique_ptr<UnitManager>(std::make_unique<SdBusUnitManager>(bus, true));
 }
 
 Result<std::unique_ptr<UnitManager>> connect_machine_manager(const std::string &machine)
 {
-	auto api = sd_bus_api();
-	if (!api)
+	if (auto api = sd_bus_api(); !api)
 		return fail(api.error());
-	bus_api = *api;
 	sd_bus *bus = nullptr;
 	int r = bus_api->sd_bus_open_system_machine(&bus, machine.c_str());
 	if (r < 0)
