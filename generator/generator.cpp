@@ -171,8 +171,6 @@ std::vector<std::string> spec_dirs(const Config &cfg)
 	return dirs;
 }
 
-}  // namespace
-
 // What setup and refresh write: the driver root's parent (the new tree is built beside the old one),
 // the specs' directories and the run directory.
 std::vector<std::string> setup_writable_dirs(const Config &cfg)
@@ -182,8 +180,6 @@ std::vector<std::string> setup_writable_dirs(const Config &cfg)
 	dirs.insert(dirs.end(), specs.begin() + 1, specs.end());
 	return dirs;
 }
-
-namespace {
 
 // The start of every unit we generate: who wrote it, what it is, its documentation, and the config
 // file it comes from (`source_path`, "" for none).
@@ -224,8 +220,6 @@ std::string oneshot_before_containerd(const Decision &d, const std::string &desc
 	u += exec_setup(command);
 	return u;
 }
-
-}  // namespace
 
 std::string setup_unit_text(const Decision &d, const Config &cfg)
 {
@@ -362,8 +356,6 @@ std::string cleanup_unit_text(const Decision &d, const Config &cfg)
 	u += sandbox_text(spec_dirs(cfg), {cfg.metrics_dir});
 	return u;
 }
-
-namespace {
 
 // The normal directory, and the names written into it so far (for the log and the tests).
 class Output {

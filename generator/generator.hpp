@@ -43,7 +43,4 @@ Result<std::vector<std::string>> write_outputs(const Input &in, const Decision &
 // character, invalid UTF-8, surrounding spaces or a trailing backslash (systemd.syntax(7)).
 Result<std::string> unit_path_value(std::string_view value);
 
-// The generated unit file's text (exposed for tests).
-std::string setup_unit_text(const Decision &d, const Config &cfg);
-
 }  // namespace unbounded::generator

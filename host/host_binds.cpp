@@ -264,28 +264,8 @@ bool has_libcuda(const Context &ctx, const std::string &dir)
 	return names && std::any_of(names->begin(), names->end(), [](const std::string &n) { return n.starts_with("libcuda.so."); });
 }
 
-}  // namespace
-
-bool valid_machine_name(std::string_view name)
-{
-	if (name.empty() || name.size() > 64)
-		return false;
-	std::size_t start = 0;
-	for (;;) {  // each label: 1..63 of letters, digits and '-', neither starting nor ending with '-'
-		const std::size_t dot = std::min(name.find('.', start), name.size());
-		const auto label = name.substr(start, dot - start);
-		if (label.empty() || label.front() == '-' || label.back() == '-' || !std::all_of(label.begin(), label.end(), [](char c) {
-			    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
-		    }))
-			return false;
-		if (dot == name.size())
-			return true;
-		start = dot + 1;
-	}
-}
-
-std::string settings_dir(const std::string &machine) { return "/etc/unbounded-nvidia-host/machines/" + machine; }
-
+// The host directories the driver may live in, per host family (Debian and its flavours and
+// alternatives, Ubuntu, Red Hat, the .run installer, 32-bit, firmware, OptiX, graphics configs).
 std::vector<std::string> candidate_directories(const Context &ctx)
 {
 	std::vector<std::string> dirs;
@@ -309,6 +289,28 @@ std::vector<std::string> candidate_directories(const Context &ctx)
 				 "/usr/share/egl/egl_external_platform.d", "/usr/share/vulkan", "/etc/OpenCL/vendors", "/etc/alternatives"});
 	return dirs;
 }
+
+}  // namespace
+
+bool valid_machine_name(std::string_view name)
+{
+	if (name.empty() || name.size() > 64)
+		return false;
+	std::size_t start = 0;
+	for (;;) {  // each label: 1..63 of letters, digits and '-', neither starting nor ending with '-'
+		const std::size_t dot = std::min(name.find('.', start), name.size());
+		const auto label = name.substr(start, dot - start);
+		if (label.empty() || label.front() == '-' || label.back() == '-' || !std::all_of(label.begin(), label.end(), [](char c) {
+			    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
+		    }))
+			return false;
+		if (dot == name.size())
+			return true;
+		start = dot + 1;
+	}
+}
+
+std::string settings_dir(const std::string &machine) { return "/etc/unbounded-nvidia-host/machines/" + machine; }
 
 Result<HostBinds> plan_binds(const Context &ctx, const BindsOptions &opt, const DeviceInventory *devices)
 {

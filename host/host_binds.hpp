@@ -52,10 +52,6 @@ struct HostBinds {
 	std::vector<std::string> notes;            // how the directories were chosen
 };
 
-// The host directories the driver may live in, per host family (Debian and its flavours and
-// alternatives, Ubuntu, Red Hat, the .run installer, 32-bit, firmware, OptiX, graphics configs).
-std::vector<std::string> candidate_directories(const Context &ctx);
-
 // `devices`: this host's devices when the caller has read them already (the preflight, so that its
 // findings and the plan are of one reading); read here when null.
 Result<HostBinds> plan_binds(const Context &ctx, const BindsOptions &opt, const DeviceInventory *devices = nullptr);

@@ -91,21 +91,13 @@ bool under(std::string_view path, std::string_view dir) { return path == dir || 
 
 }  // namespace
 
-std::string_view bind_destination(std::string_view value)
-{
-	const auto colon = value.find(':');
-	if (colon == std::string_view::npos)
-		return value;
-	auto rest = value.substr(colon + 1);
-	return rest.substr(0, rest.find(':'));
-}
-
 std::optional<BindSpec> bind_spec(const SettingLine &l)
 {
 	if (l.section != "Files" || (l.key != "Bind" && l.key != "BindReadOnly"))
 		return std::nullopt;
 	const auto colon = l.value.find(':');
-	return BindSpec{l.value.substr(0, colon), std::string(bind_destination(l.value)), l.key == "BindReadOnly"};
+	const std::string rest = colon == std::string::npos ? l.value : l.value.substr(colon + 1);
+	return BindSpec{l.value.substr(0, colon), rest.substr(0, rest.find(':')), l.key == "BindReadOnly"};
 }
 
 bool owned_destination(std::string_view dest)
@@ -129,15 +121,6 @@ std::vector<SettingLine> setting_lines(std::string_view text)
 	std::vector<SettingLine> out;
 	for (const auto &l : parse(text))
 		if (l.setting)
-			out.push_back(*l.setting);
-	return out;
-}
-
-std::vector<SettingLine> owned_lines(std::string_view text)
-{
-	std::vector<SettingLine> out;
-	for (const auto &l : parse(text))
-		if (l.setting && owned(*l.setting))
 			out.push_back(*l.setting);
 	return out;
 }
@@ -210,7 +193,10 @@ std::string merge_settings(std::string_view existing, const std::vector<SettingL
 SettingsDiff diff_settings(std::string_view existing, const std::vector<SettingLine> &ours)
 {
 	SettingsDiff d;
-	const auto present = owned_lines(existing);
+	std::vector<SettingLine> present;  // the file's lines that are ours, in file order
+	for (const auto &l : parse(existing))
+		if (l.setting && owned(*l.setting))
+			present.push_back(*l.setting);
 	for (const auto &o : ours)
 		if (std::find(present.begin(), present.end(), o) == present.end())
 			d.missing.push_back(o);

@@ -24,7 +24,6 @@ struct BindSpec {
 	bool operator==(const BindSpec &) const = default;
 };
 std::optional<BindSpec> bind_spec(const SettingLine &line);
-std::string_view bind_destination(std::string_view value);
 // Whether a mount at `dest` in a machine is one of ours (what owned() says of a bind line onto it).
 bool owned_destination(std::string_view dest);
 
@@ -39,8 +38,6 @@ struct SettingsDiff {
 };
 SettingsDiff diff_settings(std::string_view existing, const std::vector<SettingLine> &ours);
 
-// The lines of `text` that are ours (in file order): what a .nspawn file applies of this tool.
-std::vector<SettingLine> owned_lines(std::string_view text);
 // Every KEY=VALUE line of `text`, with its section, as systemd's parser reads them.
 std::vector<SettingLine> setting_lines(std::string_view text);
 
