@@ -389,7 +389,7 @@ Result<bool> unit_runs(const std::string &unit)
 	auto state = units ? (*units)->state(unit) : fail(units.error());
 	if (!state)
 		return fail(state.error());
-	return state->active_state == "active" || state->active_state == "activating" || state->active_state == "reloading";
+	return unit_running(state->active_state);
 }
 
 }  // namespace

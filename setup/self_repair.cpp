@@ -97,11 +97,6 @@ void write_held_back(const Context &ctx, const std::vector<std::string> &units)
 	record_held_back(ctx, doc.dump() + "\n");
 }
 
-bool running(const UnitState &s)
-{
-	return s.active_state == "active" || s.active_state == "activating" || s.active_state == "reloading";
-}
-
 }  // namespace
 
 std::size_t held_back_count(const Context &ctx)
@@ -128,7 +123,7 @@ void note_held_back(const Context &ctx, Report &report)
 			log::warning(s.error().message);
 			continue;
 		}
-		if (s->job_type == "start" && !running(*s))
+		if (s->job_type == "start" && !unit_running(s->active_state))
 			waiting.push_back(unit);
 	}
 	if (waiting.empty())
@@ -163,7 +158,7 @@ void start_held_back(const Context &ctx, Report &report)
 		}
 		if (!s->installed() || s->load_state == "masked")
 			continue;
-		if (running(*s) || s->job_type == "start")
+		if (unit_running(s->active_state) || s->job_type == "start")
 			continue;  // someone started it already
 		if (s->active_enter_usec > record->recorded_usec) {
 			log::notice(unit + " ran after setup held it back and was stopped since: leaving it stopped.");

@@ -183,7 +183,7 @@ Result<bool> LicenseReloader::apply_set(ReloadReport &report, const LicenseSet &
 	auto ours = read_state(STOPPED_BY_US);
 	if (!ours)
 		return fail(ours.error());
-	if ((resumed && (status->active_state == "failed" || ours->has_value())) || status->active_state == "active" || status->active_state == "activating" || status->active_state == "reloading") {
+	if ((resumed && (status->active_state == "failed" || ours->has_value())) || unit_running(status->active_state)) {
 		auto r = restart_gridd(report);
 		if (!r) {
 			// Could not even try (unsafe unit settings, a stop that did not end): put the files

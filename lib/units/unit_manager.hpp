@@ -37,6 +37,9 @@ struct UnitState {
 	bool installed() const { return load_state != "not-found" && !load_state.empty(); }
 };
 
+// Whether a unit in ActiveState `s` runs or is on its way to.
+inline bool unit_running(const std::string &s) { return s == "active" || s == "activating" || s == "reloading"; }
+
 class UnitManager {
 public:
 	virtual ~UnitManager() = default;
