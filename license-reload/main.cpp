@@ -42,17 +42,14 @@ void sleep_through(Millis d) { std::this_thread::sleep_for(d); }
 // even answer on a bus yet).
 class NoUnitManager final : public UnitManager {
 public:
-	Result<UnitStatus> status(const std::string &unit) override { return refuse(unit); }
-	Result<UnitState> state(const std::string &unit) override { return fail(refuse(unit).error()); }
-	Result<void> stop(const std::string &unit, Millis) override { return fail(refuse(unit).error()); }
-	Result<void> start(const std::string &unit, Millis) override { return fail(refuse(unit).error()); }
-	Result<bool> system_stopping() override { return fail(refuse("the manager").error()); }
+	Result<UnitStatus> status(const std::string &unit) override { return fail(refused(unit)); }
+	Result<UnitState> state(const std::string &unit) override { return fail(refused(unit)); }
+	Result<void> stop(const std::string &unit, Millis) override { return fail(refused(unit)); }
+	Result<void> start(const std::string &unit, Millis) override { return fail(refused(unit)); }
+	Result<bool> system_stopping() override { return fail(refused("the manager")); }
 
 private:
-	static Result<UnitStatus> refuse(const std::string &unit)
-	{
-		return fail(make_error("The boot install does not talk to the service manager (" + unit + ")"));
-	}
+	static Error refused(const std::string &unit) { return make_error("The boot install does not talk to the service manager (" + unit + ")"); }
 };
 
 void sleep_unless_stopped(Millis d)
@@ -79,16 +76,10 @@ struct Args {
 	bool npd_reboot = false;  // --npd=reboot: NvidiaLicenseRebootRequired
 };
 
-// node-problem-detector's custom plugin protocol (exit 0 OK, 1 the condition is true, 2 unknown; one
-// line of at most 80 characters): NvidiaLicenseNotAcquired is true when nvidia-gridd has run
-// unlicensed or pending for longer than licensing.not_acquired_after. Reads what the reloader's last
-// run recorded; it observes, and so does this: nothing is restarted for it.
-// One line of at most 80 characters in every case, as `unbounded-nvidia-setup verify --npd` writes it:
-// node-problem-detector shows it as the condition's message.
-void npd_print(const std::string &text)
-{
-	std::printf("%s\n", log::npd_line(text).c_str());
-}
+// node-problem-detector's custom plugin protocol (exit 0 OK, 1 the condition is true, 2 unknown):
+// one line of at most 80 characters in every case, as `unbounded-nvidia-setup verify --npd` writes
+// it; node-problem-detector shows it as the condition's message.
+void npd_print(const std::string &text) { std::printf("%s\n", log::npd_line(text).c_str()); }
 
 // What the reloader last recorded, for either condition; else the answer already printed, as the
 // exit status: no state directory is no condition (not an unknown, exit 2 everywhere else: a machine
@@ -108,6 +99,9 @@ std::variant<LicenseCounters, int> recorded_for_npd(const Context &ctx)
 	return read_license_counters(ctx, dir->get());
 }
 
+// NvidiaLicenseNotAcquired: true when nvidia-gridd has run unlicensed or pending for longer than
+// licensing.not_acquired_after. Reads what the reloader's last run recorded; it observes, and so
+// does this: nothing is restarted for it.
 int npd_license(const Context &ctx)
 {
 	auto recorded = recorded_for_npd(ctx);
