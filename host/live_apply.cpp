@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <systemd/sd-bus.h>
 #include <unistd.h>
+#include <utility>
 
 namespace unbounded::host {
 namespace {
@@ -108,15 +109,13 @@ Result<bool> user_namespaced(int proc)
 	auto map = fs::read_file_at(proc, "uid_map", "the machine leader's uid_map", 4096);
 	if (!map)
 		return fail(map.error());
-	std::vector<std::string> words;
-	for (std::size_t i = 0; i < map->size();) {
-		const auto start = map->find_first_not_of(" \t\n", i);
-		if (start == std::string::npos)
-			break;
-		const auto end = map->find_first_of(" \t\n", start);
-		words.push_back(map->substr(start, end - start));
-		i = end == std::string::npos ? map->size() : end;
-	}
+	std::vector<std::string> words;  // split at blanks, tabs and newlines
+	std::string word;
+	for (char c : *map + " ")
+		if (c != ' ' && c != '\t' && c != '\n')
+			word += c;
+		else if (!word.empty())
+			words.push_back(std::exchange(word, {}));
 	return words != std::vector<std::string>{"0", "0", "4294967295"};
 }
 
