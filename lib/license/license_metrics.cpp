@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <ctime>
+#include <utility>
 
 namespace unbounded {
 namespace {
@@ -18,6 +19,9 @@ constexpr const char *COUNTERS_FILE = "metrics.state";
 // A journal cursor is a few hex fields (~150 bytes); anything longer or with other bytes is damage.
 constexpr std::size_t MAX_CURSOR = 512;
 constexpr const char *CURSOR_CHARS = "0123456789abcdefABCDEFxXsimbt=;";
+// The counters' numbers that the file holds as such (whole seconds), by their key.
+constexpr std::pair<const char *, double LicenseCounters::*> NUMBERS[] = {
+	{"last_applied", &LicenseCounters::last_applied}, {"license_since", &LicenseCounters::license_since}, {"license_expiry", &LicenseCounters::license_expiry}, {"license_rotation", &LicenseCounters::license_rotation}, {"host_btime", &LicenseCounters::host_btime}, {"host_uptime", &LicenseCounters::host_uptime}};
 constexpr ReloadOutcome ALL_OUTCOMES[] = {
 	ReloadOutcome::Disabled,
 	ReloadOutcome::NoSource,
@@ -124,20 +128,11 @@ LicenseCounters LicenseCounters::parse(std::string_view text)
 			const std::string key = line.substr(0, sp), value = line.substr(sp + 1);
 			const double t = std::strtod(value.c_str(), &end);
 			const bool number = end && *end == '\0' && !value.empty() && std::isfinite(t) && t >= 0;
-			if (key == "last_applied" && number)
-				c.last_applied = t;
-			else if (key == "license_since" && number)
-				c.license_since = t;
-			else if (key == "license_expiry" && number)
-				c.license_expiry = t;
-			else if (key == "license_rotation" && number)
-				c.license_rotation = t;
-			else if ((key == "licensed_feature" || key == "held_feature") && number && t <= 1000)
+			for (const auto &[name, member] : NUMBERS)
+				if (key == name && number)
+					c.*member = t;
+			if ((key == "licensed_feature" || key == "held_feature") && number && t <= 1000)
 				(key == "licensed_feature" ? c.licensed_feature : c.held_feature) = static_cast<int>(t);
-			else if (key == "host_btime" && number)
-				c.host_btime = t;
-			else if (key == "host_uptime" && number)
-				c.host_uptime = t;
 			else if (key == "license")
 				c.license = license_state_from_name(value).value_or(LicenseState::Unknown);
 			else if ((key == "applied_invocation" || key == "license_invocation") && value.size() == 32 &&
