@@ -215,6 +215,13 @@ int parse_args(int argc, char **argv, Args &a)
 	return 0;
 }
 
+// An error that ends the command, on stderr; its exit status.
+int failed(const Error &e, int exit_code)
+{
+	std::fprintf(stderr, "%s\n", e.message.c_str());
+	return exit_code;
+}
+
 std::string nspawn_text(const std::vector<SettingLine> &lines)
 {
 	std::string s, section;
@@ -311,10 +318,8 @@ nlohmann::json live_json(const LiveResult &live)
 int write_binds(const Context &ctx, const Args &a, const MachineFiles &f, const HostBinds &b)
 {
 	auto changes = planned_files(ctx, f, b);
-	if (!changes) {
-		std::fprintf(stderr, "%s\n", changes.error().message.c_str());
-		return EXIT_NOT_READY;
-	}
+	if (!changes)
+		return failed(changes.error(), EXIT_NOT_READY);
 	const auto print_written = [&](const std::vector<std::string> &done) {
 		if (!a.json)
 			for (const auto &path : done)
@@ -332,10 +337,8 @@ int write_binds(const Context &ctx, const Args &a, const MachineFiles &f, const 
 		return live.state == "applied" || live.state == "not-running" ? rc : EXIT_NOT_READY;
 	}
 	auto done = commit_files(ctx, *changes);
-	if (!done) {
-		std::fprintf(stderr, "%s\n", done.error().message.c_str());
-		return EXIT_NOT_READY;
-	}
+	if (!done)
+		return failed(done.error(), EXIT_NOT_READY);
 	print_written(*done);
 	if (!a.json)
 		std::printf(!done->empty() ? "Run `systemctl daemon-reload`, then restart the machine (machinectl reboot %s), or run binds --apply, for "
@@ -367,16 +370,12 @@ int run_binds(const Context &ctx, Args a)
 		return EXIT_USAGE;
 	}
 	auto f = locate_machine_files(ctx, a.binds.machine, a.unit, /*writing=*/!a.print && !a.check);
-	if (!f) {
-		std::fprintf(stderr, "%s\n", f.error().message.c_str());
-		return f.error().exit_code;
-	}
+	if (!f)
+		return failed(f.error(), f.error().exit_code);
 	keep_kill_switch(ctx, *f, a);
 	auto b = plan_binds(ctx, a.binds);
-	if (!b) {
-		std::fprintf(stderr, "%s\n", b.error().message.c_str());
-		return b.error().exit_code;
-	}
+	if (!b)
+		return failed(b.error(), b.error().exit_code);
 	if (a.check)
 		return check_binds(ctx, a, *f, *b);
 	if (a.print) {
@@ -392,10 +391,8 @@ int run_binds(const Context &ctx, Args a)
 	auto made = fs::mkdir_p(ctx.real(lock_dir), 0755);
 	auto dir = made ? fs::open_dir(ctx.real(lock_dir)) : fail(made.error());
 	auto lock = dir ? RunLock::acquire(dir->get(), "unbounded-nvidia-host.lock", lock_dir + "/unbounded-nvidia-host.lock") : fail(dir.error());
-	if (!lock) {
-		std::fprintf(stderr, "%s\n", lock.error().message.c_str());
-		return EXIT_NOT_READY;
-	}
+	if (!lock)
+		return failed(lock.error(), EXIT_NOT_READY);
 	return write_binds(ctx, a, *f, *b);
 }
 
