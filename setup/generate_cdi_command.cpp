@@ -3,6 +3,7 @@
 
 #include "cdi_state.hpp"
 #include "execute.hpp"
+#include "live_root.hpp"
 #include "log.hpp"
 #include "message_ids.hpp"
 
@@ -24,8 +25,8 @@ int run_generate_cdi(const Context &ctx, Report &report, const std::string &outp
 {
 	report.command = "generate-cdi";
 	const Config &cfg = ctx.config;
-	Manifest manifest;
-	auto problems = verify_driver_root(RootLocation{ctx.real(cfg.driver_root), cfg.driver_root}, &manifest);
+	const LiveRootRead live = read_live_root(RootLocation{ctx.real(cfg.driver_root), cfg.driver_root});
+	auto problems = live.check();
 	if (!problems.empty()) {
 		report.outcome = "failed";
 		report.problems = problems;
@@ -33,6 +34,7 @@ int run_generate_cdi(const Context &ctx, Report &report, const std::string &outp
 		failed(report.error, cfg.driver_root);
 		return EXIT_NOT_READY;
 	}
+	const Manifest &manifest = *live.manifest();
 	auto state = spec_for_state(ctx, manifest);
 	if (!state) {
 		report.outcome = "failed";

@@ -73,13 +73,6 @@ struct Problem {
 // exact-version libcuda and libnvidia-ml among the files.
 std::vector<Problem> check_driver_tree(int root_fd, const Manifest &m, const std::string &display);
 
-// Read-only checks of a live driver root: a real directory, the manifest matches its files exactly,
-// exact-version libcuda and libnvidia-ml are regular files. Fills `manifest_out` when it parses.
-// With `expected`, a manifest file with exactly its bytes is taken as it, without parsing, and
-// *is_expected says whether that happened.
-std::vector<Problem> verify_driver_root(const RootLocation &root, Manifest *manifest_out = nullptr,
-					const Manifest *expected = nullptr, bool *is_expected = nullptr);
-
 // Whether the live root's file for `e` may be hard-linked into a new tree: its manifest entry `o` has
 // the same source, size, mtime and mode, and the file open beneath `live_fd` still has them.
 bool live_file_reusable(int live_fd, const ManifestEntry *o, const ManifestEntry &e);

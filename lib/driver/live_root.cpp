@@ -9,7 +9,7 @@ namespace {
 
 std::vector<Problem> one(const RootLocation &root, const std::string &msg) { return {Problem{root.display, msg}}; }
 
-// lstat() of the root's path: a real directory, as verify_driver_root() requires it.
+// lstat() of the root's path: a real directory, as verify requires it.
 std::vector<Problem> check_root_path(const RootLocation &root, bool *exists)
 {
 	struct stat st = {};
