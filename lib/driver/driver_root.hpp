@@ -12,9 +12,15 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <sys/stat.h>
 #include <vector>
 
 namespace unbounded {
+
+inline std::int64_t mtime_ns(const struct stat &st)
+{
+	return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+}
 
 struct RootLocation {
 	std::string real;     // with --root applied
@@ -72,10 +78,6 @@ struct Problem {
 // Checks an open driver root's files against a manifest: every entry as recorded, nothing else, and
 // exact-version libcuda and libnvidia-ml among the files.
 std::vector<Problem> check_driver_tree(int root_fd, const Manifest &m, const std::string &display);
-
-// Whether the live root's file for `e` may be hard-linked into a new tree: its manifest entry `o` has
-// the same source, size, mtime and mode, and the file open beneath `live_fd` still has them.
-bool live_file_reusable(int live_fd, const ManifestEntry *o, const ManifestEntry &e);
 
 // The temp and old trees a killed run left beside the root, removed (install's first step, which the
 // space estimate for optional files takes earlier so their space counts as free). Needs the lock.
