@@ -43,8 +43,8 @@ const char *fs_name(long type)
 	}
 }
 
-// Owns the temp tree (or, after the exchange, the old tree) under the parent directory and removes it
-// on every exit path; a kill -9 leaves it for the next run, which removes every ".driver-*" it finds.
+// Owns the temp tree under the parent directory and removes it on every exit path until the swap hands
+// it over; a kill -9 leaves it for the next run, which removes every ".driver-*" it finds.
 class TempTree {
 public:
 	TempTree(int parent_fd, std::string name, std::string display)
@@ -56,13 +56,6 @@ public:
 		if (!name_.empty())
 			(void)fs::remove_tree_at(parent_, name_, display_);
 	}
-	Result<void> remove()
-	{
-		auto r = fs::remove_tree_at(parent_, name_, display_);
-		name_.clear();
-		return r;
-	}
-	const std::string &name() const { return name_; }
 	std::string release() { return std::exchange(name_, std::string()); }
 
 private:
@@ -148,13 +141,12 @@ Result<void> check_replaceable(int dirfd, const RootLocation &root)
 }
 
 // Step 2: the live root, the reuse source when it is a real directory with a readable manifest.
-// known_manifest: see install_driver_root.
 struct LiveRoot {
 	UniqueFd fd;                // invalid when there is none
 	std::string manifest_text;  // "" when it has no readable manifest
 };
 Result<LiveRoot> open_live_root(int parent_fd, const std::string &base, const RootLocation &root,
-				const std::optional<std::string> *known_manifest)
+				const std::optional<std::string> &known_manifest)
 {
 	if (struct stat lst = {}; ::fstatat(parent_fd, base.c_str(), &lst, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(lst.st_mode) &&
 				  !S_ISLNK(lst.st_mode))
@@ -164,11 +156,8 @@ Result<LiveRoot> open_live_root(int parent_fd, const std::string &base, const Ro
 	live.fd.reset(::openat(parent_fd, base.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
 	if (!live.fd)
 		return live;
-	auto text = !known_manifest   ? fs::read_file_at(live.fd.get(), MANIFEST_NAME, root.display + "/" + MANIFEST_NAME, MAX_MANIFEST_BYTES)
-		    : *known_manifest ? Result<std::string>(**known_manifest)
-				      : fail(Error{});
-	if (text)
-		live.manifest_text = std::move(*text);
+	if (known_manifest)
+		live.manifest_text = *known_manifest;
 	else if (auto r = check_replaceable(live.fd.get(), root); !r)
 		return fail(r.error());
 	return live;
@@ -451,7 +440,7 @@ Result<InstallStats> install_driver_root(const DriverSet &driver, const Manifest
 	const std::string prefix = temp_prefix(root.real);
 	if (auto r = remove_stale_trees(pfd->get(), prefix, parent_display, stats); !r)
 		return fail(r.error());
-	auto live = open_live_root(pfd->get(), base, root, known_manifest);
+	auto live = open_live_root(pfd->get(), base, root, *known_manifest);
 	if (!live)
 		return fail(live.error());
 
@@ -489,14 +478,7 @@ Result<InstallStats> install_driver_root(const DriverSet &driver, const Manifest
 	if (!exchanged)
 		return fail(exchanged.error());
 	// The temp name now holds the old tree (or nothing, after a plain rename).
-	if (previous) {
-		previous->emplace(std::move(*pfd), base, guard.release(), root.display, *exchanged);
-		return stats;
-	}
-	if (auto r = guard.remove(); !r) {
-		stats.warnings.push_back(r.error().message + "; the new driver root is in place, the old one is left aside");
-		stats.stale_trees_kept++;
-	}
+	previous->emplace(std::move(*pfd), base, guard.release(), root.display, *exchanged);
 	return stats;
 }
 
