@@ -93,43 +93,32 @@ Result<void> check_replaceable(int dirfd, const RootLocation &root)
 	const std::string staging_prefix = root.staging + "/";
 	std::size_t seen = 0;
 	std::string offender;
+	auto bad = [&](const std::string &rel) {
+		offender = fs::join(root.display, rel);
+		return false;
+	};
 	auto walk = [&](auto &&self, int fd, const std::string &rel) -> bool {
 		auto names = fs::list_dir(fd, fs::join(root.display, rel), /*sorted=*/true);
-		if (!names) {
-			offender = fs::join(root.display, rel);
-			return false;
-		}
+		if (!names)
+			return bad(rel);
 		for (const auto &n : *names) {
 			const std::string child = fs::join(rel, n);
-			if (++seen > 100000) {
-				offender = fs::join(root.display, child);
-				return false;
-			}
 			struct stat st = {};
-			if (::fstatat(fd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0) {
-				offender = fs::join(root.display, child);
-				return false;
-			}
+			if (++seen > 100000 || ::fstatat(fd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0)
+				return bad(child);
 			if (S_ISLNK(st.st_mode)) {
 				const std::string target = fs::read_link_at(fd, n).value_or(std::string());
 				const bool into_staging = target.starts_with(staging_prefix) && target.find("/../") == std::string::npos;
 				const bool sibling = !target.empty() && target.front() != '/' && target.find("..") == std::string::npos;
-				if (!into_staging && !sibling) {
-					offender = fs::join(root.display, child);
-					return false;
-				}
+				if (!into_staging && !sibling)
+					return bad(child);
 				continue;
 			}
-			if (!S_ISDIR(st.st_mode)) {
-				offender = fs::join(root.display, child);
-				return false;
-			}
+			if (!S_ISDIR(st.st_mode))
+				return bad(child);
 			UniqueFd sub(::openat(fd, n.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
-			if (!sub || !self(self, sub.get(), child)) {
-				if (offender.empty())
-					offender = fs::join(root.display, child);
-				return false;
-			}
+			if (!sub || !self(self, sub.get(), child))
+				return offender.empty() ? bad(child) : false;
 		}
 		return true;
 	};
