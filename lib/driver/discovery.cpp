@@ -25,10 +25,11 @@
 #include <tuple>
 #include <vector>
 
+namespace unbounded {
+namespace {
+
 // ---- The names discovery looks for beside the versioned libraries: the companions, the unversioned
 // libraries, the DLSS DLLs, OptiX's data file, and the libraries loaded by name at run time.
-
-namespace unbounded::driver_files {
 
 // Versioned independently of the driver: take the highest version found of each.
 inline constexpr const char *COMPANION_PREFIXES[] = {
@@ -86,12 +87,6 @@ inline bool is_companion(std::string_view name)
 	return std::any_of(std::begin(COMPANION_PREFIXES), std::end(COMPANION_PREFIXES), [&](const char *p) { return name.starts_with(p); });
 }
 
-}  // namespace unbounded::driver_files
-
-namespace unbounded {
-
-using namespace driver_files;
-
 struct Entry {
 	std::size_t tree;
 	std::string rel;  // path inside the tree of the directory entry (maybe a symlink)
@@ -135,7 +130,7 @@ private:
 	Result<ResolvedFile> resolve_regular(const Entry &e) const;
 	Result<elf::Info> elf_info(const ResolvedFile &src) const;
 	std::optional<ResolvedFile> resolve_optional(std::size_t tree, const std::string &rel, std::string_view what);
-	const DriverFile *taken_elsewhere(const Entry &e) const;
+	bool note_taken_elsewhere(const Entry &e, const std::string &why);
 	bool is_link(std::size_t tree, const std::string &dir, const char *name) const;
 	bool in_libdir(std::string_view name) const;
 
@@ -169,6 +164,21 @@ private:
 	std::vector<Entry> entries_;
 	std::map<std::string, DriverFile> by_dest_;
 };
+
+// The first few of `names` and the count of the rest: one line an operator reads, whatever a broken
+// host staged.
+std::string first_few(const std::vector<std::string> &names)
+{
+	constexpr std::size_t NAMED = 3;
+	std::string list;
+	for (std::size_t i = 0; i < names.size() && i < NAMED; i++)
+		list += (list.empty() ? "" : ", ") + names[i];
+	if (names.size() > NAMED)
+		list += " and " + std::to_string(names.size() - NAMED) + " more";
+	return list;
+}
+
+}  // namespace
 
 // Which names in a staging directory can be a driver file, before the version is known.
 bool could_be_driver_file(std::string_view name)
@@ -228,15 +238,11 @@ std::string Discovery::where() const
 // A flavour cap that bit: which tree, how many, and the first few it dropped by name.
 std::string Discovery::cap_message(std::size_t tree, std::size_t kept, const std::vector<std::string> &ignored) const
 {
-	constexpr std::size_t NAMED = 3;
-	std::string names;
-	for (std::size_t i = 0; i < ignored.size() && i < NAMED; i++)
-		names += (names.empty() ? "" : ", ") + printable(ignored[i]);
-	if (ignored.size() > NAMED)
-		names += " and " + std::to_string(ignored.size() - NAMED) + " more";
+	// printable() of the line is that of each name: the separators are ASCII, which no UTF-8
+	// sequence spans.
 	return fs::join(st_.trees()[tree].display, staging_layout::FLAVOUR_PARENT) + " holds " +
 	       std::to_string(kept + ignored.size()) + " directories, more than the " + std::to_string(staging_layout::MAX_FLAVOURS) +
-	       " flavour directories looked at (current first, then by name): ignoring " + names;
+	       " flavour directories looked at (current first, then by name): ignoring " + printable(first_few(ignored));
 }
 
 // 1. The scanned directories. A host lib dir holds thousands of names; they are listed unsorted
@@ -337,17 +343,11 @@ Result<void> Discovery::choose_version()
 	} else if (in_.kernel_version && cuda_versions.count(*in_.kernel_version)) {
 		version = *in_.kernel_version;
 	} else {
-		// A few named and the count: one line an operator reads, whatever a broken host staged.
-		constexpr std::size_t NAMED = 3;
-		std::string list;
-		std::size_t named = 0;
+		std::vector<std::string> paths;
 		for (const auto &[v, p] : cuda_versions)
-			if (named++ < NAMED)
-				list += (list.empty() ? "" : ", ") + p;
-		if (cuda_versions.size() > NAMED)
-			list += " and " + std::to_string(cuda_versions.size() - NAMED) + " more";
+			paths.push_back(p);
 		return fail(make_error("Found " + std::to_string(cuda_versions.size()) +
-				       " driver versions in the staging mounts and no kernel module version to choose: " + list));
+				       " driver versions in the staging mounts and no kernel module version to choose: " + first_few(paths)));
 	}
 	if (!nvml_versions.count(version)) {
 		if (nvml_versions.empty())
@@ -519,9 +519,10 @@ std::optional<ResolvedFile> Discovery::resolve_optional(std::size_t tree, const 
 	return std::nullopt;
 }
 
-// The file in the root that makes entry `e` unnecessary: one of the same name (in vdpau/ when
-// `e` is), of the multiarch the entry's Debian alternatives link names when it names one.
-const DriverFile *Discovery::taken_elsewhere(const Entry &e) const
+// Whether a file in the root makes entry `e` (not taken: `why`) unnecessary, said in a note: one of
+// the same name (in vdpau/ when `e` is), of the multiarch the entry's Debian alternatives link names
+// when it names one.
+bool Discovery::note_taken_elsewhere(const Entry &e, const std::string &why)
 {
 	std::string arch;
 	if (auto dir = st_.open_dir(e.tree, fs::dirname(e.rel) == "." ? "" : fs::dirname(e.rel)); dir && *dir) {
@@ -538,9 +539,10 @@ const DriverFile *Discovery::taken_elsewhere(const Entry &e) const
 			continue;
 		if (!arch.empty() && f.kind == FileKind::Library && dest.compare(0, 4 + arch.size() + 1, "lib/" + arch + "/") != 0)
 			continue;
-		return &f;
+		out_.notes.push_back("Skipping " + e.display + ": " + why + "; " + e.name + " is taken from " + f.source.display);
+		return true;
 	}
-	return nullptr;
+	return false;
 }
 
 // Whether tree/dir/name is a symlink (not followed): a link that does not resolve is a file the host
@@ -616,13 +618,9 @@ Result<void> Discovery::add_libraries()
 	// nvidia--libnvidia-nvvm.so.<v>-<multiarch>, a host directory no recipe binds, while the
 	// real file is in nvidia/current/. Said (which entry, and why), not warned about: nothing
 	// is missing.
-	for (const auto &[e, error] : unresolved) {
-		const DriverFile *taken = taken_elsewhere(*e);
-		if (!taken)
+	for (const auto &[e, error] : unresolved)
+		if (!note_taken_elsewhere(*e, error.message))
 			return fail(error);
-		out_.notes.push_back("Skipping " + e->display + ": " + error.message + "; " + e->name + " is taken from " +
-				     taken->source.display);
-	}
 	for (const auto &[prefix, ve] : companions)
 		if (auto r = add_optional_library(*ve.second, /*broken_elf_fatal=*/true); !r)
 			return r;
@@ -644,12 +642,9 @@ Result<void> Discovery::add_unversioned_libraries()
 		else
 			(void)add_optional_library(e, /*broken_elf_fatal=*/false);
 	}
-	for (const auto &[e, why] : unresolved_optional) {
-		if (const DriverFile *taken = taken_elsewhere(*e))
-			out_.notes.push_back("Skipping " + e->display + ": " + why + "; " + e->name + " is taken from " + taken->source.display);
-		else
+	for (const auto &[e, why] : unresolved_optional)
+		if (!note_taken_elsewhere(*e, why))
 			out_.warnings.push_back(why + ", skipping this optional library");
-	}
 	return {};
 }
 
@@ -698,12 +693,9 @@ Result<void> Discovery::add_helpers()
 	// /usr/bin/nvidia-smi is a Debian alternatives link; when the real file is staged too (the
 	// host bound /usr/lib/nvidia/current) the link is not needed. Otherwise the root has no
 	// nvidia-smi, which pods notice: a warning that names what to bind (resolve() says).
-	for (const auto &[e, why] : skipped) {
-		if (const DriverFile *taken = taken_elsewhere(*e))
-			out_.notes.push_back("Skipping " + e->display + ": " + why + "; " + e->name + " is taken from " + taken->source.display);
-		else
+	for (const auto &[e, why] : skipped)
+		if (!note_taken_elsewhere(*e, why))
 			out_.warnings.push_back(why + ", skipping this helper binary");
-	}
 	return {};
 }
 
