@@ -70,13 +70,11 @@ Result<Manifest> plan_manifest(const DriverSet &driver, std::vector<std::string>
 	// The development link containers and nvidia-ctk's create-symlinks hook expect.
 	const std::string libdir = "lib/" + driver.multiarch;
 	for (const auto &f : driver.files) {
-		if (f.dest == libdir + "/libcuda.so." + driver.version) {
-			std::string target = f.soname ? *f.soname : fs::basename(f.dest);
-			add_link(libdir + "/libcuda.so", target, "");
-		}
+		const std::string name = f.soname.value_or(fs::basename(f.dest));
+		if (f.dest == libdir + "/libcuda.so." + driver.version)
+			add_link(libdir + "/libcuda.so", name, "");
 		if (f.dest == libdir + "/libnvidia-allocator.so." + driver.version)
-			add_link(libdir + "/gbm/nvidia-drm_gbm.so",
-				 "../" + (f.soname ? *f.soname : fs::basename(f.dest)), "");
+			add_link(libdir + "/gbm/nvidia-drm_gbm.so", "../" + name, "");
 	}
 	std::sort(m.entries.begin(), m.entries.end(), [](const auto &a, const auto &b) { return a.path < b.path; });
 	return m;
