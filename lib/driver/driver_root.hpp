@@ -82,7 +82,4 @@ std::vector<Problem> check_driver_tree(int root_fd, const Manifest &m, const std
 // space estimate for optional files takes earlier so their space counts as free). Needs the lock.
 Result<InstallStats> remove_stale_temp_trees(const RootLocation &root);
 
-// Prefix of temp trees beside the root: ".driver-" for /run/nvidia/driver.
-std::string temp_prefix(const std::string &root_path);
-
 }  // namespace unbounded

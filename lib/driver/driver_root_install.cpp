@@ -394,11 +394,11 @@ Result<void> fill_temp_tree(int parent_fd, const NewTree &tree, const DriverSet 
 	return {};
 }
 
-}  // namespace
-
-// concat, not "." + ...: g++ 12 at -O3 reports a -Wrestrict overlap in the inlined operator+ (GCC PR
-// 105329, format.hpp).
+// Prefix of temp trees beside the root: ".driver-" for /run/nvidia/driver. concat, not "." + ...:
+// g++ 12 at -O3 reports a -Wrestrict overlap in the inlined operator+ (GCC PR 105329, format.hpp).
 std::string temp_prefix(const std::string &root_path) { return concat({".", fs::basename(root_path), "-"}); }
+
+}  // namespace
 
 Result<InstallStats> remove_stale_temp_trees(const RootLocation &root)
 {
