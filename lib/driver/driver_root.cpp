@@ -1,5 +1,5 @@
-// The driver root before and after an install: the plan (the manifest of the root to build), the checks
-// of a root and of a live one, and what of the live root a new tree may reuse.
+// The driver root's plan (the manifest of the root to build) and the check of a root's files against
+// its manifest.
 #include "driver_root.hpp"
 
 #include "fs.hpp"
@@ -9,7 +9,6 @@
 #include <fcntl.h>
 #include <set>
 #include <sys/stat.h>
-#include <unistd.h>
 
 namespace unbounded {
 
