@@ -3,6 +3,7 @@
 
 #include "cdi_state.hpp"
 #include "execute.hpp"
+#include "live_root.hpp"
 #include "log.hpp"
 #include "message_ids.hpp"
 #include "setup_report.hpp"
@@ -23,12 +24,13 @@ int run_generate_cdi(const Context &ctx, Report &report, const std::string &outp
 		return exit_code;
 	};
 	const Config &cfg = ctx.config;
-	Manifest manifest;
-	auto problems = verify_driver_root(RootLocation{ctx.real(cfg.driver_root), cfg.driver_root}, &manifest);
+	const LiveRootRead live = read_live_root(RootLocation{ctx.real(cfg.driver_root), cfg.driver_root});
+	auto problems = live.check();
 	if (!problems.empty()) {
 		report.problems = problems;
 		return fail_with("", make_error("Driver root is not usable: " + problems.front().message), cfg.driver_root, EXIT_NOT_READY);
 	}
+	const Manifest &manifest = *live.manifest();
 	auto state = spec_for_state(ctx, manifest);
 	if (!state)
 		return fail_with("Failed to generate the CDI spec: ", state.error(), cfg.driver_root, state.error().exit_code);

@@ -38,7 +38,7 @@ FUZZ_TARGET
 		// After the input: a mount of /run/host-nvidia/0 one byte over the cap (its options padded),
 		// then one of /run/host-nvidia/1 within it. /0 is what the input alone made it, /1 is the second.
 		// No empty line is added: the input's lines are all the broken build (mounts.cpp with
-		// UNBOUNDED_FUZZ_BROKEN_MOUNTS) may trip on, so check-fuzz's proof stays the fuzzer's find.
+		// fuzz/broken_mounts.cpp's field scan) may trip on, so check-fuzz's proof stays the fuzzer's find.
 		std::string body(text);
 		if (!body.empty() && body.back() == fuzz::OVER_CAP_FLAG)
 			body.pop_back();

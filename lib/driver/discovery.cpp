@@ -1,10 +1,10 @@
-// Discovery (discovery.hpp): one driver's files found in the staging trees, step by step (discover_driver:
-// the listings and version, the entries of this version resolved to files, the libraries and binaries,
+// Discovery: one driver's files found in the staging trees, step by step (discover_driver: the
+// listings and version, the entries of this version resolved to files, the libraries and binaries,
 // what the root takes beside them, the GSP firmware).
-#include "discovery.hpp"
-
 #include "bounded_parse.hpp"
 #include "discovery_cache.hpp"
+#include "driver_discovery.hpp"
+#include "elf.hpp"
 #include "format.hpp"
 #include "fs.hpp"
 #include "graphics_config.hpp"
@@ -12,14 +12,192 @@
 #include "staging_layout.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <fcntl.h>
+#include <iterator>
 #include <map>
+#include <optional>
 #include <set>
+#include <string>
+#include <string_view>
 #include <sys/stat.h>
 #include <tuple>
+#include <vector>
 
 namespace unbounded {
+namespace {
+
+// ---- The names discovery looks for beside the versioned libraries: the companions, the unversioned
+// libraries, the DLSS DLLs, OptiX's data file, and the libraries loaded by name at run time.
+
+// Versioned independently of the driver: take the highest version found of each.
+inline constexpr const char *COMPANION_PREFIXES[] = {
+	"libnvidia-egl-gbm.so.",
+	"libnvidia-egl-wayland.so.",
+	"libnvidia-egl-wayland2.so.",
+	"libnvidia-egl-xcb.so.",
+	"libnvidia-egl-xlib.so.",
+};
+// Libraries of the driver whose file name is their SONAME, without the driver's version, so that no
+// *.so.<version> pattern finds them (nvidia-ctk names them explicitly too). libnvidia-api.so.1 is
+// NVAPI for Linux: DXVK-NVAPI (and so Proton) loads it for DLSS, Reflex and the GPU's own queries.
+inline constexpr const char *UNVERSIONED_LIBRARIES[] = {"libnvidia-api.so.1"};
+// DLSS for Windows games: PE files, not ELF, that Proton copies into a game's prefix. Proton looks
+// for them in nvidia/wine/ under the directory libGLX_nvidia.so.0 was loaded from, so they go to
+// lib/<multiarch>/nvidia/wine/ in the root and in the container, next to the libraries.
+inline constexpr const char *WINE_DIR = "nvidia/wine";
+inline constexpr const char *WINE_DLLS[] = {"nvngx.dll", "_nvngx.dll"};
+inline constexpr std::uint64_t MAX_WINE_DLL_BYTES = 256u << 20;
+
+// OptiX's data file, which libnvoptix.so.<v> reads (from /usr/share/nvidia in a container, where
+// nvidia-ctk mounts it). Debian's libnvoptix1 ships it beside the library (nvidia/current/), Ubuntu
+// and the .run installer in /usr/share/nvidia. 134 MB in Debian's 535: it is copied only when the
+// root has the library that reads it, and `nvoptix: false` leaves it out (see DiscoveryInput).
+inline constexpr const char *OPTIX_DATA = "nvoptix.bin";
+inline constexpr const char *OPTIX_DATA_DEST = "usr/share/nvidia/nvoptix.bin";
+// Where a tree holds it when it is not beside the library: the tree is the host's /usr/share/nvidia,
+// /usr/share or /usr.
+inline constexpr const char *OPTIX_DATA_IN_SHARE[] = {"nvoptix.bin", "nvidia/nvoptix.bin", "share/nvidia/nvoptix.bin"};
+inline constexpr std::uint64_t MAX_OPTIX_DATA_BYTES = 1ull << 30;
+
+inline bool is_unversioned_library(std::string_view name)
+{
+	return std::any_of(std::begin(UNVERSIONED_LIBRARIES), std::end(UNVERSIONED_LIBRARIES), [&](const char *l) { return name == l; });
+}
+
+// Libraries NVIDIA's libraries load by name at run time (dlopen), not through DT_NEEDED, without
+// which they fail: libEGL_nvidia opens libnvidia-eglcore.so.<its version> (the string is in the
+// library; EGL then finds no NVIDIA device). Checked like DT_NEEDED by the closure check.
+struct RuntimeLoad {
+	const char *library_prefix;  // "libEGL_nvidia.so." + version
+	const char *loads_prefix;    // "libnvidia-eglcore.so." + version
+};
+inline constexpr RuntimeLoad RUNTIME_LOADS[] = {
+	{"libEGL_nvidia.so.", "libnvidia-eglcore.so."},
+};
+
+inline bool is_helper(std::string_view name)
+{
+	return std::any_of(std::begin(HELPER_BINARIES), std::end(HELPER_BINARIES), [&](const char *b) { return name == b; });
+}
+
+inline bool is_companion(std::string_view name)
+{
+	return std::any_of(std::begin(COMPANION_PREFIXES), std::end(COMPANION_PREFIXES), [&](const char *p) { return name.starts_with(p); });
+}
+
+struct Entry {
+	std::size_t tree;
+	std::string rel;  // path inside the tree of the directory entry (maybe a symlink)
+	std::string name;
+	bool vdpau;
+	std::string display;
+	std::size_t scan_index = 0;  // of its directory in the tree's scan_dirs(): earlier is preferred
+};
+
+class Discovery {
+public:
+	explicit Discovery(const DiscoveryInput &in) : in_(in), st_(*in.staging) {}
+
+	Result<DriverSet> run();
+
+private:
+	struct Listing {
+		std::size_t tree;
+		std::string dir;
+		std::size_t scan_index;
+		std::vector<std::string> names;
+	};
+	struct OtherDriver {
+		std::size_t tree;
+		std::string dir;      // "" for the whole tree
+		std::string version;  // of its libcuda
+	};
+
+	// Steps 1 to 3
+	std::string display_of(std::size_t tree, const std::string &dir, const std::string &name) const;
+	std::string where() const;
+	std::string cap_message(std::size_t tree, std::size_t kept, const std::vector<std::string> &ignored) const;
+	Result<void> list_scan_dirs();
+	Result<void> choose_version();
+	void find_other_drivers();
+	std::string other_driver_of(std::size_t tree, const std::string &rel, const std::vector<std::string> &via = {}) const;
+	Result<void> select_entries();
+
+	// From an entry to a file of the root
+	void add(DriverFile f);
+	Result<ResolvedFile> resolve_regular(const Entry &e) const;
+	Result<elf::Info> elf_info(const ResolvedFile &src) const;
+	std::optional<ResolvedFile> resolve_optional(std::size_t tree, const std::string &rel, std::string_view what);
+	bool note_taken_elsewhere(const Entry &e, const std::string &why);
+	bool is_link(std::size_t tree, const std::string &dir, const char *name) const;
+	bool in_libdir(std::string_view name) const;
+
+	// Steps 4, 5, 7 and 8
+	Result<void> add_libraries();
+	Result<void> add_unversioned_libraries();
+	Result<void> add_optional_library(const Entry &e, bool broken_elf_fatal);
+	Result<void> add_helpers();
+	Result<void> check_native();
+	Result<void> check_closure();
+
+	// Steps 5b, 5c and 5e
+	std::vector<std::string> wine_dirs(std::size_t tree) const;
+	Result<void> add_wine_dlls();
+	void add_wine_dlls_in(std::size_t tree, const std::string &dir);
+	Result<void> add_graphics_configs();
+	bool take_graphics_config(std::size_t tree, const graphics_config::Kind &kind, const std::string &dir, const std::string &dest);
+	Result<void> add_optix_data();
+
+	// Steps 6 and 6b
+	Result<void> add_firmware();
+	Result<void> check_firmware();
+
+	const DiscoveryInput &in_;
+	const Staging &st_;
+	DriverSet out_;
+	std::vector<std::string> capped_;                    // flavour caps that bit (cap_message)
+	std::vector<OtherDriver> other_drivers_;             // find_other_drivers()
+	std::map<std::string, std::string> other_flavours_;  // flavour name -> the other driver's version
+	std::vector<Listing> listings_;
+	std::vector<Entry> entries_;
+	std::map<std::string, DriverFile> by_dest_;
+};
+
+// The first few of `names` and the count of the rest: one line an operator reads, whatever a broken
+// host staged.
+std::string first_few(const std::vector<std::string> &names)
+{
+	constexpr std::size_t NAMED = 3;
+	std::string list;
+	for (std::size_t i = 0; i < names.size() && i < NAMED; i++)
+		list += (list.empty() ? "" : ", ") + names[i];
+	if (names.size() > NAMED)
+		list += " and " + std::to_string(names.size() - NAMED) + " more";
+	return list;
+}
+
+}  // namespace
+
+// Which names in a staging directory can be a driver file, before the version is known.
+bool could_be_driver_file(std::string_view name)
+{
+	for (const char *b : HELPER_BINARIES)
+		if (name == b)
+			return true;
+	// A staging tree that is the bound egl_vendor.d (icd.d, vendors, ...) lists them in its root.
+	for (const auto &kind : graphics_config::KINDS)
+		if (name == kind.name)
+			return true;
+	for (const char *p : COMPANION_PREFIXES)
+		if (name.starts_with(p) && is_library_version(name.substr(std::string_view(p).size())))
+			return true;
+	if (is_unversioned_library(name))
+		return true;
+	auto so = name.find(".so.");
+	return name.starts_with("lib") && so != std::string_view::npos && is_driver_version(name.substr(so + 4));
+}
 
 // ---- discover_driver(): the steps of one discovery, in order.
 
@@ -60,15 +238,11 @@ std::string Discovery::where() const
 // A flavour cap that bit: which tree, how many, and the first few it dropped by name.
 std::string Discovery::cap_message(std::size_t tree, std::size_t kept, const std::vector<std::string> &ignored) const
 {
-	constexpr std::size_t NAMED = 3;
-	std::string names;
-	for (std::size_t i = 0; i < ignored.size() && i < NAMED; i++)
-		names += (names.empty() ? "" : ", ") + printable(ignored[i]);
-	if (ignored.size() > NAMED)
-		names += " and " + std::to_string(ignored.size() - NAMED) + " more";
+	// printable() of the line is that of each name: the separators are ASCII, which no UTF-8
+	// sequence spans.
 	return fs::join(st_.trees()[tree].display, staging_layout::FLAVOUR_PARENT) + " holds " +
 	       std::to_string(kept + ignored.size()) + " directories, more than the " + std::to_string(staging_layout::MAX_FLAVOURS) +
-	       " flavour directories looked at (current first, then by name): ignoring " + names;
+	       " flavour directories looked at (current first, then by name): ignoring " + printable(first_few(ignored));
 }
 
 // 1. The scanned directories. A host lib dir holds thousands of names; they are listed unsorted
@@ -169,17 +343,11 @@ Result<void> Discovery::choose_version()
 	} else if (in_.kernel_version && cuda_versions.count(*in_.kernel_version)) {
 		version = *in_.kernel_version;
 	} else {
-		// A few named and the count: one line an operator reads, whatever a broken host staged.
-		constexpr std::size_t NAMED = 3;
-		std::string list;
-		std::size_t named = 0;
+		std::vector<std::string> paths;
 		for (const auto &[v, p] : cuda_versions)
-			if (named++ < NAMED)
-				list += (list.empty() ? "" : ", ") + p;
-		if (cuda_versions.size() > NAMED)
-			list += " and " + std::to_string(cuda_versions.size() - NAMED) + " more";
+			paths.push_back(p);
 		return fail(make_error("Found " + std::to_string(cuda_versions.size()) +
-				       " driver versions in the staging mounts and no kernel module version to choose: " + list));
+				       " driver versions in the staging mounts and no kernel module version to choose: " + first_few(paths)));
 	}
 	if (!nvml_versions.count(version)) {
 		if (nvml_versions.empty())
@@ -351,9 +519,10 @@ std::optional<ResolvedFile> Discovery::resolve_optional(std::size_t tree, const 
 	return std::nullopt;
 }
 
-// The file in the root that makes entry `e` unnecessary: one of the same name (in vdpau/ when
-// `e` is), of the multiarch the entry's Debian alternatives link names when it names one.
-const DriverFile *Discovery::taken_elsewhere(const Entry &e) const
+// Whether a file in the root makes entry `e` (not taken: `why`) unnecessary, said in a note: one of
+// the same name (in vdpau/ when `e` is), of the multiarch the entry's Debian alternatives link names
+// when it names one.
+bool Discovery::note_taken_elsewhere(const Entry &e, const std::string &why)
 {
 	std::string arch;
 	if (auto dir = st_.open_dir(e.tree, fs::dirname(e.rel) == "." ? "" : fs::dirname(e.rel)); dir && *dir) {
@@ -370,9 +539,10 @@ const DriverFile *Discovery::taken_elsewhere(const Entry &e) const
 			continue;
 		if (!arch.empty() && f.kind == FileKind::Library && dest.compare(0, 4 + arch.size() + 1, "lib/" + arch + "/") != 0)
 			continue;
-		return &f;
+		out_.notes.push_back("Skipping " + e.display + ": " + why + "; " + e.name + " is taken from " + f.source.display);
+		return true;
 	}
-	return nullptr;
+	return false;
 }
 
 // Whether tree/dir/name is a symlink (not followed): a link that does not resolve is a file the host
@@ -448,13 +618,9 @@ Result<void> Discovery::add_libraries()
 	// nvidia--libnvidia-nvvm.so.<v>-<multiarch>, a host directory no recipe binds, while the
 	// real file is in nvidia/current/. Said (which entry, and why), not warned about: nothing
 	// is missing.
-	for (const auto &[e, error] : unresolved) {
-		const DriverFile *taken = taken_elsewhere(*e);
-		if (!taken)
+	for (const auto &[e, error] : unresolved)
+		if (!note_taken_elsewhere(*e, error.message))
 			return fail(error);
-		out_.notes.push_back("Skipping " + e->display + ": " + error.message + "; " + e->name + " is taken from " +
-				     taken->source.display);
-	}
 	for (const auto &[prefix, ve] : companions)
 		if (auto r = add_optional_library(*ve.second, /*broken_elf_fatal=*/true); !r)
 			return r;
@@ -476,12 +642,9 @@ Result<void> Discovery::add_unversioned_libraries()
 		else
 			(void)add_optional_library(e, /*broken_elf_fatal=*/false);
 	}
-	for (const auto &[e, why] : unresolved_optional) {
-		if (const DriverFile *taken = taken_elsewhere(*e))
-			out_.notes.push_back("Skipping " + e->display + ": " + why + "; " + e->name + " is taken from " + taken->source.display);
-		else
+	for (const auto &[e, why] : unresolved_optional)
+		if (!note_taken_elsewhere(*e, why))
 			out_.warnings.push_back(why + ", skipping this optional library");
-	}
 	return {};
 }
 
@@ -530,12 +693,9 @@ Result<void> Discovery::add_helpers()
 	// /usr/bin/nvidia-smi is a Debian alternatives link; when the real file is staged too (the
 	// host bound /usr/lib/nvidia/current) the link is not needed. Otherwise the root has no
 	// nvidia-smi, which pods notice: a warning that names what to bind (resolve() says).
-	for (const auto &[e, why] : skipped) {
-		if (const DriverFile *taken = taken_elsewhere(*e))
-			out_.notes.push_back("Skipping " + e->display + ": " + why + "; " + e->name + " is taken from " + taken->source.display);
-		else
+	for (const auto &[e, why] : skipped)
+		if (!note_taken_elsewhere(*e, why))
 			out_.warnings.push_back(why + ", skipping this helper binary");
-	}
 	return {};
 }
 

@@ -100,7 +100,7 @@ Result<void> DiscoveryCache::save(int run_dir_fd, const std::string &display) co
 const std::vector<std::string> *DiscoveryCache::listing(const std::string &key) const
 {
 	auto it = listings_.find(key);
-	(it == listings_.end() ? misses_ : hits_)++;
+	hits_ += it != listings_.end();
 	used_.insert(key);
 	return it == listings_.end() ? nullptr : &it->second;
 }
@@ -115,7 +115,7 @@ void DiscoveryCache::put_listing(const std::string &key, std::vector<std::string
 std::optional<elf::Info> DiscoveryCache::elf(const std::string &key) const
 {
 	auto it = elfs_.find(key);
-	(it == elfs_.end() ? misses_ : hits_)++;
+	hits_ += it != elfs_.end();
 	used_.insert(key);
 	if (it == elfs_.end())
 		return std::nullopt;

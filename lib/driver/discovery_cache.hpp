@@ -40,14 +40,13 @@ public:
 	void put_elf(const std::string &key, const elf::Info &info);
 
 	std::size_t hits() const { return hits_; }
-	std::size_t misses() const { return misses_; }
 
 private:
 	std::map<std::string, std::vector<std::string>> listings_;
 	std::map<std::string, elf::Info> elfs_;
 	mutable std::set<std::string> used_;  // keys looked up or added by this run; only these are saved
 	bool dirty_ = false;
-	mutable std::size_t hits_ = 0, misses_ = 0;
+	mutable std::size_t hits_ = 0;
 };
 
 }  // namespace unbounded

@@ -12,9 +12,15 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <sys/stat.h>
 #include <vector>
 
 namespace unbounded {
+
+inline std::int64_t mtime_ns(const struct stat &st)
+{
+	return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+}
 
 struct RootLocation {
 	std::string real;     // with --root applied
@@ -57,12 +63,11 @@ private:
 	bool existed_, done_ = false;
 };
 
-// Builds and swaps in the new root. With `previous`, the old tree is handed over instead of removed.
-// `known_manifest`: the live root's manifest as the caller has read it this run (nullopt: it has
-// none), so it is not read twice; null: read here.
+// Builds and swaps in the new root; the old tree is handed over in `previous`. `known_manifest`: the
+// live root's manifest as the caller has read it this run (nullopt: it has none), so it is not read
+// twice. Neither may be null.
 Result<InstallStats> install_driver_root(const DriverSet &driver, const Manifest &plan, const RootLocation &root,
-					 std::optional<PreviousRoot> *previous = nullptr,
-					 const std::optional<std::string> *known_manifest = nullptr);
+					 std::optional<PreviousRoot> *previous, const std::optional<std::string> *known_manifest);
 
 struct Problem {
 	std::string path;     // what is wrong, as operators see it
@@ -73,22 +78,8 @@ struct Problem {
 // exact-version libcuda and libnvidia-ml among the files.
 std::vector<Problem> check_driver_tree(int root_fd, const Manifest &m, const std::string &display);
 
-// Read-only checks of a live driver root: a real directory, the manifest matches its files exactly,
-// exact-version libcuda and libnvidia-ml are regular files. Fills `manifest_out` when it parses.
-// With `expected`, a manifest file with exactly its bytes is taken as it, without parsing, and
-// *is_expected says whether that happened.
-std::vector<Problem> verify_driver_root(const RootLocation &root, Manifest *manifest_out = nullptr,
-					const Manifest *expected = nullptr, bool *is_expected = nullptr);
-
-// Whether the live root's file for `e` may be hard-linked into a new tree: its manifest entry `o` has
-// the same source, size, mtime and mode, and the file open beneath `live_fd` still has them.
-bool live_file_reusable(int live_fd, const ManifestEntry *o, const ManifestEntry &e);
-
 // The temp and old trees a killed run left beside the root, removed (install's first step, which the
 // space estimate for optional files takes earlier so their space counts as free). Needs the lock.
 Result<InstallStats> remove_stale_temp_trees(const RootLocation &root);
-
-// Prefix of temp trees beside the root: ".driver-" for /run/nvidia/driver.
-std::string temp_prefix(const std::string &root_path);
 
 }  // namespace unbounded

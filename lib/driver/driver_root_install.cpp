@@ -2,9 +2,9 @@
 // files hard-linked, the rest copied by the copy pool), checked, swapped in with renameat2(), and the
 // tree that was live before held until the caller commits or rolls back.
 #include "driver_root.hpp"
-#include "driver_root_steps.hpp"
 #include "format.hpp"
 #include "fs.hpp"
+#include "optional_fit.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -29,8 +29,6 @@ namespace unbounded {
 #define TMPFS_MAGIC 0x01021994
 #endif
 
-using namespace root_build;
-
 namespace {
 
 const char *fs_name(long type)
@@ -45,8 +43,8 @@ const char *fs_name(long type)
 	}
 }
 
-// Owns the temp tree (or, after the exchange, the old tree) under the parent directory and removes it
-// on every exit path; a kill -9 leaves it for the next run, which removes every ".driver-*" it finds.
+// Owns the temp tree under the parent directory and removes it on every exit path until the swap hands
+// it over; a kill -9 leaves it for the next run, which removes every ".driver-*" it finds.
 class TempTree {
 public:
 	TempTree(int parent_fd, std::string name, std::string display)
@@ -58,13 +56,6 @@ public:
 		if (!name_.empty())
 			(void)fs::remove_tree_at(parent_, name_, display_);
 	}
-	Result<void> remove()
-	{
-		auto r = fs::remove_tree_at(parent_, name_, display_);
-		name_.clear();
-		return r;
-	}
-	const std::string &name() const { return name_; }
 	std::string release() { return std::exchange(name_, std::string()); }
 
 private:
@@ -93,6 +84,74 @@ Result<void> remove_stale_trees(int parent_fd, const std::string &prefix, const 
 	return {};
 }
 
+// Whether a directory at the driver root's path that has no manifest may be replaced: an empty one,
+// or the previous implementation's layout (directories of symlinks into the staging mounts, and
+// relative links between its own entries). Anything else is someone's data: a configured
+// `driver_root: /var/lib` must never make setup swap out and delete kubelet's state.
+Result<void> check_replaceable(int dirfd, const RootLocation &root)
+{
+	const std::string staging_prefix = root.staging + "/";
+	std::size_t seen = 0;
+	std::string offender;
+	auto bad = [&](const std::string &rel) {
+		offender = fs::join(root.display, rel);
+		return false;
+	};
+	auto walk = [&](auto &&self, int fd, const std::string &rel) -> bool {
+		auto names = fs::list_dir(fd, fs::join(root.display, rel), /*sorted=*/true);
+		if (!names)
+			return bad(rel);
+		for (const auto &n : *names) {
+			const std::string child = fs::join(rel, n);
+			struct stat st = {};
+			if (++seen > 100000 || ::fstatat(fd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0)
+				return bad(child);
+			if (S_ISLNK(st.st_mode)) {
+				const std::string target = fs::read_link_at(fd, n).value_or(std::string());
+				const bool into_staging = target.starts_with(staging_prefix) && target.find("/../") == std::string::npos;
+				const bool sibling = !target.empty() && target.front() != '/' && target.find("..") == std::string::npos;
+				if (!into_staging && !sibling)
+					return bad(child);
+				continue;
+			}
+			if (!S_ISDIR(st.st_mode))
+				return bad(child);
+			UniqueFd sub(::openat(fd, n.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+			if (!sub || !self(self, sub.get(), child))
+				return offender.empty() ? bad(child) : false;
+		}
+		return true;
+	};
+	if (walk(walk, dirfd, ""))
+		return {};
+	return fail(make_error("Refusing to replace " + root.display + " (driver_root): it is a directory that " +
+			       "unbounded-nvidia-setup did not build (no " + MANIFEST_NAME + ", and " + offender +
+			       " is not part of a driver root); point driver_root at a directory of its own"));
+}
+
+// Step 2: the live root, the reuse source when it is a real directory with a readable manifest.
+struct LiveRoot {
+	UniqueFd fd;                // invalid when there is none
+	std::string manifest_text;  // "" when it has no readable manifest
+};
+Result<LiveRoot> open_live_root(int parent_fd, const std::string &base, const RootLocation &root,
+				const std::optional<std::string> &known_manifest)
+{
+	if (struct stat lst = {}; ::fstatat(parent_fd, base.c_str(), &lst, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(lst.st_mode) &&
+				  !S_ISLNK(lst.st_mode))
+		return fail(make_error("Refusing to replace " + root.display + " (driver_root): it is " +
+				       fs::file_type_name(lst.st_mode) + ", not a driver root"));
+	LiveRoot live;
+	live.fd.reset(::openat(parent_fd, base.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+	if (!live.fd)
+		return live;
+	if (known_manifest)
+		live.manifest_text = *known_manifest;
+	else if (auto r = check_replaceable(live.fd.get(), root); !r)
+		return fail(r.error());
+	return live;
+}
+
 // Step 3: the new tree's directory beside the old one, under a name the next run recognises.
 Result<std::string> make_temp_dir(int parent_fd, const std::string &prefix, const std::string &parent_display)
 {
@@ -106,6 +165,144 @@ Result<std::string> make_temp_dir(int parent_fd, const std::string &prefix, cons
 	return fail(errno_error(EEXIST, "Failed to create a temporary directory in " + parent_display));
 }
 
+// ---- The copy pool
+
+struct CopyJob {
+	const DriverFile *src;
+	const ManifestEntry *entry;
+	int dirfd;  // kept open by the caller's directory cache
+	std::string name, dest_display;
+};
+
+// The CPUs this process may run on (the unit's CPUAffinity=, a cgroup cpuset), at most 8: beyond that
+// the copies are bound by memory bandwidth, and every thread is boot-path work of its own.
+std::size_t copy_threads_for(std::size_t jobs)
+{
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	std::size_t cpus = ::sched_getaffinity(0, sizeof(set), &set) == 0 ? static_cast<std::size_t>(CPU_COUNT(&set)) : 1;
+	return std::max<std::size_t>(1, std::min({cpus, jobs, std::size_t(8)}));
+}
+
+bool same_content_stamp(const struct stat &a, const struct stat &b)
+{
+	return a.st_size == b.st_size && a.st_mtim.tv_sec == b.st_mtim.tv_sec && a.st_mtim.tv_nsec == b.st_mtim.tv_nsec &&
+	       a.st_ctim.tv_sec == b.st_ctim.tv_sec && a.st_ctim.tv_nsec == b.st_ctim.tv_nsec;
+}
+
+// Copies one staging file into dir/name. The source is re-checked after the copy (size, mtime and
+// ctime, which no utimes() can restore): a host rewriting a library in place while we copy would
+// give a torn file that still has the right size and mtime. Such a file is copied once more; a
+// second torn copy fails the run.
+Result<std::uint64_t> copy_source(const DriverFile &src, const ManifestEntry &e, int dirfd, const std::string &name,
+				  const std::string &dest_display)
+{
+	for (int attempt = 0;; attempt++) {
+		UniqueFd in(::openat(src.source.dir.get(), src.source.name.c_str(),
+				     O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+		if (!in)
+			return fail(last_errno_error("Failed to open " + src.source.display));
+		struct stat before = {};
+		if (::fstat(in.get(), &before) < 0)
+			return fail(last_errno_error("Failed to stat " + src.source.display));
+		if (!S_ISREG(before.st_mode) || before.st_ino != src.source.st.st_ino || before.st_dev != src.source.st.st_dev ||
+		    static_cast<std::uint64_t>(before.st_size) != e.size || mtime_ns(before) != e.mtime_ns)
+			return fail(errno_error(ESTALE, "Failed to copy " + src.source.display + ", it changed during setup"));
+		(void)::unlinkat(dirfd, name.c_str(), 0);  // a torn first attempt
+		UniqueFd out(::openat(dirfd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+		if (!out)
+			return fail(last_errno_error("Failed to create " + dest_display));
+		// Planned size plus one byte at most: more is "modified while being copied", never a full /run.
+		auto n = fs::copy_fd(in.get(), out.get(), e.size, src.source.display + " to " + dest_display, e.size + 1);
+		if (!n)
+			return fail(n.error());
+		struct stat after = {};
+		if (::fstat(in.get(), &after) < 0)
+			return fail(last_errno_error("Failed to stat " + src.source.display));
+		if (*n != e.size || !same_content_stamp(before, after)) {
+			if (attempt == 0)
+				continue;
+			return fail(errno_error(ESTALE, "Failed to copy " + src.source.display +
+								", it was modified while being copied (twice)"));
+		}
+		const struct timespec times[2] = {src.source.st.st_atim, src.source.st.st_mtim};
+		if (::fchmod(out.get(), e.mode) < 0 || ::futimens(out.get(), times) < 0)
+			return fail(last_errno_error("Failed to set attributes of " + dest_display));
+		return *n;
+	}
+}
+
+// dirs/rel under `base`, made where missing (0755) and opened without following symlinks; `cache`
+// keeps every directory made or opened so far, by its path relative to `base`.
+Result<UniqueFd> mkdirs_at(int base, const std::string &rel, std::map<std::string, UniqueFd> &cache, const std::string &display)
+{
+	if (auto it = cache.find(rel); it != cache.end())
+		return UniqueFd(::fcntl(it->second.get(), F_DUPFD_CLOEXEC, 3));
+	int parent = base;
+	UniqueFd holder;
+	std::string sofar;
+	for (const auto &c : fs::split_path(rel)) {
+		sofar = fs::join(sofar, c);
+		if (auto it = cache.find(sofar); it != cache.end()) {
+			parent = it->second.get();
+			continue;
+		}
+		if (::mkdirat(parent, c.c_str(), 0755) < 0 && errno != EEXIST)
+			return fail(last_errno_error("Failed to create directory " + fs::join(display, sofar)));
+		int fd = ::openat(parent, c.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			return fail(last_errno_error("Failed to open directory " + fs::join(display, sofar)));
+		auto [it, _] = cache.emplace(sofar, UniqueFd(fd));
+		parent = it->second.get();
+	}
+	return UniqueFd(::fcntl(parent, F_DUPFD_CLOEXEC, 3));
+}
+
+// Copies run on a small pool: a datacenter driver is a few files of hundreds of MB and many small
+// ones, and one core copying tmpfs to tmpfs leaves the others idle on the boot path. Largest first,
+// so the last file to finish is a small one. Each copy is what copy_source() is alone (its own fds,
+// no buffers beyond copy_file_range's), so the torn-copy, ENOSPC and kill -9 guarantees hold per file;
+// the first failure stops the others from starting and is the one reported.
+struct CopiesDone {
+	std::uint64_t bytes = 0;
+	std::size_t threads = 0;
+};
+Result<CopiesDone> run_copies(std::vector<CopyJob> &jobs)
+{
+	std::stable_sort(jobs.begin(), jobs.end(), [](const CopyJob &a, const CopyJob &b) { return a.entry->size > b.entry->size; });
+	std::atomic<std::size_t> next{0};
+	std::atomic<bool> failed{false};
+	std::atomic<std::uint64_t> bytes{0};
+	std::mutex error_mutex;
+	std::optional<std::pair<std::size_t, Error>> first_error;  // by job order, so the report is stable
+	auto worker = [&] {
+		for (std::size_t i; !failed && (i = next++) < jobs.size();) {
+			const CopyJob &j = jobs[i];
+			auto n = copy_source(*j.src, *j.entry, j.dirfd, j.name, j.dest_display);
+			if (n) {
+				bytes += *n;
+				continue;
+			}
+			failed = true;
+			std::lock_guard<std::mutex> lock(error_mutex);
+			if (!first_error || i < first_error->first)
+				first_error.emplace(i, n.error());
+		}
+	};
+	const std::size_t threads = copy_threads_for(jobs.size());
+	std::vector<std::thread> pool;
+	for (std::size_t t = 1; t < threads; t++)
+		pool.emplace_back(worker);
+	worker();
+	for (auto &t : pool)
+		t.join();
+	if (first_error)
+		return fail(first_error->second);
+	return CopiesDone{bytes.load(), threads};
+}
+
+// ---- The new tree
+
 // Step 4: every entry of the plan in the temp tree: directories, links and reused files in plan
 // order, then the copies on the thread pool.
 Result<void> populate_tree(int tree_fd, const std::string &tree_display, const DriverSet &driver, const Manifest &plan,
@@ -116,6 +313,7 @@ Result<void> populate_tree(int tree_fd, const std::string &tree_display, const D
 		sources[f.dest] = &f;
 	std::map<std::string, UniqueFd> dirs;  // outlives the copies, which use its fds
 	std::vector<CopyJob> copies;
+	const Reusable reusable = reusable_in(live.fd.get(), live_manifest);
 	for (const auto &e : plan.entries) {
 		const std::string dir = fs::dirname(e.path) == "." ? "" : fs::dirname(e.path), name = fs::basename(e.path);
 		auto dfd = mkdirs_at(tree_fd, dir, dirs, tree_display);
@@ -127,7 +325,7 @@ Result<void> populate_tree(int tree_fd, const std::string &tree_display, const D
 				return fail(last_errno_error("Failed to create symlink " + dest_display));
 			continue;
 		}
-		if (reuse_live_file(live, live_manifest, e, dfd->get(), name)) {
+		if (reusable(e) && ::linkat(live.fd.get(), e.path.c_str(), dfd->get(), name.c_str(), 0) == 0) {
 			stats.files_reused++;
 			stats.bytes_reused += e.size;
 			continue;
@@ -196,11 +394,11 @@ Result<void> fill_temp_tree(int parent_fd, const NewTree &tree, const DriverSet 
 	return {};
 }
 
-}  // namespace
-
-// concat, not "." + ...: g++ 12 at -O3 reports a -Wrestrict overlap in the inlined operator+ (GCC PR
-// 105329, format.hpp).
+// Prefix of temp trees beside the root: ".driver-" for /run/nvidia/driver. concat, not "." + ...:
+// g++ 12 at -O3 reports a -Wrestrict overlap in the inlined operator+ (GCC PR 105329, format.hpp).
 std::string temp_prefix(const std::string &root_path) { return concat({".", fs::basename(root_path), "-"}); }
+
+}  // namespace
 
 Result<InstallStats> remove_stale_temp_trees(const RootLocation &root)
 {
@@ -231,7 +429,7 @@ Result<InstallStats> install_driver_root(const DriverSet &driver, const Manifest
 	const std::string prefix = temp_prefix(root.real);
 	if (auto r = remove_stale_trees(pfd->get(), prefix, parent_display, stats); !r)
 		return fail(r.error());
-	auto live = open_live_root(pfd->get(), base, root, known_manifest);
+	auto live = open_live_root(pfd->get(), base, root, *known_manifest);
 	if (!live)
 		return fail(live.error());
 
@@ -269,142 +467,9 @@ Result<InstallStats> install_driver_root(const DriverSet &driver, const Manifest
 	if (!exchanged)
 		return fail(exchanged.error());
 	// The temp name now holds the old tree (or nothing, after a plain rename).
-	if (previous) {
-		previous->emplace(std::move(*pfd), base, guard.release(), root.display, *exchanged);
-		return stats;
-	}
-	if (auto r = guard.remove(); !r) {
-		stats.warnings.push_back(r.error().message + "; the new driver root is in place, the old one is left aside");
-		stats.stale_trees_kept++;
-	}
+	previous->emplace(std::move(*pfd), base, guard.release(), root.display, *exchanged);
 	return stats;
 }
-
-// ---- The copy pool
-
-namespace root_build {
-
-namespace {
-
-// The CPUs this process may run on (the unit's CPUAffinity=, a cgroup cpuset), at most 8: beyond that
-// the copies are bound by memory bandwidth, and every thread is boot-path work of its own.
-std::size_t copy_threads_for(std::size_t jobs)
-{
-	cpu_set_t set;
-	CPU_ZERO(&set);
-	std::size_t cpus = ::sched_getaffinity(0, sizeof(set), &set) == 0 ? static_cast<std::size_t>(CPU_COUNT(&set)) : 1;
-	return std::max<std::size_t>(1, std::min({cpus, jobs, std::size_t(8)}));
-}
-
-bool same_content_stamp(const struct stat &a, const struct stat &b)
-{
-	return a.st_size == b.st_size && a.st_mtim.tv_sec == b.st_mtim.tv_sec && a.st_mtim.tv_nsec == b.st_mtim.tv_nsec &&
-	       a.st_ctim.tv_sec == b.st_ctim.tv_sec && a.st_ctim.tv_nsec == b.st_ctim.tv_nsec;
-}
-
-// Copies one staging file into dir/name. The source is re-checked after the copy (size, mtime and
-// ctime, which no utimes() can restore): a host rewriting a library in place while we copy would
-// give a torn file that still has the right size and mtime. Such a file is copied once more; a
-// second torn copy fails the run.
-Result<std::uint64_t> copy_source(const DriverFile &src, const ManifestEntry &e, int dirfd, const std::string &name,
-				  const std::string &dest_display)
-{
-	for (int attempt = 0;; attempt++) {
-		UniqueFd in(::openat(src.source.dir.get(), src.source.name.c_str(),
-				     O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
-		if (!in)
-			return fail(last_errno_error("Failed to open " + src.source.display));
-		struct stat before = {};
-		if (::fstat(in.get(), &before) < 0)
-			return fail(last_errno_error("Failed to stat " + src.source.display));
-		if (!S_ISREG(before.st_mode) || before.st_ino != src.source.st.st_ino || before.st_dev != src.source.st.st_dev ||
-		    static_cast<std::uint64_t>(before.st_size) != e.size || mtime_ns(before) != e.mtime_ns)
-			return fail(errno_error(ESTALE, "Failed to copy " + src.source.display + ", it changed during setup"));
-		(void)::unlinkat(dirfd, name.c_str(), 0);  // a torn first attempt
-		UniqueFd out(::openat(dirfd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-		if (!out)
-			return fail(last_errno_error("Failed to create " + dest_display));
-		// Planned size plus one byte at most: more is "modified while being copied", never a full /run.
-		auto n = fs::copy_fd(in.get(), out.get(), e.size, src.source.display + " to " + dest_display, e.size + 1);
-		if (!n)
-			return fail(n.error());
-		struct stat after = {};
-		if (::fstat(in.get(), &after) < 0)
-			return fail(last_errno_error("Failed to stat " + src.source.display));
-		if (*n != e.size || !same_content_stamp(before, after)) {
-			if (attempt == 0)
-				continue;
-			return fail(errno_error(ESTALE, "Failed to copy " + src.source.display +
-								", it was modified while being copied (twice)"));
-		}
-		const struct timespec times[2] = {src.source.st.st_atim, src.source.st.st_mtim};
-		if (::fchmod(out.get(), e.mode) < 0 || ::futimens(out.get(), times) < 0)
-			return fail(last_errno_error("Failed to set attributes of " + dest_display));
-		return *n;
-	}
-}
-
-}  // namespace
-
-Result<UniqueFd> mkdirs_at(int base, const std::string &rel, std::map<std::string, UniqueFd> &cache, const std::string &display)
-{
-	if (auto it = cache.find(rel); it != cache.end())
-		return UniqueFd(::fcntl(it->second.get(), F_DUPFD_CLOEXEC, 3));
-	int parent = base;
-	UniqueFd holder;
-	std::string sofar;
-	for (const auto &c : fs::split_path(rel)) {
-		sofar = fs::join(sofar, c);
-		if (auto it = cache.find(sofar); it != cache.end()) {
-			parent = it->second.get();
-			continue;
-		}
-		if (::mkdirat(parent, c.c_str(), 0755) < 0 && errno != EEXIST)
-			return fail(last_errno_error("Failed to create directory " + fs::join(display, sofar)));
-		int fd = ::openat(parent, c.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd < 0)
-			return fail(last_errno_error("Failed to open directory " + fs::join(display, sofar)));
-		auto [it, _] = cache.emplace(sofar, UniqueFd(fd));
-		parent = it->second.get();
-	}
-	return UniqueFd(::fcntl(parent, F_DUPFD_CLOEXEC, 3));
-}
-
-Result<CopiesDone> run_copies(std::vector<CopyJob> &jobs)
-{
-	std::stable_sort(jobs.begin(), jobs.end(), [](const CopyJob &a, const CopyJob &b) { return a.entry->size > b.entry->size; });
-	std::atomic<std::size_t> next{0};
-	std::atomic<bool> failed{false};
-	std::atomic<std::uint64_t> bytes{0};
-	std::mutex error_mutex;
-	std::optional<std::pair<std::size_t, Error>> first_error;  // by job order, so the report is stable
-	auto worker = [&] {
-		for (std::size_t i; !failed && (i = next++) < jobs.size();) {
-			const CopyJob &j = jobs[i];
-			auto n = copy_source(*j.src, *j.entry, j.dirfd, j.name, j.dest_display);
-			if (n) {
-				bytes += *n;
-				continue;
-			}
-			failed = true;
-			std::lock_guard<std::mutex> lock(error_mutex);
-			if (!first_error || i < first_error->first)
-				first_error.emplace(i, n.error());
-		}
-	};
-	const std::size_t threads = copy_threads_for(jobs.size());
-	std::vector<std::thread> pool;
-	for (std::size_t t = 1; t < threads; t++)
-		pool.emplace_back(worker);
-	worker();
-	for (auto &t : pool)
-		t.join();
-	if (first_error)
-		return fail(first_error->second);
-	return CopiesDone{bytes.load(), threads};
-}
-
-}  // namespace root_build
 
 // ---- The tree that was live before a swap, held until the caller commits or rolls back.
 

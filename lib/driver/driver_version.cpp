@@ -44,25 +44,18 @@ std::optional<std::string> parse_proc_version(std::string_view text)
 {
 	// "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023"
 	// "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.86.10  Release Build  (...)"
-	auto line_end = text.find('\n');
-	std::string_view line = text.substr(0, line_end);
+	const std::string_view line = text.substr(0, text.find('\n'));
 	if (!line.starts_with("NVRM version:"))
 		return std::nullopt;
 	auto km = line.find("Kernel Module");
 	if (km == std::string_view::npos)
 		return std::nullopt;
-	std::string_view rest = line.substr(km);
-	std::size_t i = 0;
-	while (i < rest.size()) {
-		while (i < rest.size() && rest[i] == ' ')
-			i++;
-		std::size_t j = rest.find(' ', i);
-		std::string_view tok = rest.substr(i, j == std::string_view::npos ? std::string_view::npos : j - i);
-		if (is_driver_version(tok))
+	// The words after it, split at each space (the empty ones between two spaces are no version).
+	for (std::string_view rest = line.substr(km); !rest.empty();) {
+		const auto sp = rest.find(' ');
+		if (const std::string_view tok = rest.substr(0, sp); is_driver_version(tok))
 			return std::string(tok);
-		if (j == std::string_view::npos)
-			break;
-		i = j;
+		rest = sp == std::string_view::npos ? std::string_view() : rest.substr(sp + 1);
 	}
 	return std::nullopt;
 }

@@ -139,6 +139,8 @@ Result<std::string> read_strtab_string(const Reader &rd, const std::string &disp
 template <typename Ehdr, typename Phdr, typename Dyn>
 Result<Info> parse(const Reader &rd, const std::string &display, std::uint64_t file_size)
 {
+	if (file_size < sizeof(Ehdr))
+		return fail(bad(display, "truncated ELF header"));
 	Ehdr eh;
 	if (auto r = rd.read(&eh, sizeof(eh), 0); !r)
 		return fail(r.error());
@@ -169,23 +171,20 @@ Result<Info> parse(const Reader &rd, const std::string &display, std::uint64_t f
 		return fail(r.error());
 
 	const DynFacts df = dyn_facts(dyns);
-	const std::uint64_t strtab_vaddr = df.strtab_vaddr, strsz = df.strsz, soname_off = df.soname_off;
-	const bool have_soname = df.have_soname, have_strtab = df.have_strtab;
-	const std::vector<std::uint64_t> &needed_offs = df.needed_offs;
-	if (!have_soname && needed_offs.empty())
+	if (!df.have_soname && df.needed_offs.empty())
 		return info;
-	if (!have_strtab || (have_soname && soname_off >= strsz))
+	if (!df.have_strtab || (df.have_soname && df.soname_off >= df.strsz))
 		return fail(bad(display, "DT_SONAME outside the string table"));
 
 	// DT_STRTAB is a virtual address: map it to a file offset through the PT_LOAD covering it.
-	const auto mapped = file_offset_of(ph, strtab_vaddr, file_size);
+	const auto mapped = file_offset_of(ph, df.strtab_vaddr, file_size);
 	if (!mapped)
 		return fail(bad(display, "DT_STRTAB not in a loadable segment"));
 	const std::uint64_t strtab_off = *mapped;
 
 	auto read_string = [&](std::uint64_t off) { return read_strtab_string(rd, display, file_size, strtab_off, off); };
-	if (have_soname) {
-		auto name = read_string(soname_off);
+	if (df.have_soname) {
+		auto name = read_string(df.soname_off);
 		if (!name)
 			return fail(name.error());
 		if (!valid_soname(*name))
@@ -194,8 +193,8 @@ Result<Info> parse(const Reader &rd, const std::string &display, std::uint64_t f
 	}
 	// Only the driver's own dependencies are kept: the closure check asks about nothing else, and
 	// a needed entry that is not a plain name is no library anyone can provide.
-	for (std::uint64_t off : needed_offs) {
-		if (off >= strsz)
+	for (std::uint64_t off : df.needed_offs) {
+		if (off >= df.strsz)
 			return fail(bad(display, "DT_NEEDED outside the string table"));
 		auto name = read_string(off);
 		if (!name)
@@ -229,16 +228,10 @@ Result<Info> read_info(int fd, const std::string &display)
 	if (ident[EI_DATA] != ELFDATA2LSB)
 		return fail(bad(display, "big-endian ELF not supported"));
 	auto size = static_cast<std::uint64_t>(st.st_size);
-	if (ident[EI_CLASS] == ELFCLASS64) {
-		if (size < sizeof(Elf64_Ehdr))
-			return fail(bad(display, "truncated ELF header"));
+	if (ident[EI_CLASS] == ELFCLASS64)
 		return parse<Elf64_Ehdr, Elf64_Phdr, Elf64_Dyn>(rd, display, size);
-	}
-	if (ident[EI_CLASS] == ELFCLASS32) {
-		if (size < sizeof(Elf32_Ehdr))
-			return fail(bad(display, "truncated ELF header"));
+	if (ident[EI_CLASS] == ELFCLASS32)
 		return parse<Elf32_Ehdr, Elf32_Phdr, Elf32_Dyn>(rd, display, size);
-	}
 	return fail(bad(display, "unknown ELF class"));
 }
 

@@ -16,47 +16,34 @@ namespace {
 // regard to ASCII case and returns the first match, while nlohmann keeps the last. A file with two
 // "library_path" (or "ICD" and "icd") would be judged by one value and loaded by the other: such a
 // file is refused rather than judged either way (NVIDIA's never repeat a key). Keys are compared
-// unescaped ("library_pat\u0068" is "library_path" to both parsers).
-class RepeatedKeys : public nlohmann::json_sax<nlohmann::json> {
-public:
+// unescaped ("library_pat\u0068" is "library_path" to both parsers). "" when none; the one parse
+// also fills `parsed`.
+std::string repeated_key(std::string_view text, nlohmann::json &parsed)
+{
+	std::vector<std::set<std::string>> objects;  // each open object's folded keys
 	std::string repeated;
-
-	bool null() override { return true; }
-	bool boolean(bool) override { return true; }
-	bool number_integer(number_integer_t) override { return true; }
-	bool number_unsigned(number_unsigned_t) override { return true; }
-	bool number_float(number_float_t, const string_t &) override { return true; }
-	bool string(string_t &) override { return true; }
-	bool binary(binary_t &) override { return true; }
-	bool start_object(std::size_t) override
-	{
-		objects_.emplace_back();
-		return true;
-	}
-	bool key(string_t &k) override
-	{
-		std::string folded = k;
-		for (char &c : folded)
-			if (c >= 'A' && c <= 'Z')
-				c = static_cast<char>(c - 'A' + 'a');
-		if (!objects_.back().insert(std::move(folded)).second) {
-			repeated = k;
-			return false;
-		}
-		return true;
-	}
-	bool end_object() override
-	{
-		objects_.pop_back();
-		return true;
-	}
-	bool start_array(std::size_t) override { return true; }
-	bool end_array() override { return true; }
-	bool parse_error(std::size_t, const std::string &, const nlohmann::detail::exception &) override { return false; }
-
-private:
-	std::vector<std::set<std::string>> objects_;
-};
+	using Event = nlohmann::json::parse_event_t;
+	parsed = nlohmann::json::parse(
+		text,
+		[&](int, Event event, nlohmann::json &item) {
+			if (event == Event::object_start)
+				objects.emplace_back();
+			else if (event == Event::object_end)
+				objects.pop_back();
+			else if (event == Event::key && repeated.empty()) {
+				const auto &k = item.get_ref<const std::string &>();
+				std::string folded = k;
+				for (char &c : folded)
+					if (c >= 'A' && c <= 'Z')
+						c = static_cast<char>(c - 'A' + 'a');
+				if (!objects.back().insert(std::move(folded)).second)
+					repeated = k;
+			}
+			return true;
+		},
+		/*allow_exceptions=*/false);
+	return repeated;
+}
 
 }  // namespace
 
@@ -74,14 +61,12 @@ std::string nvidia_library_of(const Kind &kind, std::string_view text, const std
 			why = r.error().message;
 			return {};
 		}
-		RepeatedKeys keys;
-		(void)nlohmann::json::sax_parse(text, &keys);  // valid JSON: it stops only at a repeated key
-		if (!keys.repeated.empty()) {
-			why = display + " repeats the key \"" + printable(keys.repeated) +
+		nlohmann::json j;
+		if (const std::string repeated = repeated_key(text, j); !repeated.empty()) {
+			why = display + " repeats the key \"" + printable(repeated) +
 			      "\" in one object: loaders take the first, so it is not judged by either";
 			return {};
 		}
-		auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
 		// Each kind by the one key its loader reads. A layer file with "layers" (a list the Vulkan
 		// loader reads instead of "layer") would load what this check never saw.
 		const char *top = kind.content == Content::Layer ? "layer" : "ICD";

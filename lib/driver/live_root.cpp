@@ -9,8 +9,10 @@ namespace {
 
 std::vector<Problem> one(const RootLocation &root, const std::string &msg) { return {Problem{root.display, msg}}; }
 
-// lstat() of the root's path: a real directory, as verify_driver_root() requires it.
-std::vector<Problem> check_root_path(const RootLocation &root, bool *exists)
+// The root: lstat() of its path (a real directory, as verify requires it), the directory opened into
+// `fd` and its trust checked; the first problem. Only what setup wrote counts: a root or manifest that
+// someone else could have written is not believed by verify, whatever it says.
+std::vector<Problem> open_root(const RootLocation &root, bool *exists, UniqueFd &fd)
 {
 	struct stat st = {};
 	if (::lstat(root.real.c_str(), &st) < 0)
@@ -21,6 +23,12 @@ std::vector<Problem> check_root_path(const RootLocation &root, bool *exists)
 		return one(root, "Driver root " + root.display + " is a symlink, not a directory");
 	if (!S_ISDIR(st.st_mode))
 		return one(root, "Driver root " + root.display + " is not a directory");
+	auto dir = fs::open_dir(root.real);
+	if (!dir)
+		return one(root, dir.error().message);
+	fd = std::move(*dir);
+	if (auto t = fs::check_trusted(fd.get(), "driver root " + root.display, /*directory=*/true); !t)
+		return one(root, t.error().message);
 	return {};
 }
 
@@ -53,20 +61,9 @@ LiveRootRead read_live_root(const RootLocation &root)
 {
 	LiveRootRead r;
 	r.where = root;
-	r.problems = check_root_path(root, &r.exists);
-	if (!r.problems.empty())
-		return r;  // nothing there, a symlink or not a directory: no root to read
-	auto dir = fs::open_dir(root.real);
-	if (!dir) {
-		r.problems = one(root, dir.error().message);
-		return r;
-	}
-	r.fd = std::move(*dir);
-	// Only what setup wrote counts: a root or manifest that someone else could have written is
-	// not believed by verify, whatever it says.
-	if (auto t = fs::check_trusted(r.fd.get(), "driver root " + root.display, /*directory=*/true); !t && r.problems.empty())
-		r.problems = one(root, t.error().message);
-	read_manifest(r);
+	r.problems = open_root(root, &r.exists, r.fd);
+	if (r.fd)
+		read_manifest(r);
 	return r;
 }
 
@@ -91,14 +88,10 @@ std::vector<Problem> LiveRootRead::check() const
 
 std::vector<Problem> check_built_root(const RootLocation &root, const Manifest &plan)
 {
-	if (auto p = check_root_path(root, nullptr); !p.empty())
+	UniqueFd fd;
+	if (auto p = open_root(root, nullptr, fd); !p.empty())
 		return p;
-	auto rfd = fs::open_dir(root.real);
-	if (!rfd)
-		return one(root, rfd.error().message);
-	if (auto t = fs::check_trusted(rfd->get(), "driver root " + root.display, /*directory=*/true); !t)
-		return one(root, t.error().message);
-	return check_driver_tree(rfd->get(), plan, root.display);
+	return check_driver_tree(fd.get(), plan, root.display);
 }
 
 }  // namespace unbounded

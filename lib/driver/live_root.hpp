@@ -20,12 +20,12 @@ public:
 	bool exists = false;                       // lstat() found something at the root's path
 	UniqueFd fd;                               // the root directory (O_NOFOLLOW), when it opened
 	std::optional<std::string> manifest_text;  // its manifest's bytes (a regular file, bounded), trusted or not
-	std::vector<Problem> problems;             // why verify would not believe it (verify_driver_root's first)
+	std::vector<Problem> problems;             // why verify would not believe it (the first reason)
 
 	// The manifest, parsed on first use (an unchanged re-run compares bytes and never needs it);
 	// null when there is none or it does not parse.
 	const Manifest *manifest() const;
-	// verify_driver_root() of what was read: the reading's problem, or the tree against the manifest.
+	// verify's checks of what was read: the reading's problem, or the tree against the manifest.
 	std::vector<Problem> check() const;
 
 private:

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <fcntl.h>
 #include <set>
 #include <sys/statfs.h>
 
@@ -119,7 +120,14 @@ Reusable reusable_in(int live_fd, const Manifest *live_manifest)
 {
 	if (live_fd < 0 || !live_manifest)
 		return [](const ManifestEntry &) { return false; };
-	return [live_fd, live_manifest](const ManifestEntry &e) { return live_file_reusable(live_fd, live_manifest->find(e.path), e); };
+	return [live_fd, live_manifest](const ManifestEntry &e) {
+		const ManifestEntry *o = live_manifest->find(e.path);
+		struct stat ost = {};
+		return o && o->type == ManifestEntry::Type::File && o->source_id == e.source_id && o->size == e.size &&
+		       o->mtime_ns == e.mtime_ns && o->mode == e.mode &&
+		       ::fstatat(live_fd, e.path.c_str(), &ost, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(ost.st_mode) &&
+		       static_cast<std::uint64_t>(ost.st_size) == e.size && mtime_ns(ost) == e.mtime_ns && (ost.st_mode & 07777) == e.mode;
+	};
 }
 
 }  // namespace unbounded

@@ -62,7 +62,8 @@ std::vector<LeftOut> leave_out_all_copied(Manifest &plan, const DriverSet &drive
 std::uint64_t bytes_without_reuse(const Manifest &plan, std::uint64_t block);
 
 // What can be hard-linked from the live root open at `live_fd` (-1: none) with `live_manifest` (null:
-// none, and every copy counts in full).
+// none, and every copy counts in full): a file whose entry there has the same source, size, mtime and
+// mode, and which still has them.
 Reusable reusable_in(int live_fd, const Manifest *live_manifest);
 
 }  // namespace unbounded

@@ -57,24 +57,24 @@ Result<Staging> Staging::open(const std::string &real_parent, const std::string 
 						       std::to_string(MAX_STAGING_TREES) + " a run reads (a host binds a handful)",
 					       EXIT_NOT_READY, E2BIG));
 		}
-		StagingTree t;
-		t.display = fs::join(display_parent, n);
-		t.fd.reset(fd);
-		s.set_mount(t, canonical_parent, n, mounts);
-		s.trees_.push_back(std::move(t));
+		s.add_tree(fs::join(display_parent, n), fd, nullptr, mounts, fs::join(canonical_parent, n));
 	}
 	return s;
 }
 
-void Staging::set_mount(StagingTree &t, const std::string &canonical_parent, const std::string &name, const MountTable *mounts) const
+// A tree that owns `fd`, with what `mounts` (when given) says of the mount at its `canonical` path.
+void Staging::add_tree(std::string display, int fd, const WalkedTree *walked, const MountTable *mounts, const std::string &canonical)
 {
-	if (!mounts)
-		return;
-	if (auto m = mounts->mount_at(fs::join(canonical_parent, name))) {
+	StagingTree t;
+	t.display = std::move(display);
+	t.fd.reset(fd);
+	t.walked = walked;
+	if (auto m = mounts ? mounts->mount_at(canonical) : std::nullopt) {
 		t.mountpoint = true;
 		if (m->root != "/")
 			t.host_prefix = m->root;
 	}
+	trees_.push_back(std::move(t));
 }
 
 Result<Staging> Staging::from_walk(const std::vector<WalkedTree> &walk, const std::string &real_parent,
@@ -90,12 +90,7 @@ Result<Staging> Staging::from_walk(const std::vector<WalkedTree> &walk, const st
 		int fd = ::fcntl(root->second.fd, F_DUPFD_CLOEXEC, 3);
 		if (fd < 0)
 			return fail(last_errno_error("Failed to duplicate the fd of " + fs::join(display_parent, w.name)));
-		StagingTree t;
-		t.display = fs::join(display_parent, w.name);
-		t.fd.reset(fd);
-		t.walked = &w;
-		s.set_mount(t, canonical_parent, w.name, mounts);
-		s.trees_.push_back(std::move(t));
+		s.add_tree(fs::join(display_parent, w.name), fd, &w, mounts, fs::join(canonical_parent, w.name));
 	}
 	return s;
 }
@@ -126,10 +121,7 @@ Result<Staging> Staging::from_dirs(const std::vector<std::pair<std::string, std:
 		int fd = ::open(real.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0)
 			return fail(last_errno_error("Failed to open staging directory " + display));
-		StagingTree t;
-		t.display = display;
-		t.fd.reset(fd);
-		s.trees_.push_back(std::move(t));
+		s.add_tree(display, fd, nullptr, nullptr, "");
 	}
 	return s;
 }

@@ -102,7 +102,7 @@ public:
 	Result<std::vector<std::string>> list(std::size_t tree, std::string_view rel_dir, bool sorted = true) const;
 
 private:
-	void set_mount(StagingTree &t, const std::string &canonical_parent, const std::string &name, const MountTable *mounts) const;
+	void add_tree(std::string display, int fd, const WalkedTree *walked, const MountTable *mounts, const std::string &canonical);
 	bool exists_plain(std::size_t tree, const std::vector<std::string> &comps) const;
 	Result<std::pair<std::size_t, std::string>> map_absolute(std::size_t from_tree, const std::string &target,
 								 const std::string &link_display, const std::string &start_display,

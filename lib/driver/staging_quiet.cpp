@@ -46,18 +46,6 @@ StagingWatch StagingWatch::open(const Context &ctx)
 
 namespace {
 
-// A directory opened, or the errno of the open.
-struct Opened {
-	UniqueFd fd;
-	int error = 0;
-};
-
-Opened opened(int fd)
-{
-	const int e = errno;
-	return Opened{UniqueFd(fd), fd < 0 ? e : 0};
-}
-
 // One walk: the identities found, in order, and (when asked) their directories kept open with what
 // the walk saw of each tree.
 struct Walk {
@@ -65,13 +53,14 @@ struct Walk {
 	std::vector<UniqueFd> *keep = nullptr;
 	std::uint32_t slot = 0;
 
-	// Looks for one directory: `fd` is it opened, invalid when missing. The fd stays valid until the
-	// walk ends (in `scratch` when not kept); -1 in the result when missing (with the errno when the
-	// open failed for another reason than its not being there, or a directory).
-	WalkedDir add(Opened opened, std::vector<UniqueFd> &scratch)
+	// Looks for one directory: `opened` is what the open just returned (errno tells why it failed),
+	// -1 when missing. The fd stays valid until the walk ends (in `scratch` when not kept); -1 in the
+	// result when missing (with the errno when the open failed for another reason than its not being
+	// there, or a directory).
+	WalkedDir add(int opened, std::vector<UniqueFd> &scratch)
 	{
-		UniqueFd fd = std::move(opened.fd);
-		const int open_errno = opened.error;
+		const int open_errno = errno;
+		UniqueFd fd(opened);
 		const std::uint32_t s = slot++;
 		WalkedDir d;
 		if (!fd) {
@@ -100,9 +89,9 @@ struct Walk {
 	}
 };
 
-Opened open_path_dir(int parent, const char *name)
+int open_path_dir(int parent, const char *name)
 {
-	return opened(::openat(parent, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+	return ::openat(parent, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
 // Stamps dir (a path of plain components below the tree) and each of its parents not yet stamped;
@@ -128,7 +117,7 @@ void stamp_dir(Walk &w, WalkedTree &tree, const std::string &dir, std::vector<Un
 void walk_tree(Walk &w, WalkedTree &tree, int tree_fd, std::vector<UniqueFd> &scratch)
 {
 	// Stamped before it is listed: an entry made in between shows in the check after the pass.
-	const WalkedDir nvidia = w.add(opened(::openat(tree_fd, staging_layout::FLAVOUR_PARENT, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)), scratch);
+	const WalkedDir nvidia = w.add(::openat(tree_fd, staging_layout::FLAVOUR_PARENT, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), scratch);
 	if (nvidia.fd >= 0)
 		tree.flavours = staging_layout::flavours_in(nvidia.fd, &tree.ignored_flavours);
 	tree.dirs.emplace(staging_layout::FLAVOUR_PARENT, nvidia);
@@ -149,7 +138,7 @@ StagingStamp StagingWatch::walk(std::vector<UniqueFd> *keep, std::vector<WalkedT
 	if (!pfd)
 		return w.stamp;
 	// Stamped before it is listed: a tree made in between shows in the check after the pass.
-	const int parent = w.add(Opened{std::move(*pfd), 0}, scratch).fd;
+	const int parent = w.add(pfd->release(), scratch).fd;
 	if (parent < 0)
 		return w.stamp;
 	auto names = fs::list_dir(parent, display_parent_);

@@ -16,8 +16,6 @@
 
 namespace unbounded {
 
-class MountTable;
-
 struct StagingState {
 	bool nvidia_machine = false;               // anything NVIDIA at all: staging entries or /dev/nvidiactl
 	std::vector<std::string> usable;           // staging entries that are mounts or non-empty directories

@@ -51,8 +51,8 @@ WRITERS = {
     "lib/core/spec_marker.cpp": "cleanup's removal of a spec of ours",
     "lib/core/spec_marker.hpp": "cleanup's removal of a spec of ours",
     "lib/driver/driver_root.hpp": "the driver root's install",
-    "lib/driver/driver_root.cpp": "the driver root's install (a live file linked into the new tree)",
-    "lib/driver/driver_root_install.cpp": "the driver root's install (the copy pool, the old tree's removal or return)",
+    "lib/driver/driver_root_install.cpp": "the driver root's install (a live file linked into the new tree, the copy pool, "
+                                          "the old tree's removal or return)",
     "lib/driver/discovery_cache.cpp": "the discovery memo's save",
     "lib/cdi/cdi_hook.cpp": "the hook memo's save",
     "lib/cdi/cdi_hook.hpp": "the hook memo's save",
