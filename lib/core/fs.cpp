@@ -581,6 +581,9 @@ void remove_matching(int dirfd, std::string_view prefix)
 
 // ---- rm -rf that never follows a symlink and never leaves the mount it starts on.
 
+namespace {
+
+// The mount an open file lives on (statx STATX_MNT_ID, else /proc/self/fdinfo), or -1 if unknown.
 long long mount_id_of(int fd)
 {
 	struct statx stx = {};
@@ -597,8 +600,6 @@ long long mount_id_of(int fd)
 		return -1;
 	return std::strtoll(info->c_str() + pos + 7, nullptr, 10);
 }
-
-namespace {
 
 // One level of remove_tree_at: `sub` is an open directory on mount `mnt`. Entries that cannot be
 // removed (a mount point below) are counted in `busy`; the rest of the tree is still removed.

@@ -44,8 +44,6 @@ Result<bool> dir_is_empty(int dirfd, const std::string &display);
 // a directory that is a mount point (a bind mount from the same file system included, which st_dev
 // cannot tell) is never entered, and the removal then fails with EBUSY naming it. ENOENT is success.
 Result<void> remove_tree_at(int dirfd, const std::string &name, const std::string &display);
-// The mount an open file lives on (statx STATX_MNT_ID, else name_to_handle_at), or -1 if unknown.
-long long mount_id_of(int fd);
 
 // Removes the entries of dirfd whose names start with `prefix` (never directories), in constant
 // memory whatever the directory holds. Failures are ignored: what is left is tried again next time.
