@@ -15,7 +15,6 @@
 #include <sys/random.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 #include <utility>
 #include <vector>
@@ -484,30 +483,49 @@ Result<void> mkdir_p(const std::string &path, mode_t mode)
 	return {};
 }
 
+namespace {
+
+// Calls each(name) for the entries of the directory open as `fd` but "." and "..", read where the fd
+// stands with getdents64 `size` bytes at a time, until each returns false. False with errno when a
+// read fails.
+template <class F> bool each_entry(int fd, std::size_t size, F &&each)
+{
+	alignas(struct dirent64) char buf[16384];
+	for (;;) {
+		const ssize_t n = ::getdents64(fd, buf, std::min(size, sizeof buf));
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return false;
+		}
+		if (n == 0)
+			return true;
+		for (ssize_t off = 0; off < n;) {
+			const auto *de = reinterpret_cast<const struct dirent64 *>(buf + off);
+			const std::string_view name = de->d_name;
+			if (name != "." && name != ".." && !each(name))
+				return true;
+			off += de->d_reclen;
+		}
+	}
+}
+
+}  // namespace
+
 Result<std::vector<std::string>> list_dir(int dirfd, const std::string &display, bool sorted,
 					  bool (*keep)(std::string_view name))
 {
-	int fd = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
+	UniqueFd fd(::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+	if (!fd)
 		return fail(last_errno_error("Failed to open directory " + display));
-	DIR *d = ::fdopendir(fd);
-	if (!d) {
-		int e = errno;
-		::close(fd);
-		return fail(errno_error(e, "Failed to read directory " + display));
-	}
 	std::vector<std::string> names;
-	errno = 0;
-	while (struct dirent *de = ::readdir(d)) {
-		std::string_view n = de->d_name;
-		if (n != "." && n != ".." && (!keep || keep(n)))
+	const bool read = each_entry(fd.get(), SIZE_MAX, [&](std::string_view n) {
+		if (!keep || keep(n))
 			names.emplace_back(n);
-		errno = 0;
-	}
-	int e = errno;
-	::closedir(d);
-	if (e)
-		return fail(errno_error(e, "Failed to read directory " + display));
+		return true;
+	});
+	if (!read)
+		return fail(last_errno_error("Failed to read directory " + display));
 	if (sorted)
 		std::sort(names.begin(), names.end());
 	return names;
@@ -515,25 +533,14 @@ Result<std::vector<std::string>> list_dir(int dirfd, const std::string &display,
 
 Result<std::vector<std::string>> list_dir_once(int dirfd, const std::string &display)
 {
-	alignas(struct dirent64) char buf[16384];
 	std::vector<std::string> names;
-	for (;;) {
-		const ssize_t n = ::getdents64(dirfd, buf, sizeof buf);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return fail(last_errno_error("Failed to read directory " + display));
-		}
-		if (n == 0)
-			return names;
-		for (ssize_t off = 0; off < n;) {
-			const auto *de = reinterpret_cast<const struct dirent64 *>(buf + off);
-			const std::string_view name = de->d_name;
-			if (name != "." && name != "..")
-				names.emplace_back(name);
-			off += de->d_reclen;
-		}
-	}
+	const bool read = each_entry(dirfd, SIZE_MAX, [&](std::string_view n) {
+		names.emplace_back(n);
+		return true;
+	});
+	if (!read)
+		return fail(last_errno_error("Failed to read directory " + display));
+	return names;
 }
 
 Result<bool> dir_is_empty(int dirfd, const std::string &display)
@@ -542,41 +549,24 @@ Result<bool> dir_is_empty(int dirfd, const std::string &display)
 	if (!fd)
 		return fail(last_errno_error("Failed to open directory " + display));
 	// A small getdents64 buffer: three entries decide it, no need to read a lib dir's first 32 KiB.
-	alignas(8) char buf[512];
-	for (;;) {
-		long n = ::syscall(SYS_getdents64, fd.get(), buf, sizeof(buf));
-		if (n < 0)
-			return fail(last_errno_error("Failed to read directory " + display));
-		if (n == 0)
-			return true;
-		for (long off = 0; off < n;) {
-			const auto *de = reinterpret_cast<const struct dirent64 *>(buf + off);
-			std::string_view name = de->d_name;
-			if (name != "." && name != "..")
-				return false;
-			off += de->d_reclen;
-		}
-	}
+	bool empty = true;
+	if (!each_entry(fd.get(), 512, [&](std::string_view) { return empty = false; }))
+		return fail(last_errno_error("Failed to read directory " + display));
+	return empty;
 }
 
 void remove_matching(int dirfd, std::string_view prefix)
 {
 	// Read as it stands and removed as it is read: a textfile directory of 300,000 entries costs
 	// one small buffer, not a list of every name (the sweep before this kept them all: 79 MiB).
-	int fd = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
+	UniqueFd fd(::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+	if (!fd)
 		return;
-	DIR *d = ::fdopendir(fd);
-	if (!d) {
-		::close(fd);
-		return;
-	}
-	while (const dirent *e = ::readdir(d)) {
-		const std::string_view name = e->d_name;
+	(void)each_entry(fd.get(), SIZE_MAX, [&](std::string_view name) {
 		if (name.starts_with(prefix))
-			(void)::unlinkat(dirfd, e->d_name, 0);
-	}
-	::closedir(d);
+			(void)::unlinkat(dirfd, name.data(), 0);  // the entry's d_name, NUL-terminated
+		return true;
+	});
 }
 
 // ---- rm -rf that never follows a symlink and never leaves the mount it starts on.

@@ -33,8 +33,8 @@ Result<std::vector<std::string>> list_dir(int dirfd, const std::string &display,
 					  bool (*keep)(std::string_view name) = nullptr);
 
 // The same for a directory fd of the caller's own that is read once and not used again: read where
-// it stands with getdents64, no second open and no DIR stream (half the system calls of list_dir,
-// which counts where hundreds of small /proc directories are read, as for MIG instances).
+// it stands, no second open (fewer system calls than list_dir, which counts where hundreds of small
+// /proc directories are read, as for MIG instances).
 Result<std::vector<std::string>> list_dir_once(int dirfd, const std::string &display);
 
 // True when the directory has no entry but "." and ".." (reads one batch, not the whole listing).
