@@ -186,24 +186,6 @@ private:
 	std::size_t nodes_ = 0;
 };
 
-// The same limits for JSON, without building anything.
-// nlohmann's messages start with its own catalogue entry ("[json.exception.parse_error.101] parse
-// error at line 1, column 2: ..."): an operator gets where and what, in our words.
-std::string in_our_words(const char *what)
-{
-	std::string_view w = what;
-	if (w.starts_with("[json.exception.")) {
-		const auto end = w.find("] ");
-		if (end != std::string_view::npos)
-			w.remove_prefix(end + 2);
-	}
-	if (w.starts_with("parse error at "))
-		w.remove_prefix(std::string_view("parse error at ").size());
-	else if (w.starts_with("parse error: "))
-		w.remove_prefix(std::string_view("parse error: ").size());
-	return printable(w);
-}
-
 // A JSON syntax error as an operator reads it: where (byte, line, column of the byte the parser
 // stopped at) and what was expected there and found instead, in our words. nlohmann says where it
 // was ("while parsing object key") and what its lexer made of the input ("invalid literal; last
@@ -263,6 +245,7 @@ std::string json_syntax_error(std::string_view text, std::size_t position, std::
 	       ": expected " + expected + ", found " + found;
 }
 
+// The same limits for JSON, without building anything.
 class JsonLimits : public nlohmann::json_sax<nlohmann::json> {
 public:
 	explicit JsonLimits(const ParseLimits &limits, std::string_view text) : limits_(limits), text_(text) {}
@@ -338,12 +321,10 @@ Result<nlohmann::ordered_json> parse_yaml_bounded(std::string_view text, const s
 			return at(0, "more than one YAML document");
 		return std::move(builder.result);
 	} catch (const Abort &a) {
-		if (a.limit) {
-			Error e = make_error("Failed to parse " + display + ":" + std::to_string(a.line + 1) + ": " + printable(a.message));
-			e.errnum = PARSE_LIMIT_ERRNO;
-			return fail(std::move(e));
-		}
-		return at(a.line, a.message);
+		auto e = at(a.line, a.message);
+		if (a.limit)
+			e.error().errnum = PARSE_LIMIT_ERRNO;
+		return e;
 	} catch (const YAML::Exception &e) {
 		return at(e.mark.line, e.msg);
 	} catch (const std::exception &e) {
@@ -357,8 +338,8 @@ Result<void> check_json_bounded(std::string_view text, const std::string &displa
 	bool ok = false;
 	try {
 		ok = nlohmann::json::sax_parse(text, &sax);
-	} catch (const std::exception &e) {
-		sax.error = "is not valid JSON (" + in_our_words(e.what()) + ")";
+	} catch (const std::exception &e) {  // the SAX parser reports syntax by parse_error: std::bad_alloc
+		sax.error = "is not valid JSON (" + printable(e.what()) + ")";
 	}
 	if (!ok) {
 		Error e = make_error(display + " " + (sax.error.empty() ? "is not valid JSON" : sax.error));
