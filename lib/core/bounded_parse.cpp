@@ -369,15 +369,4 @@ std::string printable(std::string_view s)
 	return out;
 }
 
-bool is_printable(std::string_view s)
-{
-	for (std::size_t i = 0; i < s.size();) {
-		std::size_t n = utf8_length(s, i);
-		if (!n)
-			return false;
-		i += n;
-	}
-	return true;
-}
-
 }  // namespace unbounded
