@@ -552,6 +552,10 @@ std::vector<std::string> apply_license_environment(LicensingConfig &lic, const E
 	return warnings;
 }
 
+namespace {
+
+// The variables of an EnvironmentFile= (systemd.exec(5)): KEY=VALUE lines, '#' and ';' comments,
+// values in single or double quotes. Absent: empty.
 Result<std::map<std::string, std::string>> read_environment_file(const std::string &path, const std::string &display)
 {
 	std::map<std::string, std::string> vars;
@@ -562,29 +566,24 @@ Result<std::map<std::string, std::string>> read_environment_file(const std::stri
 		return fail(text.error());
 	}
 	std::string_view rest = *text;
-	auto trim = [](std::string_view s) {
-		while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())))
-			s.remove_prefix(1);
-		while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
-			s.remove_suffix(1);
-		return s;
-	};
 	while (!rest.empty()) {
 		auto nl = rest.find('\n');
-		std::string_view line = trim(rest.substr(0, nl));
+		std::string_view line = trim_blanks(rest.substr(0, nl));
 		rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
 		if (line.empty() || line.front() == '#' || line.front() == ';')
 			continue;
 		auto eq = line.find('=');
 		if (eq == std::string_view::npos)
 			continue;  // systemd ignores such a line too
-		std::string_view key = trim(line.substr(0, eq)), value = trim(line.substr(eq + 1));
+		std::string_view key = trim_blanks(line.substr(0, eq)), value = trim_blanks(line.substr(eq + 1));
 		if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') && value.back() == value.front())
 			value = value.substr(1, value.size() - 2);
 		vars[std::string(key)] = std::string(value);
 	}
 	return vars;
 }
+
+}  // namespace
 
 EnvLookup license_environment(const std::string &real_file, std::vector<std::string> &warnings)
 {
