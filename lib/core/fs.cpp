@@ -442,14 +442,6 @@ Result<std::uint64_t> copy_fd(int src, int dst, std::uint64_t size_hint, const s
 
 // ---- Directories: opening, creating, listing, and sweeping the entries of one prefix.
 
-Result<UniqueFd> open_dir(const std::string &path)
-{
-	int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return fail(last_errno_error("Failed to open directory " + path));
-	return UniqueFd(fd);
-}
-
 Result<UniqueFd> open_dir_at(int dirfd, const std::string &name, const std::string &display)
 {
 	int fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -457,6 +449,8 @@ Result<UniqueFd> open_dir_at(int dirfd, const std::string &name, const std::stri
 		return fail(last_errno_error("Failed to open directory " + display));
 	return UniqueFd(fd);
 }
+
+Result<UniqueFd> open_dir(const std::string &path) { return open_dir_at(AT_FDCWD, path, path); }
 
 Result<void> mkdir_p(const std::string &path, mode_t mode)
 {
