@@ -217,18 +217,15 @@ Result<UniqueFd> open_private_dir(const std::string &path, const std::string &di
 		return fail(r.error());
 	if (::mkdir(path.c_str(), mode) < 0 && errno != EEXIST)
 		return fail(last_errno_error("Failed to create directory " + display));
-	int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0) {
-		if (errno == ELOOP || errno == ENOTDIR) {
-			struct stat st = {};
-			const char *what = ::lstat(path.c_str(), &st) == 0 ? file_type_name(st.st_mode) : "not a directory";
-			return fail(errno_error(EPERM, "Refusing " + display + ": it is " + what + ", expected a directory"));
-		}
-		return fail(last_errno_error("Failed to open directory " + display));
+	auto d = open_dir_at(AT_FDCWD, path, display);
+	if (!d && (d.error().errnum == ELOOP || d.error().errnum == ENOTDIR)) {
+		struct stat st = {};
+		const char *what = ::lstat(path.c_str(), &st) == 0 ? file_type_name(st.st_mode) : "not a directory";
+		return fail(errno_error(EPERM, "Refusing " + display + ": it is " + what + ", expected a directory"));
 	}
-	UniqueFd d(fd);
-	if (auto r = check_trusted(d.get(), display, /*directory=*/true); !r)
-		return fail(r.error());
+	if (d)
+		if (auto r = check_trusted(d->get(), display, /*directory=*/true); !r)
+			return fail(r.error());
 	return d;
 }
 
