@@ -135,16 +135,11 @@ private:
 		return p.empty() ? std::string() : " under '" + p + "'";
 	}
 
-	void count(const YAML::Mark &mark)
-	{
-		if (++nodes_ > limits_.max_nodes)
-			throw Abort{"more than " + std::to_string(limits_.max_nodes) + " nodes" + where(), mark.line, true};
-	}
-
 	// Places a value where the parser is: the document, the next list item, a mapping key or value.
 	json *place(const YAML::Mark &mark, json v)
 	{
-		count(mark);
+		if (++nodes_ > limits_.max_nodes)
+			throw Abort{"more than " + std::to_string(limits_.max_nodes) + " nodes" + where(), mark.line, true};
 		if (stack_.empty()) {
 			result = std::move(v);
 			return &result;
