@@ -8,7 +8,7 @@
 #include "log.hpp"
 #include "message_ids.hpp"
 #include "metrics.hpp"
-#include "notify.hpp"
+#include "sd_protocols.hpp"
 
 #include <sys/stat.h>
 

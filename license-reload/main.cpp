@@ -14,7 +14,7 @@
 #include "message_ids.hpp"
 #include "version.hpp"
 #include "main_guard.hpp"
-#include "notify.hpp"
+#include "sd_protocols.hpp"
 #include "proc_stat.hpp"
 #include "random.hpp"
 #include "unit_manager.hpp"

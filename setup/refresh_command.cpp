@@ -6,7 +6,7 @@
 #include "execute.hpp"
 #include "format.hpp"
 #include "ipc.hpp"
-#include "notify.hpp"
+#include "sd_protocols.hpp"
 #include "self_repair.hpp"
 #include "log.hpp"
 #include "setup_flow.hpp"

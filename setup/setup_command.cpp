@@ -14,7 +14,7 @@
 #include "lock.hpp"
 #include "log.hpp"
 #include "message_ids.hpp"
-#include "notify.hpp"
+#include "sd_protocols.hpp"
 #include "optional_fit.hpp"
 #include "refresh_policy.hpp"
 #include "self_repair.hpp"

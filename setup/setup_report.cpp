@@ -4,7 +4,7 @@
 #include "format.hpp"
 #include "log.hpp"
 #include "message_ids.hpp"
-#include "notify.hpp"
+#include "sd_protocols.hpp"
 
 namespace unbounded {
 

@@ -135,16 +135,11 @@ private:
 		return p.empty() ? std::string() : " under '" + p + "'";
 	}
 
-	void count(const YAML::Mark &mark)
-	{
-		if (++nodes_ > limits_.max_nodes)
-			throw Abort{"more than " + std::to_string(limits_.max_nodes) + " nodes" + where(), mark.line, true};
-	}
-
 	// Places a value where the parser is: the document, the next list item, a mapping key or value.
 	json *place(const YAML::Mark &mark, json v)
 	{
-		count(mark);
+		if (++nodes_ > limits_.max_nodes)
+			throw Abort{"more than " + std::to_string(limits_.max_nodes) + " nodes" + where(), mark.line, true};
 		if (stack_.empty()) {
 			result = std::move(v);
 			return &result;
@@ -185,24 +180,6 @@ private:
 	std::vector<Frame> stack_;
 	std::size_t nodes_ = 0;
 };
-
-// The same limits for JSON, without building anything.
-// nlohmann's messages start with its own catalogue entry ("[json.exception.parse_error.101] parse
-// error at line 1, column 2: ..."): an operator gets where and what, in our words.
-std::string in_our_words(const char *what)
-{
-	std::string_view w = what;
-	if (w.starts_with("[json.exception.")) {
-		const auto end = w.find("] ");
-		if (end != std::string_view::npos)
-			w.remove_prefix(end + 2);
-	}
-	if (w.starts_with("parse error at "))
-		w.remove_prefix(std::string_view("parse error at ").size());
-	else if (w.starts_with("parse error: "))
-		w.remove_prefix(std::string_view("parse error: ").size());
-	return printable(w);
-}
 
 // A JSON syntax error as an operator reads it: where (byte, line, column of the byte the parser
 // stopped at) and what was expected there and found instead, in our words. nlohmann says where it
@@ -263,6 +240,7 @@ std::string json_syntax_error(std::string_view text, std::size_t position, std::
 	       ": expected " + expected + ", found " + found;
 }
 
+// The same limits for JSON, without building anything.
 class JsonLimits : public nlohmann::json_sax<nlohmann::json> {
 public:
 	explicit JsonLimits(const ParseLimits &limits, std::string_view text) : limits_(limits), text_(text) {}
@@ -338,12 +316,10 @@ Result<nlohmann::ordered_json> parse_yaml_bounded(std::string_view text, const s
 			return at(0, "more than one YAML document");
 		return std::move(builder.result);
 	} catch (const Abort &a) {
-		if (a.limit) {
-			Error e = make_error("Failed to parse " + display + ":" + std::to_string(a.line + 1) + ": " + printable(a.message));
-			e.errnum = PARSE_LIMIT_ERRNO;
-			return fail(std::move(e));
-		}
-		return at(a.line, a.message);
+		auto e = at(a.line, a.message);
+		if (a.limit)
+			e.error().errnum = PARSE_LIMIT_ERRNO;
+		return e;
 	} catch (const YAML::Exception &e) {
 		return at(e.mark.line, e.msg);
 	} catch (const std::exception &e) {
@@ -357,8 +333,8 @@ Result<void> check_json_bounded(std::string_view text, const std::string &displa
 	bool ok = false;
 	try {
 		ok = nlohmann::json::sax_parse(text, &sax);
-	} catch (const std::exception &e) {
-		sax.error = "is not valid JSON (" + in_our_words(e.what()) + ")";
+	} catch (const std::exception &e) {  // the SAX parser reports syntax by parse_error: std::bad_alloc
+		sax.error = "is not valid JSON (" + printable(e.what()) + ")";
 	}
 	if (!ok) {
 		Error e = make_error(display + " " + (sax.error.empty() ? "is not valid JSON" : sax.error));
@@ -386,17 +362,6 @@ std::string printable(std::string_view s)
 		out += hex[c & 15];
 	}
 	return out;
-}
-
-bool is_printable(std::string_view s)
-{
-	for (std::size_t i = 0; i < s.size();) {
-		std::size_t n = utf8_length(s, i);
-		if (!n)
-			return false;
-		i += n;
-	}
-	return true;
 }
 
 }  // namespace unbounded

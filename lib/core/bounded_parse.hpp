@@ -46,7 +46,7 @@ Result<void> check_json_bounded(std::string_view text, const std::string &displa
 // Text safe to print, log and put into JSON: bytes that are not printable ASCII or part of valid
 // UTF-8 become \xNN, control characters included. File names from staging or specs go through it.
 std::string printable(std::string_view s);
-// Whether printable(s) == s.
-bool is_printable(std::string_view s);
+// Whether printable(s) == s: every byte it escapes grows to four.
+inline bool is_printable(std::string_view s) { return printable(s).size() == s.size(); }
 
 }  // namespace unbounded

@@ -11,22 +11,6 @@
 namespace unbounded {
 namespace {
 
-// The mount a directory or file is on: the mount ID where the kernel says it (a bind mount of the
-// same file system has the same st_dev), and st_dev always.
-struct MountKey {
-	long long id = -1;
-	dev_t dev = 0;
-	bool operator==(const MountKey &o) const { return dev == o.dev && (id < 0 || o.id < 0 || id == o.id); }
-};
-
-std::optional<MountKey> mount_key(int fd)
-{
-	struct stat st = {};
-	if (::fstat(fd, &st) < 0)
-		return std::nullopt;
-	return MountKey{fs::mount_id_of(fd), st.st_dev};
-}
-
 class Walk {
 public:
 	Walk(std::string_view path, const ChaseHow &how) : path_(path), how_(how) {}
@@ -96,11 +80,6 @@ private:
 		dirs_.emplace_back(::openat(root, ".", O_PATH | O_DIRECTORY | O_CLOEXEC));
 		if (!dirs_.back())
 			return failure(ChaseStep::Walk, errno, "");
-		if (flag(Chase::OneMount)) {
-			mount_ = mount_key(dirs_.back().get());
-			if (!mount_)
-				return failure(ChaseStep::Walk, errno, "");
-		}
 		return {};
 	}
 
@@ -115,25 +94,10 @@ private:
 		return {};  // InRoot: ".." at the root stays there
 	}
 
-	std::expected<void, ChaseError> same_mount(int fd, std::string_view name)
+	void descend(UniqueFd fd, std::string c)
 	{
-		if (!flag(Chase::OneMount))
-			return {};
-		auto k = mount_key(fd);
-		if (!k)
-			return failure(ChaseStep::Walk, errno, name);
-		if (!(*k == *mount_))
-			return failure(ChaseStep::Escape, EXDEV, name);
-		return {};
-	}
-
-	std::expected<void, ChaseError> descend(UniqueFd fd, std::string c)
-	{
-		if (auto r = same_mount(fd.get(), c); !r)
-			return r;
 		dirs_.push_back(std::move(fd));
 		names_.push_back(std::move(c));
-		return {};
 	}
 
 	Step step(std::string c);
@@ -144,7 +108,6 @@ private:
 	std::vector<UniqueFd> dirs_;      // the directories walked so far, the root first
 	std::vector<std::string> names_;  // their names (one fewer: the root has none)
 	std::deque<std::string> todo_;
-	std::optional<MountKey> mount_;  // the root's, with OneMount
 	unsigned symlinks_ = 0;
 };
 
@@ -158,16 +121,14 @@ Walk::Step Walk::step(std::string c)
 		// with ENOTDIR under O_NOFOLLOW and is looked at below), one system call per component.
 		UniqueFd d(::openat(here, c.c_str(), O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC));
 		if (d) {
-			if (auto r = descend(std::move(d), std::move(c)); !r)
-				return std::unexpected(std::move(r.error()));
+			descend(std::move(d), std::move(c));
 			return std::nullopt;
 		}
 		if (errno != ENOTDIR)
 			return failure(ChaseStep::Walk, errno, c);
 	}
 	Chased out;
-	const bool open_last = last && (flag(Chase::OpenLast) || flag(Chase::OneMount));
-	if (open_last) {
+	if (last && flag(Chase::OpenLast)) {
 		out.fd.reset(::openat(here, c.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
 		if (!out.fd || ::fstat(out.fd.get(), &out.st) < 0)
 			return failure(ChaseStep::Walk, errno, c);
@@ -186,15 +147,9 @@ Walk::Step Walk::step(std::string c)
 		UniqueFd d(::openat(here, c.c_str(), O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC));
 		if (!d)
 			return failure(ChaseStep::Walk, errno, c);
-		if (auto r = descend(std::move(d), std::move(c)); !r)
-			return std::unexpected(std::move(r.error()));
+		descend(std::move(d), std::move(c));
 		return std::nullopt;
 	}
-	if (out.fd)
-		if (auto r = same_mount(out.fd.get(), c); !r)
-			return std::unexpected(std::move(r.error()));
-	if (!flag(Chase::OpenLast))
-		out.fd.reset();
 	out.rel = rel_of(c);
 	out.name = std::move(c);
 	out.dir = std::move(dirs_.back());

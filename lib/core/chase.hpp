@@ -22,7 +22,6 @@ enum class Chase : unsigned {
 	Beneath = 1u << 0,     // ".." above the root or an absolute symlink fails with EXDEV (RESOLVE_BENEATH)
 	NoSymlinks = 1u << 1,  // any symlink to follow fails with ELOOP (RESOLVE_NO_SYMLINKS)
 	NoFollow = 1u << 2,    // the last component is taken as it is, a symlink too (O_NOFOLLOW)
-	OneMount = 1u << 3,    // a component on another mount than the root fails with EXDEV (RESOLVE_NO_XDEV)
 	OpenLast = 1u << 4,    // also open the last component (O_PATH), for a caller that needs that very inode
 };
 constexpr Chase operator|(Chase a, Chase b) { return static_cast<Chase>(static_cast<unsigned>(a) | static_cast<unsigned>(b)); }
@@ -62,7 +61,7 @@ enum class ChaseStep {
 	NotDir,    // a component before the last is neither a directory nor a symlink (ENOTDIR)
 	ReadLink,  // readlinkat of a symlink failed
 	Loop,      // more than CHASE_MAX_SYMLINKS symlinks, or a symlink under NoSymlinks (ELOOP)
-	Escape,    // ".." above the root or an absolute symlink under Beneath, or a mount under OneMount (EXDEV)
+	Escape,    // ".." above the root or an absolute symlink under Beneath (EXDEV)
 	Budget,    // the steps budget is spent (ETIMEDOUT)
 	Hook,      // on_symlink failed: `error` is its error
 };

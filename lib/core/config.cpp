@@ -77,7 +77,17 @@ std::string format_duration(Millis d)
 }
 
 namespace {
-std::optional<bool> boolean_word(std::string_view s);
+
+// Every boolean of the file takes the same words (`enabled: on` once blocked containerd).
+std::optional<bool> boolean_word(std::string_view s)
+{
+	if (s == "true" || s == "yes" || s == "on")
+		return true;
+	if (s == "false" || s == "no" || s == "off")
+		return false;
+	return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<Enabled> parse_enabled(std::string_view s)
@@ -146,18 +156,24 @@ Result<std::string> scalar(const Ctx &c, const YAML::Node &v, const std::string 
 	return v.Scalar();
 }
 
-Handler path_handler(const Ctx &c, std::string &out)
+// A scalar key whose text `parse` turns into the value of `out`; nullopt: refused with `expected`.
+template <class T, class Parse> Handler parsed_handler(const Ctx &c, T &out, Parse parse, std::string expected)
 {
-	return [&c, &out](const YAML::Node &v, const std::string &key) -> Result<void> {
+	return [&c, &out, parse, expected](const YAML::Node &v, const std::string &key) -> Result<void> {
 		auto s = scalar(c, v, key);
 		if (!s)
 			return fail(s.error());
-		auto n = normal_path(*s);
-		if (!n)
-			return fail(c.at(v, key, "expected an absolute path without '.' or '..' components or control characters for key"));
-		out = *n;
+		auto parsed = parse(*s);
+		if (!parsed)
+			return fail(c.at(v, key, expected));
+		out = std::move(*parsed);
 		return {};
 	};
+}
+
+Handler path_handler(const Ctx &c, std::string &out)
+{
+	return parsed_handler(c, out, normal_path, "expected an absolute path without '.' or '..' components or control characters for key");
 }
 
 Handler duration_handler(const Ctx &c, Millis &out, Millis minimum = Millis(0))
@@ -176,28 +192,9 @@ Handler duration_handler(const Ctx &c, Millis &out, Millis minimum = Millis(0))
 	};
 }
 
-// Every boolean of the file takes the same words (`enabled: on` once blocked containerd).
-std::optional<bool> boolean_word(std::string_view s)
-{
-	if (s == "true" || s == "yes" || s == "on")
-		return true;
-	if (s == "false" || s == "no" || s == "off")
-		return false;
-	return std::nullopt;
-}
-
 Handler bool_handler(const Ctx &c, bool &out)
 {
-	return [&c, &out](const YAML::Node &v, const std::string &key) -> Result<void> {
-		auto s = scalar(c, v, key);
-		if (!s)
-			return fail(s.error());
-		const auto b = boolean_word(*s);
-		if (!b)
-			return fail(c.at(v, key, "expected true or false for key"));
-		out = *b;
-		return {};
-	};
+	return parsed_handler(c, out, boolean_word, "expected true or false for key");
 }
 
 Result<void> walk(const Ctx &c, const YAML::Node &map, const std::string &prefix,
@@ -235,12 +232,15 @@ bool inside(const std::string &path, const std::string &dir)
 // own, deep enough not to be a system directory, holding none of the other configured paths.
 Result<void> check_paths(const Ctx &c, const Config &cfg)
 {
-	auto line = [&](const char *key) {
+	// Said at `key`'s line, or at `otherwise`'s where the file does not set `key`.
+	auto at_key = [&](const char *key, const std::string &why, const char *otherwise = nullptr) {
+		if (otherwise && !c.lines->count(key))
+			key = otherwise;
 		auto it = c.lines->find(key);
-		return it == c.lines->end() ? 1 : it->second;
+		return fail(c.at_line(it == c.lines->end() ? 1 : it->second, key, why));
 	};
 	if (cfg.driver_root == "/" || fs::dirname(cfg.driver_root) == "/")
-		return fail(c.at_line(line("driver_root"), "driver_root", "must not be / or a top-level directory:"));
+		return at_key("driver_root", "must not be / or a top-level directory:");
 	const std::pair<const char *, const std::string *> others[] = {
 		{"staging", &cfg.staging},
 		{"cdi_spec", &cfg.cdi_spec},
@@ -253,11 +253,10 @@ Result<void> check_paths(const Ctx &c, const Config &cfg)
 	};
 	for (const auto &[key, path] : others)
 		if (inside(*path, cfg.driver_root) || inside(cfg.driver_root, *path))
-			return fail(c.at_line(line(c.lines->count(key) ? key : "driver_root"), c.lines->count(key) ? key : "driver_root",
-					      std::string("driver_root and ") + key + " overlap (" + cfg.driver_root + ", " + *path + "):"));
+			return at_key(key, std::string("driver_root and ") + key + " overlap (" + cfg.driver_root + ", " + *path + "):", "driver_root");
 	for (const char *system_dir : {"/usr", "/etc", "/boot", "/dev", "/proc", "/sys"})
 		if (inside(cfg.driver_root, system_dir))
-			return fail(c.at_line(line("driver_root"), "driver_root", std::string("must not lie in ") + system_dir + ":"));
+			return at_key("driver_root", std::string("must not lie in ") + system_dir + ":");
 	// Each spec is written, and removed when its devices are gone, on its own: two keys naming one
 	// file would have a run remove what it has just written.
 	// In the machine /var/run is /run, so both spellings are one file.
@@ -270,11 +269,10 @@ Result<void> check_paths(const Ctx &c, const Config &cfg)
 		specs.emplace_back(side.key, side.path);
 	for (std::size_t i = 0; i < specs.size(); i++)
 		for (std::size_t j = 0; j < i; j++)
-			if (same_file(*specs[i].second, *specs[j].second)) {
-				const char *key = c.lines->count(specs[i].first) ? specs[i].first : specs[j].first;
-				const std::string why = std::string(specs[j].first) + " and " + specs[i].first + " name the same file (" + *specs[i].second + "):";
-				return fail(c.at_line(line(key), key, why));
-			}
+			if (same_file(*specs[i].second, *specs[j].second))
+				return at_key(specs[i].first,
+					      std::string(specs[j].first) + " and " + specs[i].first + " name the same file (" + *specs[i].second + "):",
+					      specs[j].first);
 	// A spec of ours is overwritten on every run and removed as ours when its devices go: it must be
 	// no file another writer owns.
 	for (const auto &[key, path] : specs) {
@@ -291,11 +289,9 @@ Result<void> check_paths(const Ctx &c, const Config &cfg)
 			owner = "the NVIDIA DRA driver's name (k8s.gpu.nvidia.com-claim_*.yaml)";
 		else if (same_file(*path, "/var/run/cdi/nvidia.yaml"))
 			owner = "nvidia-ctk's spec (nvidia-cdi-refresh writes /var/run/cdi/nvidia.yaml)";
-		if (!owner.empty()) {
-			const char *at = c.lines->count(key) ? key : "device_plugin_spec";
-			const std::string why = std::string(key) + " names " + *path + ", which is " + owner + ": setup would overwrite it and remove it as its own:";
-			return fail(c.at_line(line(at), at, why));
-		}
+		if (!owner.empty())
+			return at_key(key, std::string(key) + " names " + *path + ", which is " + owner + ": setup would overwrite it and remove it as its own:",
+				      "device_plugin_spec");
 	}
 	return {};
 }
@@ -322,17 +318,11 @@ std::map<std::string, Handler> licensing_handlers(const Ctx &c, LicensingConfig 
 		{"stop_timeout", duration_handler(c, lic.stop_timeout, Millis(1000))},
 		// 0 would raise NvidiaLicenseNotAcquired the moment nvidia-gridd starts, before it could ask.
 		{"not_acquired_after", duration_handler(c, lic.not_acquired_after, Millis(1000))},
-		{"gridd_unit",
-		 [&](const YAML::Node &v, const std::string &key) -> Result<void> {
-			 auto s = scalar(c, v, key);
-			 if (!s)
-				 return fail(s.error());
-			 // It goes into unit text (After=, a drop-in's directory): systemd's own rule, nothing escaped.
-			 if (!valid_service_name(*s))
-				 return fail(c.at(v, key, "expected a service unit name for key"));
-			 lic.gridd_unit = *s;
-			 return {};
-		 }},
+		// It goes into unit text (After=, a drop-in's directory): systemd's own rule, nothing escaped.
+		{"gridd_unit", parsed_handler(
+				       c, lic.gridd_unit,
+				       [](const std::string &s) { return valid_service_name(s) ? std::optional(s) : std::nullopt; },
+				       "expected a service unit name for key")},
 	};
 }
 
@@ -392,23 +382,23 @@ std::map<std::string, Handler> consumers_handlers(const Ctx &c, ConsumersConfig 
 	};
 }
 
+// `parse` that also records, when it succeeds, that `key` was set in this file (Config::origins).
+template <class Parse> auto with_origin(const Ctx &c, Config &cfg, const char *key, Parse parse)
+{
+	return [&c, &cfg, key, parse](std::string_view s) {
+		auto parsed = parse(s);
+		if (parsed)
+			cfg.origins[key] = c.file;
+		return parsed;
+	};
+}
+
 // The top-level keys; `licensing` and `refresh` walk their sections with the given handlers.
 std::map<std::string, Handler> top_handlers(const Ctx &c, Config &cfg, const std::map<std::string, Handler> &licensing_keys,
 					    const std::map<std::string, Handler> &refresh_keys, const std::map<std::string, Handler> &consumers_keys)
 {
 	return {
-		{"enabled",
-		 [&](const YAML::Node &v, const std::string &key) -> Result<void> {
-			 auto s = scalar(c, v, key);
-			 if (!s)
-				 return fail(s.error());
-			 const auto e = parse_enabled(*s);
-			 if (!e)
-				 return fail(c.at(v, key, "expected auto, true or false for key"));
-			 cfg.enabled = *e;
-			 cfg.origins["enabled"] = c.file;
-			 return {};
-		 }},
+		{"enabled", parsed_handler(c, cfg.enabled, with_origin(c, cfg, "enabled", parse_enabled), "expected auto, true or false for key")},
 		{"staging", path_handler(c, cfg.staging)},
 		{"driver_root", path_handler(c, cfg.driver_root)},
 		{"cdi_spec", path_handler(c, cfg.cdi_spec)},
@@ -423,18 +413,8 @@ std::map<std::string, Handler> top_handlers(const Ctx &c, Config &cfg, const std
 		{"metrics_dir", path_handler(c, cfg.metrics_dir)},
 		{"ipc_sockets", bool_handler(c, cfg.ipc_sockets)},
 		{"nvoptix", bool_handler(c, cfg.nvoptix)},
-		{"expected_gpus",
-		 [&](const YAML::Node &v, const std::string &key) -> Result<void> {
-			 auto s = scalar(c, v, key);
-			 if (!s)
-				 return fail(s.error());
-			 const auto n = parse_gpu_count(*s);
-			 if (!n)
-				 return fail(c.at(v, key, "expected a number of GPUs from 1 to " + std::to_string(MAX_EXPECTED_GPUS) + " for key"));
-			 cfg.expected_gpus = *n;
-			 cfg.origins["expected_gpus"] = c.file;
-			 return {};
-		 }},
+		{"expected_gpus", parsed_handler(c, cfg.expected_gpus, with_origin(c, cfg, "expected_gpus", parse_gpu_count),
+						 "expected a number of GPUs from 1 to " + std::to_string(MAX_EXPECTED_GPUS) + " for key")},
 		{"licensing",
 		 [&](const YAML::Node &v, const std::string &key) -> Result<void> {
 			 cfg.licensing.section_present = true;
@@ -532,28 +512,20 @@ Result<Config> parse_config(std::string_view yaml_text, const std::string &displ
 	// Limits and aliases first (an admin's typo must not cost more than a line of error).
 	if (auto r = parse_yaml_bounded(yaml_text, display_path, ParseLimits{8, 1000}); !r)
 		return fail(usage_error(r.error().message));
-	YAML::Node root;
-	try {
-		root = YAML::Load(std::string(yaml_text));
-	} catch (const YAML::Exception &e) {
-		return fail(usage_error(display_path + ":" + std::to_string(e.mark.line + 1) + ": " + printable(e.msg)));
-	}
-	if (root.IsNull())
-		return cfg;  // empty file: defaults
-
-	LicensingConfig &lic = cfg.licensing;
-	const std::map<std::string, Handler> licensing_keys = licensing_handlers(c, lic);
-	RefreshConfig &refresh = cfg.refresh;
+	const std::map<std::string, Handler> licensing_keys = licensing_handlers(c, cfg.licensing);
 	const std::map<std::string, Handler> refresh_keys = {
-		{"settle_time", duration_handler(c, refresh.settle_time)},
-		{"settle_limit", duration_handler(c, refresh.settle_limit)},
-		{"interval", duration_handler(c, refresh.interval, Millis(10'000))},
+		{"settle_time", duration_handler(c, cfg.refresh.settle_time)},
+		{"settle_limit", duration_handler(c, cfg.refresh.settle_limit)},
+		{"interval", duration_handler(c, cfg.refresh.interval, Millis(10'000))},
 	};
 
 	const std::map<std::string, Handler> consumers_keys = consumers_handlers(c, cfg.consumers);
 	const std::map<std::string, Handler> top_keys = top_handlers(c, cfg, licensing_keys, refresh_keys, consumers_keys);
 
 	try {
+		const YAML::Node root = YAML::Load(std::string(yaml_text));
+		if (root.IsNull())
+			return cfg;  // empty file: defaults
 		if (auto r = walk(c, root, "", top_keys); !r)
 			return fail(r.error());
 	} catch (const YAML::Exception &e) {
@@ -580,6 +552,10 @@ std::vector<std::string> apply_license_environment(LicensingConfig &lic, const E
 	return warnings;
 }
 
+namespace {
+
+// The variables of an EnvironmentFile= (systemd.exec(5)): KEY=VALUE lines, '#' and ';' comments,
+// values in single or double quotes. Absent: empty.
 Result<std::map<std::string, std::string>> read_environment_file(const std::string &path, const std::string &display)
 {
 	std::map<std::string, std::string> vars;
@@ -590,29 +566,24 @@ Result<std::map<std::string, std::string>> read_environment_file(const std::stri
 		return fail(text.error());
 	}
 	std::string_view rest = *text;
-	auto trim = [](std::string_view s) {
-		while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())))
-			s.remove_prefix(1);
-		while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
-			s.remove_suffix(1);
-		return s;
-	};
 	while (!rest.empty()) {
 		auto nl = rest.find('\n');
-		std::string_view line = trim(rest.substr(0, nl));
+		std::string_view line = trim_blanks(rest.substr(0, nl));
 		rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
 		if (line.empty() || line.front() == '#' || line.front() == ';')
 			continue;
 		auto eq = line.find('=');
 		if (eq == std::string_view::npos)
 			continue;  // systemd ignores such a line too
-		std::string_view key = trim(line.substr(0, eq)), value = trim(line.substr(eq + 1));
+		std::string_view key = trim_blanks(line.substr(0, eq)), value = trim_blanks(line.substr(eq + 1));
 		if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') && value.back() == value.front())
 			value = value.substr(1, value.size() - 2);
 		vars[std::string(key)] = std::string(value);
 	}
 	return vars;
 }
+
+}  // namespace
 
 EnvLookup license_environment(const std::string &real_file, std::vector<std::string> &warnings)
 {
@@ -636,10 +607,8 @@ Result<Config> load_config(const std::string &path, bool must_exist)
 {
 	auto text = fs::read_file(path, 1u << 20);
 	if (!text) {
-		if (text.error().errnum == ENOENT && !must_exist) {
-			Config cfg;
-			return cfg;
-		}
+		if (text.error().errnum == ENOENT && !must_exist)
+			return Config{};
 		Error e = text.error();
 		e.exit_code = EXIT_USAGE;
 		return fail(e);

@@ -148,10 +148,6 @@ inline constexpr const char *LICENSE_ENVIRONMENT_FILE = "/etc/default/unbounded-
 using EnvLookup = std::function<std::optional<std::string>(const char *name)>;
 std::vector<std::string> apply_license_environment(LicensingConfig &lic, const EnvLookup &env);
 
-// The variables of an EnvironmentFile= (systemd.exec(5)): KEY=VALUE lines, '#' and ';' comments,
-// values in single or double quotes. Absent: empty.
-Result<std::map<std::string, std::string>> read_environment_file(const std::string &path, const std::string &display);
-
 // What the license reloader's service sees: the process environment (PID 1's, systemd.setenv=),
 // overridden by LICENSE_ENVIRONMENT_FILE, as systemd gives EnvironmentFile= precedence. `real_file`
 // is the file with --root applied; "" for the process environment alone.

@@ -11,11 +11,8 @@ namespace {
 std::string normal_root(std::string_view root)
 {
 	std::string out = root.starts_with('/') ? "/" : "";
-	while (!root.empty()) {
-		const auto slash = root.find('/');
-		const std::string_view part = root.substr(0, slash);
-		root = slash == std::string_view::npos ? std::string_view{} : root.substr(slash + 1);
-		if (part.empty() || part == "." || (part == ".." && out == "/"))
+	for (const auto &part : fs::split_path(root)) {
+		if (part == "." || (part == ".." && out == "/"))
 			continue;
 		if (!out.empty() && out.back() != '/')
 			out += '/';

@@ -12,8 +12,6 @@ namespace unbounded {
 
 namespace {
 
-std::string trimmed(const std::string &s) { return std::string(trim_blanks(s)); }
-
 // A directory under the root, links followed but never out of it (systemd 252 makes @system a link to
 // nspawn's /run/host/credentials). Absent or not visible: an invalid fd.
 Result<UniqueFd> open_dir_in_root(const std::string &root, const char *path)
@@ -70,7 +68,7 @@ Result<bool> read_credential(const std::vector<Source> &sources, const char *key
 		origin = std::string(s.kind) + " " + name + " (" + s.display + ")";
 		if (!text)
 			return fail(usage_error(origin + ": " + text.error().message));
-		value = trimmed(*text);
+		value = trim_blanks(*text);
 		return true;
 	}
 	return false;
@@ -100,7 +98,7 @@ Result<void> apply_credentials(Config &cfg, const std::vector<Source> &sources)
 			auto comma = value.find(',', pos);
 			if (comma == std::string::npos)
 				comma = value.size();
-			const std::string g = trimmed(value.substr(pos, comma - pos));
+			const std::string g(trim_blanks(std::string_view(value).substr(pos, comma - pos)));
 			if (!g.empty())
 				gpus.push_back(g);
 			pos = comma + 1;

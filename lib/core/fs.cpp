@@ -15,7 +15,6 @@
 #include <sys/random.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 #include <utility>
 #include <vector>
@@ -218,18 +217,15 @@ Result<UniqueFd> open_private_dir(const std::string &path, const std::string &di
 		return fail(r.error());
 	if (::mkdir(path.c_str(), mode) < 0 && errno != EEXIST)
 		return fail(last_errno_error("Failed to create directory " + display));
-	int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0) {
-		if (errno == ELOOP || errno == ENOTDIR) {
-			struct stat st = {};
-			const char *what = ::lstat(path.c_str(), &st) == 0 ? file_type_name(st.st_mode) : "not a directory";
-			return fail(errno_error(EPERM, "Refusing " + display + ": it is " + what + ", expected a directory"));
-		}
-		return fail(last_errno_error("Failed to open directory " + display));
+	auto d = open_dir_at(AT_FDCWD, path, display);
+	if (!d && (d.error().errnum == ELOOP || d.error().errnum == ENOTDIR)) {
+		struct stat st = {};
+		const char *what = ::lstat(path.c_str(), &st) == 0 ? file_type_name(st.st_mode) : "not a directory";
+		return fail(errno_error(EPERM, "Refusing " + display + ": it is " + what + ", expected a directory"));
 	}
-	UniqueFd d(fd);
-	if (auto r = check_trusted(d.get(), display, /*directory=*/true); !r)
-		return fail(r.error());
+	if (d)
+		if (auto r = check_trusted(d->get(), display, /*directory=*/true); !r)
+			return fail(r.error());
 	return d;
 }
 
@@ -443,14 +439,6 @@ Result<std::uint64_t> copy_fd(int src, int dst, std::uint64_t size_hint, const s
 
 // ---- Directories: opening, creating, listing, and sweeping the entries of one prefix.
 
-Result<UniqueFd> open_dir(const std::string &path)
-{
-	int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return fail(last_errno_error("Failed to open directory " + path));
-	return UniqueFd(fd);
-}
-
 Result<UniqueFd> open_dir_at(int dirfd, const std::string &name, const std::string &display)
 {
 	int fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -458,6 +446,8 @@ Result<UniqueFd> open_dir_at(int dirfd, const std::string &name, const std::stri
 		return fail(last_errno_error("Failed to open directory " + display));
 	return UniqueFd(fd);
 }
+
+Result<UniqueFd> open_dir(const std::string &path) { return open_dir_at(AT_FDCWD, path, path); }
 
 Result<void> mkdir_p(const std::string &path, mode_t mode)
 {
@@ -484,30 +474,49 @@ Result<void> mkdir_p(const std::string &path, mode_t mode)
 	return {};
 }
 
+namespace {
+
+// Calls each(name) for the entries of the directory open as `fd` but "." and "..", read where the fd
+// stands with getdents64 `size` bytes at a time, until each returns false. False with errno when a
+// read fails.
+template <class F> bool each_entry(int fd, std::size_t size, F &&each)
+{
+	alignas(struct dirent64) char buf[16384];
+	for (;;) {
+		const ssize_t n = ::getdents64(fd, buf, std::min(size, sizeof buf));
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return false;
+		}
+		if (n == 0)
+			return true;
+		for (ssize_t off = 0; off < n;) {
+			const auto *de = reinterpret_cast<const struct dirent64 *>(buf + off);
+			const std::string_view name = de->d_name;
+			if (name != "." && name != ".." && !each(name))
+				return true;
+			off += de->d_reclen;
+		}
+	}
+}
+
+}  // namespace
+
 Result<std::vector<std::string>> list_dir(int dirfd, const std::string &display, bool sorted,
 					  bool (*keep)(std::string_view name))
 {
-	int fd = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
+	UniqueFd fd(::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+	if (!fd)
 		return fail(last_errno_error("Failed to open directory " + display));
-	DIR *d = ::fdopendir(fd);
-	if (!d) {
-		int e = errno;
-		::close(fd);
-		return fail(errno_error(e, "Failed to read directory " + display));
-	}
 	std::vector<std::string> names;
-	errno = 0;
-	while (struct dirent *de = ::readdir(d)) {
-		std::string_view n = de->d_name;
-		if (n != "." && n != ".." && (!keep || keep(n)))
+	const bool read = each_entry(fd.get(), SIZE_MAX, [&](std::string_view n) {
+		if (!keep || keep(n))
 			names.emplace_back(n);
-		errno = 0;
-	}
-	int e = errno;
-	::closedir(d);
-	if (e)
-		return fail(errno_error(e, "Failed to read directory " + display));
+		return true;
+	});
+	if (!read)
+		return fail(last_errno_error("Failed to read directory " + display));
 	if (sorted)
 		std::sort(names.begin(), names.end());
 	return names;
@@ -515,25 +524,14 @@ Result<std::vector<std::string>> list_dir(int dirfd, const std::string &display,
 
 Result<std::vector<std::string>> list_dir_once(int dirfd, const std::string &display)
 {
-	alignas(struct dirent64) char buf[16384];
 	std::vector<std::string> names;
-	for (;;) {
-		const ssize_t n = ::getdents64(dirfd, buf, sizeof buf);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return fail(last_errno_error("Failed to read directory " + display));
-		}
-		if (n == 0)
-			return names;
-		for (ssize_t off = 0; off < n;) {
-			const auto *de = reinterpret_cast<const struct dirent64 *>(buf + off);
-			const std::string_view name = de->d_name;
-			if (name != "." && name != "..")
-				names.emplace_back(name);
-			off += de->d_reclen;
-		}
-	}
+	const bool read = each_entry(dirfd, SIZE_MAX, [&](std::string_view n) {
+		names.emplace_back(n);
+		return true;
+	});
+	if (!read)
+		return fail(last_errno_error("Failed to read directory " + display));
+	return names;
 }
 
 Result<bool> dir_is_empty(int dirfd, const std::string &display)
@@ -542,45 +540,31 @@ Result<bool> dir_is_empty(int dirfd, const std::string &display)
 	if (!fd)
 		return fail(last_errno_error("Failed to open directory " + display));
 	// A small getdents64 buffer: three entries decide it, no need to read a lib dir's first 32 KiB.
-	alignas(8) char buf[512];
-	for (;;) {
-		long n = ::syscall(SYS_getdents64, fd.get(), buf, sizeof(buf));
-		if (n < 0)
-			return fail(last_errno_error("Failed to read directory " + display));
-		if (n == 0)
-			return true;
-		for (long off = 0; off < n;) {
-			const auto *de = reinterpret_cast<const struct dirent64 *>(buf + off);
-			std::string_view name = de->d_name;
-			if (name != "." && name != "..")
-				return false;
-			off += de->d_reclen;
-		}
-	}
+	bool empty = true;
+	if (!each_entry(fd.get(), 512, [&](std::string_view) { return empty = false; }))
+		return fail(last_errno_error("Failed to read directory " + display));
+	return empty;
 }
 
 void remove_matching(int dirfd, std::string_view prefix)
 {
 	// Read as it stands and removed as it is read: a textfile directory of 300,000 entries costs
 	// one small buffer, not a list of every name (the sweep before this kept them all: 79 MiB).
-	int fd = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
+	UniqueFd fd(::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+	if (!fd)
 		return;
-	DIR *d = ::fdopendir(fd);
-	if (!d) {
-		::close(fd);
-		return;
-	}
-	while (const dirent *e = ::readdir(d)) {
-		const std::string_view name = e->d_name;
+	(void)each_entry(fd.get(), SIZE_MAX, [&](std::string_view name) {
 		if (name.starts_with(prefix))
-			(void)::unlinkat(dirfd, e->d_name, 0);
-	}
-	::closedir(d);
+			(void)::unlinkat(dirfd, name.data(), 0);  // the entry's d_name, NUL-terminated
+		return true;
+	});
 }
 
 // ---- rm -rf that never follows a symlink and never leaves the mount it starts on.
 
+namespace {
+
+// The mount an open file lives on (statx STATX_MNT_ID, else /proc/self/fdinfo), or -1 if unknown.
 long long mount_id_of(int fd)
 {
 	struct statx stx = {};
@@ -597,8 +581,6 @@ long long mount_id_of(int fd)
 		return -1;
 	return std::strtoll(info->c_str() + pos + 7, nullptr, 10);
 }
-
-namespace {
 
 // One level of remove_tree_at: `sub` is an open directory on mount `mnt`. Entries that cannot be
 // removed (a mount point below) are counted in `busy`; the rest of the tree is still removed.

@@ -33,8 +33,8 @@ Result<std::vector<std::string>> list_dir(int dirfd, const std::string &display,
 					  bool (*keep)(std::string_view name) = nullptr);
 
 // The same for a directory fd of the caller's own that is read once and not used again: read where
-// it stands with getdents64, no second open and no DIR stream (half the system calls of list_dir,
-// which counts where hundreds of small /proc directories are read, as for MIG instances).
+// it stands, no second open (fewer system calls than list_dir, which counts where hundreds of small
+// /proc directories are read, as for MIG instances).
 Result<std::vector<std::string>> list_dir_once(int dirfd, const std::string &display);
 
 // True when the directory has no entry but "." and ".." (reads one batch, not the whole listing).
@@ -44,8 +44,6 @@ Result<bool> dir_is_empty(int dirfd, const std::string &display);
 // a directory that is a mount point (a bind mount from the same file system included, which st_dev
 // cannot tell) is never entered, and the removal then fails with EBUSY naming it. ENOENT is success.
 Result<void> remove_tree_at(int dirfd, const std::string &name, const std::string &display);
-// The mount an open file lives on (statx STATX_MNT_ID, else name_to_handle_at), or -1 if unknown.
-long long mount_id_of(int fd);
 
 // Removes the entries of dirfd whose names start with `prefix` (never directories), in constant
 // memory whatever the directory holds. Failures are ignored: what is left is tried again next time.

@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <optional>
 #include <sys/file.h>
-#include <sys/stat.h>
 #include <thread>
 
 namespace unbounded {
@@ -39,18 +38,17 @@ Result<RunLock> RunLock::acquire(int dirfd, const std::string &name, const std::
 
 std::optional<RunLock> RunLock::wait_shared(const std::string &real_path, std::chrono::milliseconds timeout)
 {
-	UniqueFd fd(::open(real_path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
-	struct stat st = {};
-	if (!fd || ::fstat(fd.get(), &st) < 0 || !S_ISREG(st.st_mode))
+	auto fd = fs::open_regular_at(AT_FDCWD, real_path, real_path);
+	if (!fd)
 		return std::nullopt;
 	const auto deadline = std::chrono::steady_clock::now() + timeout;
-	while (::flock(fd.get(), LOCK_SH | LOCK_NB) < 0) {
+	while (::flock(fd->get(), LOCK_SH | LOCK_NB) < 0) {
 		if (errno != EWOULDBLOCK || std::chrono::steady_clock::now() > deadline)
 			return std::nullopt;
 		std::this_thread::sleep_for(std::chrono::milliseconds(50));
 	}
 	RunLock l;
-	l.fd_ = std::move(fd);
+	l.fd_ = std::move(*fd);
 	return l;
 }
 

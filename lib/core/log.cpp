@@ -46,8 +46,6 @@ void init(std::string_view program_name, bool allow_journal)
 		max_level = Level::Debug;
 }
 
-void set_max_level(Level level) { max_level = level; }
-
 void keep_stderr_off_terminal()
 {
 	if (!::isatty(STDERR_FILENO))

@@ -26,7 +26,6 @@ struct Field {
 using Fields = std::vector<Field>;
 
 void init(std::string_view program_name, bool allow_journal);
-void set_max_level(Level level);
 // A command that answers on stdout (--json, --npd) run on a terminal, as `machinectl shell` gives it
 // one: stdout and stderr are the same pty, and a log line would land inside the answer. Messages go
 // to the journal instead (dropped when there is none: the answer carries the problems).

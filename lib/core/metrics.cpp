@@ -9,6 +9,9 @@
 
 namespace unbounded {
 
+namespace {
+
+// "a\"b\\c\nd" as a label value: backslash, double quote and newline escaped.
 std::string escape_label_value(const std::string &v)
 {
 	std::string out;
@@ -25,19 +28,12 @@ std::string escape_label_value(const std::string &v)
 	return out;
 }
 
-namespace {
-
 std::string number(double v)
 {
 	if (std::isnan(v))
 		return "NaN";
-	if (v == std::floor(v) && std::fabs(v) < 1e15) {
-		char buf[32];
-		std::snprintf(buf, sizeof(buf), "%.0f", v);
-		return buf;
-	}
 	char buf[32];
-	std::snprintf(buf, sizeof(buf), "%.15g", v);  // a Unix time keeps its milliseconds
+	std::snprintf(buf, sizeof(buf), "%.15g", v);  // an integer below 1e15 whole, a Unix time with its milliseconds
 	return buf;
 }
 
@@ -64,32 +60,12 @@ void MetricsText::sample(const std::string &name, const char *type, const std::s
 	text_ += '\n';
 }
 
-void MetricsText::gauge(const std::string &name, const std::string &help, double value, const MetricLabels &labels)
-{
-	sample(name, "gauge", help, value, labels);
-}
-
-void MetricsText::counter(const std::string &name, const std::string &help, double value, const MetricLabels &labels)
-{
-	sample(name, "counter", help, value, labels);
-}
-
-Result<void> write_metrics_file(const std::string &real_dir, const std::string &display_dir, const std::string &name,
-				const std::string &text)
-{
-	auto dir = fs::open_dir(real_dir);
-	if (!dir)
-		return fail(dir.error());
-	auto w = fs::write_file_atomic_at(dir->get(), name, fs::join(display_dir, name), text,
-					  {.mode = 0644, .fsync = false, .skip_if_unchanged = false});
-	if (!w)
-		return fail(w.error());
-	return {};
-}
-
 void publish_metrics(const std::string &real_dir, const std::string &display_dir, const std::string &name, const std::string &text)
 {
-	auto r = write_metrics_file(real_dir, display_dir, name, text);
+	auto dir = fs::open_dir(real_dir);
+	auto r = dir ? fs::write_file_atomic_at(dir->get(), name, fs::join(display_dir, name), text,
+						{.mode = 0644, .fsync = false, .skip_if_unchanged = false})
+		     : fail(dir.error());
 	if (r)
 		return;
 	if (r.error().errnum == ENOENT)

@@ -17,8 +17,14 @@ using MetricLabels = std::vector<std::pair<std::string, std::string>>;
 class MetricsText {
 public:
 	// HELP and TYPE lines are written once per name, before its first sample.
-	void gauge(const std::string &name, const std::string &help, double value, const MetricLabels &labels = {});
-	void counter(const std::string &name, const std::string &help, double value, const MetricLabels &labels = {});
+	void gauge(const std::string &name, const std::string &help, double value, const MetricLabels &labels = {})
+	{
+		sample(name, "gauge", help, value, labels);
+	}
+	void counter(const std::string &name, const std::string &help, double value, const MetricLabels &labels = {})
+	{
+		sample(name, "counter", help, value, labels);
+	}
 	const std::string &text() const { return text_; }
 
 private:
@@ -27,15 +33,9 @@ private:
 	std::vector<std::string> declared_;
 };
 
-// "a\"b\\c\nd" as a label value: backslash, double quote and newline escaped.
-std::string escape_label_value(const std::string &v);
-
-// Writes `text` as `dir/name` (mode 0644) atomically. `display_dir` names the directory in errors.
-Result<void> write_metrics_file(const std::string &real_dir, const std::string &display_dir, const std::string &name,
-				const std::string &text);
-
-// write_metrics_file() for a run that must not fail because of it: a missing directory (no
-// node_exporter on this machine) is said at debug level, any other failure as a warning.
+// Writes `text` as `dir/name` (mode 0644) atomically, for a run that must not fail because of it: a
+// missing directory (no node_exporter on this machine) is said at debug level, any other failure as
+// a warning. `display_dir` names the directory in the messages.
 void publish_metrics(const std::string &real_dir, const std::string &display_dir, const std::string &name, const std::string &text);
 
 }  // namespace unbounded

@@ -11,7 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-namespace unbounded::sd {
+namespace unbounded {
 namespace {
 
 bool send_datagram(const std::string &address, std::string_view payload)
@@ -39,16 +39,6 @@ bool send_datagram(const std::string &address, std::string_view payload)
 	return n == static_cast<ssize_t>(payload.size());
 }
 
-}  // namespace
-
-bool notify(std::string_view state)
-{
-	const char *e = std::getenv("NOTIFY_SOCKET");
-	if (!e || !*e)
-		return false;
-	return send_datagram(e, state);
-}
-
 std::string journal_serialize(const std::vector<std::pair<std::string, std::string>> &fields)
 {
 	std::string out;
@@ -70,9 +60,24 @@ std::string journal_serialize(const std::vector<std::pair<std::string, std::stri
 	return out;
 }
 
+}  // namespace
+
+void notify_status(std::string_view status)
+{
+	const char *e = std::getenv("NOTIFY_SOCKET");
+	if (!e || !*e)
+		return;
+	std::string msg = "STATUS=";
+	msg += status;
+	(void)send_datagram(e, msg);
+}
+
+namespace sd {
+
 bool journal_send(const std::vector<std::pair<std::string, std::string>> &fields, const char *socket_path)
 {
 	return send_datagram(socket_path, journal_serialize(fields));
 }
 
-}  // namespace unbounded::sd
+}  // namespace sd
+}  // namespace unbounded

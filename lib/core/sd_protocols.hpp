@@ -12,16 +12,17 @@
 #include <utility>
 #include <vector>
 
-namespace unbounded::sd {
+namespace unbounded {
 
-// Sends one notification; false when there is no $NOTIFY_SOCKET or the send failed.
-bool notify(std::string_view state);
+// sd_notify(STATUS=...) so `systemctl status unbounded-nvidia-setup` shows what the oneshot is doing
+// and how it ended. A no-op when not run by systemd (NOTIFY_SOCKET unset).
+void notify_status(std::string_view status);
+
+namespace sd {
 
 // Sends one journal entry made of KEY=value fields; false when journald cannot be reached.
 bool journal_send(const std::vector<std::pair<std::string, std::string>> &fields,
 		  const char *socket_path = "/run/systemd/journal/socket");
 
-// The wire format, exposed for tests.
-std::string journal_serialize(const std::vector<std::pair<std::string, std::string>> &fields);
-
-}  // namespace unbounded::sd
+}  // namespace sd
+}  // namespace unbounded

@@ -49,9 +49,7 @@ Result<bool> remove_our_spec(const std::string &real_path, const std::string &di
 	const std::string name = fs::basename(real_path);
 	// Absent, a symlink, a FIFO, anything but a regular file: not a spec we wrote, left alone.
 	auto fd = fs::open_regular_at(dir->get(), name, display);
-	if (!fd)
-		return false;
-	if (!starts_with_marker(fd->get()))
+	if (!fd || !starts_with_marker(fd->get()))
 		return false;
 	// Still the file that was read (not replaced in between): then it goes.
 	struct stat opened = {}, now = {};

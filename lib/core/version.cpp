@@ -7,9 +7,6 @@
 
 namespace unbounded {
 
-const char *release() { return PROJECT_VERSION; }
-const char *build_commit() { return BUILD_COMMIT; }
-
-void print_version(const char *program) { std::printf("%s %s (commit %s)\n", program, release(), build_commit()); }
+void print_version(const char *program) { std::printf("%s %s (commit %s)\n", program, PROJECT_VERSION, BUILD_COMMIT); }
 
 }  // namespace unbounded

@@ -4,12 +4,9 @@
 
 namespace unbounded {
 
-// "0.1.0", and the commit (`git describe` at build time, or meson's -Dcommit= for a tree without git
-// history, as a source package is; else "unknown").
-const char *release();
-const char *build_commit();
-
-// Prints "PROGRAM RELEASE (commit COMMIT)" on stdout.
+// Prints "PROGRAM RELEASE (commit COMMIT)" on stdout: the release ("0.1.0") and the commit (`git
+// describe` at build time, or meson's -Dcommit= for a tree without git history, as a source package
+// is; else "unknown").
 void print_version(const char *program);
 
 }  // namespace unbounded

@@ -155,34 +155,6 @@ TEST_CASE("chase: NoSymlinks refuses every symlink on the way, not a last one le
 	CHECK(chase(t.root.get(), "lib/libcuda.so.535", plain));
 }
 
-TEST_CASE("chase: OneMount refuses a component on another mount", "[chase]")
-{
-	// /proc is a mount of its own wherever a test runs; the walk from "/" into it crosses one.
-	UniqueFd slash(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
-	UniqueFd proc(::open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC));
-	REQUIRE(slash);
-	REQUIRE(proc);
-	struct stat a = {}, b = {};
-	REQUIRE(::fstat(slash.get(), &a) == 0);
-	REQUIRE(::fstat(proc.get(), &b) == 0);
-	REQUIRE(a.st_dev != b.st_dev);
-
-	CHECK(chase(slash.get(), "proc/self/status"));
-	for (const char *path : {"proc", "proc/self/status", "/proc/."}) {
-		INFO(path);
-		auto c = chase(slash.get(), path, ChaseHow{Chase::OneMount, nullptr, {}});
-		REQUIRE_FALSE(c);
-		CHECK(c.error().errnum == EXDEV);
-		CHECK(c.error().step == ChaseStep::Escape);
-		CHECK(c.error().at == "proc");
-	}
-	// Inside one mount, OneMount changes nothing.
-	Tree t;
-	auto same = chase(t.root.get(), "etc/libdir/libcuda.so.1", ChaseHow{Chase::OneMount, nullptr, {}});
-	REQUIRE(same);
-	CHECK(same->rel == "lib/libcuda.so.535");
-}
-
 TEST_CASE("chase: a file in the middle of a path is ENOTDIR", "[chase]")
 {
 	Tree t;
