@@ -30,7 +30,7 @@ struct Edits {
 
 }  // namespace cdi_parts
 
-// The spec's parts, kept so that its document can be built when (if ever) someone asks for it.
+// The spec's parts, kept for the checks of the spec just generated.
 struct CdiParts {
 	std::string version;
 	const char *kind = CDI_KIND;
@@ -49,55 +49,6 @@ void add_node(Edits &e, const DeviceNode &n)
 	e.nodes.push_back(n);
 	if (n.gid != 0 && (n.mode & 0006) != 0006)
 		e.additional_gids.insert(n.gid);
-}
-
-nlohmann::ordered_json edits_json(const Edits &e, const std::optional<std::string> &hook_path)
-{
-	nlohmann::ordered_json j = nlohmann::ordered_json::object();
-	if (!e.env.empty())
-		j["env"] = e.env;
-	if (!e.nodes.empty()) {
-		auto &nodes = j["deviceNodes"] = nlohmann::ordered_json::array();
-		for (const auto &n : e.nodes) {
-			nlohmann::ordered_json d = nlohmann::ordered_json::object();
-			d.get_ref<nlohmann::ordered_json::object_t &>().reserve(6);  // 8x7 MIG: hundreds of nodes
-			d["path"] = n.path;
-			if (n.major)  // omitempty, as in the CDI Go types
-				d["major"] = n.major;
-			if (n.minor)
-				d["minor"] = n.minor;
-			d["fileMode"] = n.mode;
-			d["permissions"] = "rwm";
-			if (n.gid)
-				d["gid"] = n.gid;
-			nodes.push_back(std::move(d));
-		}
-	}
-	if (!e.hooks.empty() && hook_path) {
-		auto &hooks = j["hooks"] = nlohmann::ordered_json::array();
-		for (const auto &argv : e.hooks) {
-			nlohmann::ordered_json h;
-			h["hookName"] = "createContainer";
-			h["path"] = *hook_path;
-			h["args"] = argv;
-			h["env"] = {"NVIDIA_CTK_DEBUG=false"};
-			hooks.push_back(std::move(h));
-		}
-	}
-	if (!e.mounts.empty()) {
-		auto &mounts = j["mounts"] = nlohmann::ordered_json::array();
-		for (const auto &m : e.mounts) {
-			nlohmann::ordered_json o = nlohmann::ordered_json::object();
-			o.get_ref<nlohmann::ordered_json::object_t &>().reserve(3);
-			o["hostPath"] = m.host;
-			o["containerPath"] = m.container;
-			o["options"] = CDI_MOUNT_OPTIONS;
-			mounts.push_back(std::move(o));
-		}
-	}
-	if (!e.additional_gids.empty())
-		j["additionalGids"] = e.additional_gids;
-	return j;
 }
 
 std::size_t depth(const std::string &p) { return static_cast<std::size_t>(std::count(p.begin(), p.end(), '/')); }
@@ -287,9 +238,9 @@ std::vector<std::pair<std::string, Edits>> device_edits(const DeviceInventory &i
 	return devices;
 }
 
-// The spec's YAML written straight from the edits, byte for byte what emit_block_yaml() makes of
-// the document (a unit test holds the two equal): on 8 GPUs x 7 MIG the document has 292 device
-// nodes, and walking it again to print it cost as much as building it.
+// The spec's YAML written straight from the edits, byte for byte what yaml-cpp's Emitter writes for
+// the document they describe (a unit test holds the two equal): on 8 GPUs x 7 MIG the document has
+// 292 device nodes, and building it to print it cost as much as generating the spec.
 class SpecWriter {
 public:
 	explicit SpecWriter(std::string &out) : out_(out) {}
@@ -331,9 +282,11 @@ public:
 		scalar_line(0, key, value);
 	}
 
-	// The non-empty parts of one set of edits, as edits_json() orders them, at `indent`.
+	// The non-empty parts of one set of edits, at `indent`; nothing to write (the "all" device when
+	// every GPU is MIG-enabled without a compute instance) is the empty mapping yaml-cpp writes.
 	void edits(const Edits &e, const std::optional<std::string> &hook_path, std::size_t indent)
 	{
+		const std::size_t start = out_.size();
 		if (!e.env.empty()) {
 			key(indent, "env");
 			for (const auto &v : e.env)
@@ -343,7 +296,7 @@ public:
 			key(indent, "deviceNodes");
 			for (const auto &n : e.nodes) {
 				item_map(indent + 2, "path", n.path);
-				if (n.major)
+				if (n.major)  // omitempty, as in the CDI Go types
 					number_line(indent + 4, "major", n.major);
 				if (n.minor)
 					number_line(indent + 4, "minor", n.minor);
@@ -382,34 +335,21 @@ public:
 				out_ += "- " + std::to_string(g) + "\n";
 			}
 		}
+		if (out_.size() == start) {
+			out_.append(indent, ' ');
+			out_ += "{}\n";
+		}
 	}
 
 private:
 	std::string &out_;
 };
 
-// Whether SpecWriter writes these edits as emit_block_yaml() would: something to write, and no
-// empty sequence (a hook without arguments) that the document would spell "[]".
-bool writer_shape(const Edits &e, const std::optional<std::string> &hook_path)
-{
-	const bool hooks = !e.hooks.empty() && hook_path;
-	for (const auto &argv : e.hooks)
-		if (hooks && argv.empty())
-			return false;
-	return !e.env.empty() || !e.nodes.empty() || hooks || !e.mounts.empty() || !e.additional_gids.empty();
-}
-
-// The whole spec: marker, then the document. `common` null: no top-level containerEdits. Shapes the
-// writer does not know (writer_shape) go through the document and emit_block_yaml().
-std::string spec_yaml(const CdiSpec &spec, const CdiParts &p)
+// The whole spec: marker, then the document. `common` null: no top-level containerEdits.
+std::string spec_yaml(const CdiParts &p)
 {
 	const auto &[version, kind, devices, common_edits, hook_path] = p;
 	const Edits *common = common_edits ? &*common_edits : nullptr;
-	bool known_shape = !devices.empty() && (!common || writer_shape(*common, hook_path));
-	for (const auto &[name, e] : devices)
-		known_shape &= writer_shape(e, hook_path);
-	if (!known_shape)
-		return spec_marker_line() + emit_block_yaml(spec.document());
 	std::string out = spec_marker_line();
 	out.reserve(out.size() + 256 * (devices.size() + 16));
 	out += "---\n";
@@ -446,23 +386,6 @@ std::string lowest_cdi_version(const Edits &common, const std::vector<std::pair<
 	return std::string(needs.version());
 }
 
-nlohmann::ordered_json spec_document(const CdiParts &p)
-{
-	nlohmann::ordered_json doc;
-	doc["cdiVersion"] = p.version;
-	doc["kind"] = p.kind;
-	auto &devs = doc["devices"] = nlohmann::ordered_json::array();
-	for (const auto &[name, e] : p.devices) {
-		nlohmann::ordered_json d;
-		d["name"] = name;
-		d["containerEdits"] = edits_json(e, p.hook_path);
-		devs.push_back(std::move(d));
-	}
-	if (p.common)
-		doc["containerEdits"] = edits_json(*p.common, p.hook_path);
-	return doc;
-}
-
 // Counts, the paths verify checks, then the bytes.
 void finish(CdiSpec &spec, std::shared_ptr<CdiParts> parts)
 {
@@ -484,7 +407,7 @@ void finish(CdiSpec &spec, std::shared_ptr<CdiParts> parts)
 		}
 	}
 	spec.parts = std::move(parts);
-	spec.yaml = spec_yaml(spec, *spec.parts);
+	spec.yaml = spec_yaml(*spec.parts);
 }
 
 }  // namespace
@@ -524,13 +447,6 @@ CdiSpec generate_fabric_cdi(const FabricDevices &f)
 	CdiSpec spec;
 	finish(spec, std::move(parts));
 	return spec;
-}
-
-const nlohmann::ordered_json &CdiSpec::document() const
-{
-	if (!doc_)
-		doc_ = std::make_shared<const nlohmann::ordered_json>(parts ? spec_document(*parts) : nlohmann::ordered_json());
-	return *doc_;
 }
 
 const char *CdiSpec::kind() const
