@@ -264,8 +264,7 @@ void read_crio(int root, ContainerdView &view)
 	view.cdi_section = "[crio.runtime] in a drop-in of /etc/crio/crio.conf.d/";
 }
 
-// The CRI plugin's table in a dump: 2.x's runtime plugin reads enable_cdi, 1.x's one CRI plugin.
-constexpr const char *CRI_1 = "io.containerd.grpc.v1.cri";
+// The CRI plugin's table in a dump: 2.x's runtime plugin reads enable_cdi, 1.x's one CRI plugin (CRI_1).
 constexpr const char *RUNTIME_2 = "io.containerd.cri.v1.runtime";
 constexpr Millis DUMP_TIMEOUT{5000};
 constexpr std::size_t MAX_DUMP_BYTES = 4u << 20;  // the default configuration dumps to 8 KiB
