@@ -454,15 +454,6 @@ const char *CdiSpec::kind() const
 	return parts ? parts->kind : "";
 }
 
-std::vector<std::string> CdiSpec::device_names() const
-{
-	std::vector<std::string> names;
-	if (parts)
-		for (const auto &d : parts->devices)
-			names.push_back(d.first);
-	return names;
-}
-
 CdiSpec generate_cdi(const CdiInputs &in)
 {
 	const Manifest &m = *in.manifest;

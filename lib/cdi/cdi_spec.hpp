@@ -40,9 +40,8 @@ struct CdiSpec {
 	std::optional<std::string> hook_path;       // when the spec names hooks
 	std::shared_ptr<const CdiParts> parts;
 
-	// Its kind and device names, from the parts it was made of (no parse of the bytes).
+	// Its kind, from the parts it was made of (no parse of the bytes).
 	const char *kind() const;
-	std::vector<std::string> device_names() const;
 };
 
 CdiSpec generate_cdi(const CdiInputs &in);

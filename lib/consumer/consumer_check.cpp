@@ -57,34 +57,6 @@ std::string join_dirs(const std::vector<std::string> &dirs)
 	return out;
 }
 
-// Our own spec, root's file in /etc/cdi, as large as what we generate (6,000 IMEX channels): read
-// with our limits; nullopt when it is no document.
-std::optional<json> parse_own_spec(const std::string &text, const std::string &path)
-{
-	auto doc = parse_yaml_bounded(text, path, ParseLimits{32, 4000000});
-	return doc ? std::optional<json>(std::move(*doc)) : std::nullopt;
-}
-
-SpecFacts facts_of(const json &doc)
-{
-	SpecFacts f;
-	auto str = [&](const char *key) {
-		return doc.contains(key) && doc[key].is_string() ? doc[key].get<std::string>() : std::string();
-	};
-	f.kind = str("kind");
-	f.cdi_version = str("cdiVersion");
-	if (doc.contains("devices") && doc["devices"].is_array())
-		for (const auto &d : doc["devices"]) {
-			if (!d.is_object() || !d.contains("name"))
-				continue;
-			if (d["name"].is_string())
-				f.devices.insert(d["name"].get<std::string>());
-			else if (d["name"].is_number_integer())
-				f.devices.insert(std::to_string(d["name"].get<long long>()));  // YAML's plain 0 is "0" to Go
-		}
-	return f;
-}
-
 class SpecScan {
 public:
 	SpecScan(const Context &ctx, std::vector<std::string> dirs, ConsumerReport &out, const KnownSpecs *known)
@@ -306,9 +278,8 @@ private:
 			return;
 		}
 		if (s.ours) {
-			auto doc = parse_own_spec(*text, s.path);
-			if (doc && doc->is_object()) {
-				static_cast<SpecFacts &>(s) = facts_of(*doc);
+			if (auto facts = spec_facts(*text, s.path)) {
+				static_cast<SpecFacts &>(s) = std::move(*facts);
 				specs.push_back(std::move(s));
 			}
 			return;
@@ -664,20 +635,19 @@ std::size_t ConsumerReport::count(std::string_view check) const
 	return static_cast<std::size_t>(std::count_if(findings.begin(), findings.end(), [&](const auto &f) { return f.check == check; }));
 }
 
-SpecFacts spec_facts(const CdiSpec &spec)
-{
-	SpecFacts f{spec.kind(), spec.cdi_version, {}};
-	for (auto &name : spec.device_names())
-		f.devices.insert(std::move(name));
-	return f;
-}
+SpecFacts spec_facts(const CdiSpec &spec) { return SpecFacts{spec.kind(), spec.cdi_version}; }
 
+// Our own spec, root's file in /etc/cdi, as large as what we generate (6,000 IMEX channels): read
+// with our limits.
 std::optional<SpecFacts> spec_facts(const std::string &text, const std::string &path)
 {
-	auto doc = parse_own_spec(text, path);
+	auto doc = parse_yaml_bounded(text, path, ParseLimits{32, 4000000});
 	if (!doc || !doc->is_object())
 		return std::nullopt;
-	return facts_of(*doc);
+	auto str = [&](const char *key) {
+		return doc->contains(key) && (*doc)[key].is_string() ? (*doc)[key].get<std::string>() : std::string();
+	};
+	return SpecFacts{str("kind"), str("cdiVersion")};
 }
 
 ConsumerReport check_consumer(const Context &ctx, const KnownSpecs *known, const ReadSpecFile *read, bool ask_runtime)
