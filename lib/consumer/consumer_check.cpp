@@ -57,6 +57,11 @@ std::string join_dirs(const std::vector<std::string> &dirs)
 	return out;
 }
 
+void add(ConsumerReport &out, const char *check, const char *id, std::string path, std::string message, bool warning = false)
+{
+	out.findings.push_back(ConsumerFinding{check, id, Problem{std::move(path), std::move(message)}, warning});
+}
+
 class SpecScan {
 public:
 	SpecScan(const Context &ctx, std::vector<std::string> dirs, ConsumerReport &out, const KnownSpecs *known)
@@ -80,11 +85,6 @@ public:
 	{
 		for (std::size_t i = 0; i < dirs_.size() && root_; i++)
 			read_dir(i);
-	}
-
-	void warn(std::string check, const char *id, std::string path, std::string message)
-	{
-		out_.findings.push_back(ConsumerFinding{std::move(check), id, Problem{std::move(path), std::move(message)}, true});
 	}
 
 	bool out_of_time() const { return Clock::now() > deadline_; }
@@ -116,18 +116,16 @@ private:
 		// A file verify did not read may be the one that shadows ours: not ready, as for one it
 		// cannot parse (a pod that fills the directory must not hide a spec behind the rest).
 		if (total > names->size())
-			problem_here("cdi-scan", dir,
-				     dir + " holds " + (total == SIZE_MAX ? std::string("more") : std::to_string(total)) +
-					     " CDI specs: verify read only the first " + std::to_string(names->size()) +
-					     " by name and cannot tell whether the others shadow ours. Remove the ones a pod wrote",
-				     message_id::CDI_SPEC_SHADOWED);
+			add(out_, "cdi-scan", message_id::CDI_SPEC_SHADOWED, printable(dir),
+			    dir + " holds " + (total == SIZE_MAX ? std::string("more") : std::to_string(total)) +
+				    " CDI specs: verify read only the first " + std::to_string(names->size()) +
+				    " by name and cannot tell whether the others shadow ours. Remove the ones a pod wrote");
 		for (std::size_t k = 0; k < names->size(); k++) {
 			if (out_of_time()) {
-				problem_here("cdi-scan", dir,
-					     "Stopped reading the CDI specs in " + dir + " after " + std::to_string(k) +
-						     " of them (more than the time budget for files a pod can write): cannot tell whether the "
-						     "others shadow ours. Remove the ones a pod wrote",
-					     message_id::CDI_SPEC_SHADOWED);
+				add(out_, "cdi-scan", message_id::CDI_SPEC_SHADOWED, printable(dir),
+				    "Stopped reading the CDI specs in " + dir + " after " + std::to_string(k) +
+					    " of them (more than the time budget for files a pod can write): cannot tell whether the "
+					    "others shadow ours. Remove the ones a pod wrote");
 				return;
 			}
 			read_spec(index, fd->get(), (*names)[k]);
@@ -144,15 +142,10 @@ private:
 			return false;
 		for (const auto &o : ours_)
 			if (normalize_run_path(fs::dirname(o)) == normalize_run_path(dir))
-				problem_here("cdi-spec-dirs", dir,
-					     dir + " is a symlink: the CDI library does not read a spec directory that is one, and containerd never sees " +
-						     o + ". Make it a directory (or name its target in cdi_spec_dirs)");
+				add(out_, "cdi-spec-dirs", message_id::CONTAINERD_CDI_OFF, printable(dir),
+				    dir + " is a symlink: the CDI library does not read a spec directory that is one, and containerd never sees " +
+					    o + ". Make it a directory (or name its target in cdi_spec_dirs)");
 		return true;
-	}
-
-	void problem_here(const char *check, const std::string &path, std::string message, const char *id = message_id::CONTAINERD_CDI_OFF)
-	{
-		out_.findings.push_back(ConsumerFinding{check, id, Problem{printable(path), std::move(message)}, false});
 	}
 
 	// The directory's spec names, streamed: at most MAX_SPECS_PER_DIR kept (the smallest by name, as
@@ -259,12 +252,10 @@ private:
 		if (!(S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)))
 			return false;
 		const char *what = S_ISFIFO(st.st_mode) ? "a FIFO" : "a device node";
-		out_.findings.push_back(ConsumerFinding{
-			"cdi-blocking", message_id::CDI_SPEC_SHADOWED,
-			Problem{printable(path), printable(path) + " is " + what + " (or a link to one): the CDI library reads every spec file " +
-							 "to its end under the lock each container creation takes, so containerd hangs or runs out of memory "
-							 "there and no pod gets a GPU. Remove it"},
-			false});
+		add(out_, "cdi-blocking", message_id::CDI_SPEC_SHADOWED, printable(path),
+		    printable(path) + " is " + what + " (or a link to one): the CDI library reads every spec file " +
+			    "to its end under the lock each container creation takes, so containerd hangs or runs out of memory "
+			    "there and no pod gets a GPU. Remove it");
 		return true;
 	}
 
@@ -290,11 +281,9 @@ private:
 			return;
 		}
 		if (v.verdict == ForeignSpec::Verdict::Crashes) {
-			out_.findings.push_back(ConsumerFinding{
-				"cdi-crash", message_id::CDI_SPEC_SHADOWED,
-				Problem{printable(s.path), printable(s.path) + " can crash the CDI library (" + printable(v.reason) +
-								   "): containerd goes down when it reads its CDI specs, and no pod gets a GPU. Remove it"},
-				false});
+			add(out_, "cdi-crash", message_id::CDI_SPEC_SHADOWED, printable(s.path),
+			    printable(s.path) + " can crash the CDI library (" + printable(v.reason) +
+				    "): containerd goes down when it reads its CDI specs, and no pod gets a GPU. Remove it");
 			return;
 		}
 		if (foreign && v.document.is_object())
@@ -306,11 +295,9 @@ private:
 	// A spec the library may read but verify cannot judge: not ready, naming it (never a silent pass).
 	void unjudged(const std::string &path, const std::string &why)
 	{
-		out_.findings.push_back(ConsumerFinding{
-			"unjudged", message_id::CDI_SPEC_SHADOWED,
-			Problem{printable(path), "Cannot tell whether " + printable(path) + " shadows our CDI devices: " + printable(why) +
-							 ". The CDI library reads it; remove it or make it a plain spec"},
-			false});
+		add(out_, "unjudged", message_id::CDI_SPEC_SHADOWED, printable(path),
+		    "Cannot tell whether " + printable(path) + " shadows our CDI devices: " + printable(why) +
+			    ". The CDI library reads it; remove it or make it a plain spec");
 	}
 
 	std::vector<std::string> dirs_;
@@ -334,11 +321,6 @@ bool exists_in_root(const Context &ctx, const std::string &path)
 	return dir && ::fstatat(dir->get(), fs::basename(path).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
-void problem(ConsumerReport &out, const char *check, const char *id, std::string path, std::string message)
-{
-	out.findings.push_back(ConsumerFinding{check, id, Problem{std::move(path), std::move(message)}, false});
-}
-
 // cdi_spec_dirs must hold our spec's directory, or containerd never reads the spec.
 // Our spec's directory, and the device plugin's when it has written its spec there (its cdi-cri and
 // cdi-annotations strategies name its devices, which the runtime finds only there).
@@ -350,9 +332,9 @@ void check_spec_dir_listed(const ContainerdView &v, const Context &ctx, Consumer
 				[&](const std::string &d) { return normalize_run_path(d) == normalize_run_path(dir); }))
 			return;
 		const std::string file = v.cdi_spec_dirs_from.starts_with("/") ? v.cdi_spec_dirs_from : v.config;
-		problem(out, "cdi-spec-dirs", message_id::CONTAINERD_CDI_OFF, file,
-			runtime_name(v) + " reads CDI specs from " + join_dirs(v.cdi_spec_dirs) + " (cdi_spec_dirs in " + printable(file) +
-				"), not from " + dir + " where " + whose + spec + " is: add it to cdi_spec_dirs under " + v.cdi_section);
+		add(out, "cdi-spec-dirs", message_id::CONTAINERD_CDI_OFF, file,
+		    runtime_name(v) + " reads CDI specs from " + join_dirs(v.cdi_spec_dirs) + " (cdi_spec_dirs in " + printable(file) +
+			    "), not from " + dir + " where " + whose + spec + " is: add it to cdi_spec_dirs under " + v.cdi_section);
 	};
 	needs(ctx.config.cdi_spec, "");
 	if (exists_in_root(ctx, ctx.config.device_plugin_spec))
@@ -376,19 +358,19 @@ void check_containerd(const ContainerdView &v, const Context &ctx, ConsumerRepor
 	j["max_cdi_version"] = v.max_cdi_version.empty() ? json(nullptr) : json(v.max_cdi_version);
 	j["max_cdi_version_from"] = v.max_cdi_version.empty() ? json(nullptr) : json(v.max_cdi_version_from);
 	for (const auto &w : v.warnings)
-		out.findings.push_back(ConsumerFinding{"containerd-config", message_id::CONTAINERD_CONFIG_UNKNOWN, Problem{v.config, w}, true});
+		add(out, "containerd-config", message_id::CONTAINERD_CONFIG_UNKNOWN, v.config, w, true);
 	if (v.version && v.max_cdi_version.empty()) {
-		problem(out, "cdi-disabled", message_id::CONTAINERD_CDI_OFF, v.version_source,
-			"containerd " + v.version->text + " has no CDI support (" + v.version_source +
-				"): pods get no GPU from " + ctx.config.cdi_spec + "; CDI needs containerd 1.7 or later");
+		add(out, "cdi-disabled", message_id::CONTAINERD_CDI_OFF, v.version_source,
+		    "containerd " + v.version->text + " has no CDI support (" + v.version_source +
+			    "): pods get no GPU from " + ctx.config.cdi_spec + "; CDI needs containerd 1.7 or later");
 		return;
 	}
 	j["config_refused"] = v.refused.empty() ? json(nullptr) : json(printable(v.refused));
 	if (!v.refused.empty()) {
-		problem(out, "config-refused", message_id::CONTAINERD_CDI_OFF, printable(v.refused_file),
-			runtime_name(v) + " " + (v.version ? v.version->text : std::string("(version unknown)")) + " refuses its configuration (" +
-				printable(v.refused) + "): it does not start, and no pod runs. Fix " + printable(v.refused_file) +
-				(v.runtime == "cri-o" ? std::string() : " (containerd --config " + v.config + " config dump says what it reads)"));
+		add(out, "config-refused", message_id::CONTAINERD_CDI_OFF, printable(v.refused_file),
+		    runtime_name(v) + " " + (v.version ? v.version->text : std::string("(version unknown)")) + " refuses its configuration (" +
+			    printable(v.refused) + "): it does not start, and no pod runs. Fix " + printable(v.refused_file) +
+			    (v.runtime == "cri-o" ? std::string() : " (containerd --config " + v.config + " config dump says what it reads)"));
 		return;
 	}
 	j["cri_disabled"] = v.cri_disabled.empty() ? json(nullptr) : json(printable(v.cri_disabled));
@@ -396,32 +378,32 @@ void check_containerd(const ContainerdView &v, const Context &ctx, ConsumerRepor
 	j["config_ambiguous"] = v.config_ambiguous;
 	if (v.config_ambiguous) {
 		const std::string file = v.refused_file.empty() ? v.config : v.refused_file;
-		problem(out, "cdi-disabled", message_id::CONTAINERD_CDI_OFF, file,
-			"containerd's configuration names one CRI table twice in a version-1 file (" + printable(file) +
-				": [plugins.cri] and its URI), and containerd " + (v.version ? v.version->text : std::string()) +
-				" keeps either one from start to start: whether it uses CDI is not fixed. Keep one of the two");
+		add(out, "cdi-disabled", message_id::CONTAINERD_CDI_OFF, file,
+		    "containerd's configuration names one CRI table twice in a version-1 file (" + printable(file) +
+			    ": [plugins.cri] and its URI), and containerd " + (v.version ? v.version->text : std::string()) +
+			    " keeps either one from start to start: whether it uses CDI is not fixed. Keep one of the two");
 		return;
 	}
 	if (!v.cri_disabled.empty()) {
-		problem(out, "cdi-disabled", message_id::CONTAINERD_CDI_OFF, v.config,
-			"containerd's configuration disables its CRI plugin " + printable(v.cri_disabled) +
-				" (disabled_plugins): kubelet gets no container runtime from it and no pod runs. Remove it from disabled_plugins");
+		add(out, "cdi-disabled", message_id::CONTAINERD_CDI_OFF, v.config,
+		    "containerd's configuration disables its CRI plugin " + printable(v.cri_disabled) +
+			    " (disabled_plugins): kubelet gets no container runtime from it and no pod runs. Remove it from disabled_plugins");
 		return;
 	}
 	// containerd 2.3 deprecates enable_cdi: off, a pod's CDI request is an error; the key goes away.
 	const bool deprecated = v.version && (v.version->major > 2 || (v.version->major == 2 && v.version->minor >= 3));
 	if (v.cdi_enabled && !*v.cdi_enabled && deprecated) {
-		problem(out, "cdi-disabled", message_id::CONTAINERD_CDI_OFF, v.config,
-			"enable_cdi = false in containerd's configuration (" + printable(v.cdi_enabled_from) + "): containerd " + v.version->text +
-				" deprecates the key and fails every pod that asks for a CDI device, GPU pods included. Remove the line from " +
-				printable(v.config) + " or the file it imports that sets it, and restart containerd");
+		add(out, "cdi-disabled", message_id::CONTAINERD_CDI_OFF, v.config,
+		    "enable_cdi = false in containerd's configuration (" + printable(v.cdi_enabled_from) + "): containerd " + v.version->text +
+			    " deprecates the key and fails every pod that asks for a CDI device, GPU pods included. Remove the line from " +
+			    printable(v.config) + " or the file it imports that sets it, and restart containerd");
 		return;
 	}
 	if (v.cdi_enabled && !*v.cdi_enabled) {
-		problem(out, "cdi-disabled", message_id::CONTAINERD_CDI_OFF, v.config,
-			"CDI is off in containerd " + (v.version ? v.version->text : std::string("(version unknown)")) + " (" +
-				printable(v.cdi_enabled_from) + "): pods get no GPU from " + ctx.config.cdi_spec + ". Set enable_cdi = true under " +
-				v.cdi_section + " in " + printable(v.config) + " (or the file it imports that sets that table last) and restart containerd");
+		add(out, "cdi-disabled", message_id::CONTAINERD_CDI_OFF, v.config,
+		    "CDI is off in containerd " + (v.version ? v.version->text : std::string("(version unknown)")) + " (" +
+			    printable(v.cdi_enabled_from) + "): pods get no GPU from " + ctx.config.cdi_spec + ". Set enable_cdi = true under " +
+			    v.cdi_section + " in " + printable(v.config) + " (or the file it imports that sets that table last) and restart containerd");
 	}
 	check_spec_dir_listed(v, ctx, out);
 }
@@ -441,12 +423,12 @@ void check_versions(const ContainerdView &v, const std::vector<SpecFile> &specs,
 		return;
 	for (const auto &s : specs)
 		if (s.ours && !s.cdi_version.empty() && compare_cdi_versions(s.cdi_version, v.max_cdi_version) > 0)
-			problem(out, "cdi-version", message_id::CDI_VERSION_REFUSED, s.path,
-				s.path + " has cdiVersion " + printable(s.cdi_version) + " but " + runtime_name(v) + " " + v.version->text + " (" +
-					v.version_source + ") accepts at most " + v.max_cdi_version +
-					(v.cdi_library.empty() ? std::string() : " (built with CDI library " + printable(v.cdi_library) + ")") +
-					": it refuses the spec and pods get none of its devices; that spec needs " +
-					runtime_needed(v, printable(s.cdi_version)));
+			add(out, "cdi-version", message_id::CDI_VERSION_REFUSED, s.path,
+			    s.path + " has cdiVersion " + printable(s.cdi_version) + " but " + runtime_name(v) + " " + v.version->text + " (" +
+				    v.version_source + ") accepts at most " + v.max_cdi_version +
+				    (v.cdi_library.empty() ? std::string() : " (built with CDI library " + printable(v.cdi_library) + ")") +
+				    ": it refuses the spec and pods get none of its devices; that spec needs " +
+				    runtime_needed(v, printable(s.cdi_version)));
 }
 
 // A file not ours that names the kind of one of our specs is a conflict, whatever the library makes
@@ -476,7 +458,7 @@ void check_shadowing(const std::vector<SpecFile> &ours, const std::vector<Foreig
 			else
 				msg = head + ": ours wins where their device names meet (a later CDI directory), but a device it adds under our "
 					     "kind is not ours, and a change of cdi_spec_dirs hands pods its devices. Remove it";
-			problem(out, "shadowed", message_id::CDI_SPEC_SHADOWED, printable(f.path), std::move(msg));
+			add(out, "shadowed", message_id::CDI_SPEC_SHADOWED, printable(f.path), std::move(msg));
 		}
 	}
 }
@@ -509,7 +491,7 @@ bool mounts_under(const json &doc, const std::string &root)
 // writer we do not know of): checked like the device plugin's, as warnings naming the claim.
 class DraCheck {
 public:
-	DraCheck(const Context &ctx, SpecScan &scan) : ctx_(ctx), scan_(scan) {}
+	DraCheck(const Context &ctx, SpecScan &scan, ConsumerReport &out) : ctx_(ctx), scan_(scan), out_(out) {}
 
 	void operator()(const SpecFile &s, const json &doc)
 	{
@@ -521,9 +503,10 @@ public:
 		claims_ += claim;
 		if (checked_ == MAX_CHECKED || scan_.out_of_time()) {
 			if (!said_)
-				scan_.warn("dra-stale", message_id::DRA_CLAIM_SPEC_STALE, printable(s.path),
-					   "Not checking the hostPaths of " + printable(s.path) + " and the specs after it: more than " +
-						   std::to_string(MAX_CHECKED) + " specs that use the driver root, or out of time");
+				add(out_, "dra-stale", message_id::DRA_CLAIM_SPEC_STALE, printable(s.path),
+				    "Not checking the hostPaths of " + printable(s.path) + " and the specs after it: more than " +
+					    std::to_string(MAX_CHECKED) + " specs that use the driver root, or out of time",
+				    true);
 			said_ = true;
 			return;
 		}
@@ -534,10 +517,11 @@ public:
 		if (auto w = claim ? generated_from_another_root(doc, ctx_.config.driver_root) : std::nullopt; w && !w->device_node) {
 			const std::string why = "it mounts " + printable(w->host_path) + ", outside " + ctx_.config.driver_root;
 			stale_.push_back(json{{"file", printable(s.path)}, {"claim", uid}, {"problem", why}});
-			scan_.warn("dra-stale", message_id::DRA_CLAIM_SPEC_STALE, printable(s.path),
-				   "The CDI spec of the DRA claim " + uid + " was generated from another driver root: " + why +
-					   ". Set the DRA driver's Helm value nvidiaDriverRoot (NVIDIA_DRIVER_ROOT of its kubelet plugins) to " +
-					   ctx_.config.driver_root);
+			add(out_, "dra-stale", message_id::DRA_CLAIM_SPEC_STALE, printable(s.path),
+			    "The CDI spec of the DRA claim " + uid + " was generated from another driver root: " + why +
+				    ". Set the DRA driver's Helm value nvidiaDriverRoot (NVIDIA_DRIVER_ROOT of its kubelet plugins) to " +
+				    ctx_.config.driver_root,
+			    true);
 			return;
 		}
 		std::vector<Problem> problems;
@@ -545,9 +529,10 @@ public:
 		if (problems.empty())
 			return;
 		stale_.push_back(json{{"file", printable(s.path)}, {"claim", claim ? json(uid) : json(nullptr)}, {"problem", problems.front().message}});
-		scan_.warn("dra-stale", message_id::DRA_CLAIM_SPEC_STALE, printable(s.path),
-			   "The CDI spec of " + (claim ? "the DRA claim " + uid : printable(s.path)) + " is stale: " + problems.front().message +
-				   (claim ? ". Its pod fails to start until the DRA driver prepares the claim again (delete the pod)" : ""));
+		add(out_, "dra-stale", message_id::DRA_CLAIM_SPEC_STALE, printable(s.path),
+		    "The CDI spec of " + (claim ? "the DRA claim " + uid : printable(s.path)) + " is stale: " + problems.front().message +
+			    (claim ? ". Its pod fails to start until the DRA driver prepares the claim again (delete the pod)" : ""),
+		    true);
 	}
 
 	json result() const { return json{{"claim_specs", claims_}, {"checked", checked_}, {"stale", stale_}}; }
@@ -556,6 +541,7 @@ public:
 private:
 	const Context &ctx_;
 	SpecScan &scan_;
+	ConsumerReport &out_;
 	std::size_t claims_ = 0, checked_ = 0;
 	bool said_ = false;
 	json stale_ = json::array();
@@ -569,9 +555,9 @@ void check_schema_override(const Context &ctx, ConsumerReport &out)
 {
 	if (!exists_in_root(ctx, SCHEMA_OVERRIDE))
 		return;
-	problem(out, "cdi-schema", message_id::CDI_SPEC_SHADOWED, SCHEMA_OVERRIDE,
-		std::string(SCHEMA_OVERRIDE) + " exists: the CDI library of containerd, CRI-O and podman validates every spec against it instead of "
-					       "its own schema, and refuses what it refuses; verify cannot tell which specs pass. Remove it");
+	add(out, "cdi-schema", message_id::CDI_SPEC_SHADOWED, SCHEMA_OVERRIDE,
+	    std::string(SCHEMA_OVERRIDE) + " exists: the CDI library of containerd, CRI-O and podman validates every spec against it instead of "
+					   "its own schema, and refuses what it refuses; verify cannot tell which specs pass. Remove it");
 }
 
 // nvidia-container-runtime's configuration (nvidia-container-toolkit's api/config/v1/config.go and
@@ -587,7 +573,7 @@ void check_nvidia_runtime(const Context &ctx, ConsumerReport &out)
 {
 	const std::string file = NVIDIA_RUNTIME_CONFIG;
 	auto warn = [&](const std::string &message) {
-		out.findings.push_back(ConsumerFinding{"nvidia-runtime", message_id::NVIDIA_RUNTIME_NOT_OURS, Problem{file, printable(message)}, true});
+		add(out, "nvidia-runtime", message_id::NVIDIA_RUNTIME_NOT_OURS, file, printable(message), true);
 	};
 	const UniqueFd root(::open(ctx.root.empty() ? "/" : ctx.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
 	if (!root)
@@ -658,7 +644,7 @@ ConsumerReport check_consumer(const Context &ctx, const KnownSpecs *known, const
 	// Without containerd the CDI library's defaults, which CRI-O and podman share.
 	SpecScan scan(ctx, view.found ? view.cdi_spec_dirs : std::vector<std::string>{"/etc/cdi", "/var/run/cdi"}, out, known);
 	scan.already_read = read;
-	DraCheck dra(ctx, scan);
+	DraCheck dra(ctx, scan, out);
 	scan.foreign = [&](const SpecFile &s, const json &doc) { dra(s, doc); };
 	scan.run();
 	check_schema_override(ctx, out);
