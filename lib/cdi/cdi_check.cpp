@@ -347,16 +347,8 @@ void check_missing_core_mounts(const std::set<std::string> &bases, const std::st
 void check_cdi_host_paths(const Context &ctx, const nlohmann::ordered_json &doc, const std::string &display,
 			  std::vector<Problem> &problems, const HostPathBudget &budget)
 {
-	auto each_edits = [&](auto &&fn) {
-		if (doc.contains("containerEdits") && doc["containerEdits"].is_object())
-			fn(doc["containerEdits"]);
-		if (doc.contains("devices") && doc["devices"].is_array())
-			for (const auto &d : doc["devices"])
-				if (d.is_object() && d.contains("containerEdits") && d["containerEdits"].is_object())
-					fn(d["containerEdits"]);
-	};
 	HostPathChecker checker(ctx, display, problems, budget);
-	each_edits([&](const json &e) {
+	for_each_edits(doc, [&](const json &e) {
 		if (e.contains("mounts") && e["mounts"].is_array())
 			for (const auto &m : e["mounts"])
 				if (m.is_object() && m.contains("hostPath") && m["hostPath"].is_string())
@@ -461,9 +453,7 @@ std::optional<WrongRoot> generated_from_another_root(const json &doc, const std:
 	};
 	std::optional<WrongRoot> node, outside;
 	bool inside = false;  // a core library from the root: generated from it, whatever else it mounts
-	auto edits = [&](const json &e) {
-		if (!e.is_object())
-			return;
+	for_each_edits(doc, [&](const json &e) {
 		if (e.contains("mounts") && e["mounts"].is_array())
 			for (const auto &m : e["mounts"]) {
 				const std::string host = str(m, "hostPath"), base = fs::basename(host);
@@ -487,13 +477,7 @@ std::optional<WrongRoot> generated_from_another_root(const json &doc, const std:
 					node = WrongRoot{true, host, root};
 					break;
 				}
-	};
-	if (doc.contains("containerEdits"))
-		edits(doc["containerEdits"]);
-	if (doc.contains("devices") && doc["devices"].is_array())
-		for (const auto &d : doc["devices"])
-			if (d.is_object() && d.contains("containerEdits"))
-				edits(d["containerEdits"]);
+	});
 	if (node)
 		return node;
 	return inside ? std::nullopt : outside;

@@ -22,6 +22,19 @@ namespace unbounded {
 // booleans where they look like one. Fails with file and line on malformed input.
 Result<nlohmann::ordered_json> parse_yaml_document(const std::string &text, const std::string &display);
 
+// Calls `fn` with each set of container edits of a spec that is a mapping: the top level's, then
+// each device's.
+template <class Fn>
+void for_each_edits(const nlohmann::ordered_json &doc, Fn &&fn)
+{
+	if (doc.contains("containerEdits") && doc["containerEdits"].is_object())
+		fn(doc["containerEdits"]);
+	if (doc.contains("devices") && doc["devices"].is_array())
+		for (const auto &d : doc["devices"])
+			if (d.is_object() && d.contains("containerEdits") && d["containerEdits"].is_object())
+				fn(d["containerEdits"]);
+}
+
 // Structure and version rules of the CDI spec (cncf-tags/container-device-interface 1.1.0).
 void check_cdi_structure(const nlohmann::ordered_json &doc, const std::string &display, std::vector<Problem> &problems);
 

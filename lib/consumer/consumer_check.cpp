@@ -471,20 +471,15 @@ bool under(std::string_view path, std::string_view root)
 // Whether any mount of the spec, top-level or of a device, has its hostPath under `root`.
 bool mounts_under(const json &doc, const std::string &root)
 {
-	auto edits_under = [&](const json &e) {
-		if (!e.is_object() || !e.contains("mounts") || !e["mounts"].is_array())
-			return false;
-		return std::any_of(e["mounts"].begin(), e["mounts"].end(), [&](const json &m) {
+	bool found = false;
+	for_each_edits(doc, [&](const json &e) {
+		if (found || !e.contains("mounts") || !e["mounts"].is_array())
+			return;
+		found = std::any_of(e["mounts"].begin(), e["mounts"].end(), [&](const json &m) {
 			return m.is_object() && m.contains("hostPath") && m["hostPath"].is_string() && under(m["hostPath"].get<std::string>(), root);
 		});
-	};
-	if (doc.contains("containerEdits") && edits_under(doc["containerEdits"]))
-		return true;
-	if (doc.contains("devices") && doc["devices"].is_array())
-		for (const auto &d : doc["devices"])
-			if (d.is_object() && d.contains("containerEdits") && edits_under(d["containerEdits"]))
-				return true;
-	return false;
+	});
+	return found;
 }
 
 // The DRA driver's per-claim specs, and any other spec that mounts files of the driver root (a
