@@ -11,14 +11,11 @@
 #include "run_probe.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cctype>
 #include <charconv>
 #include <cstring>
 #include <fcntl.h>
-#include <fnmatch.h>
 #include <iterator>
-#include <set>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -200,6 +197,20 @@ std::optional<std::pair<ContainerdVersion, std::string>> binary_version(const Co
 	return std::nullopt;
 }
 
+// A runtime's package as dpkg has it: its version, and the CDI library Debian built it against when
+// that is one we know.
+void take_package(const PackageVersion &pkg, ContainerdView &view)
+{
+	view.found = true;
+	view.version = parse_containerd_version(pkg.version);
+	view.version_source = std::string(DPKG_STATUS) + " (" + pkg.package + " " + printable(pkg.version) + ")";
+	if (pkg.cdi_library && !max_cdi_version_for_library(pkg.cdi_library->version).empty()) {
+		view.cdi_library = pkg.cdi_library->version;
+		view.max_cdi_version_from =
+			pkg.cdi_library_field + " of " + pkg.package + " in " + DPKG_STATUS + ": " + pkg.cdi_library->package + " " + view.cdi_library;
+	}
+}
+
 // Whether containerd is installed, and its version when dpkg knows it, else as its binary says.
 // With the CDI library Debian built it against, when the package names it: that library, not the
 // one upstream's go.mod names for the version, decides which cdiVersion containerd accepts (trixie's
@@ -214,14 +225,7 @@ void find_containerd(const Context &ctx, int root, ContainerdView &view)
 		}
 	}
 	if (auto pkg = dpkg_version(root)) {
-		view.found = true;
-		view.version = parse_containerd_version(pkg->version);
-		view.version_source = std::string(DPKG_STATUS) + " (" + pkg->package + " " + printable(pkg->version) + ")";
-		if (pkg->cdi_library && !max_cdi_version_for_library(pkg->cdi_library->version).empty()) {
-			view.cdi_library = pkg->cdi_library->version;
-			view.max_cdi_version_from = pkg->cdi_library_field + " of " + pkg->package + " in " + DPKG_STATUS + ": " +
-						    pkg->cdi_library->package + " " + view.cdi_library;
-		}
+		take_package(*pkg, view);
 	} else if (!view.binary.empty()) {
 		view.found = true;
 		view.version_source = view.binary;
@@ -238,16 +242,11 @@ void read_crio(int root, ContainerdView &view)
 	auto pkg = dpkg_version(root, {"cri-o"});
 	if (!pkg)
 		return;
-	view.found = true;
+	take_package(*pkg, view);  // its package is "cri-o"
 	view.runtime = "cri-o";
 	view.config = "/etc/crio/crio.conf";
-	view.version = parse_containerd_version(pkg->version);
-	view.version_source = std::string(DPKG_STATUS) + " (cri-o " + printable(pkg->version) + ")";
-	if (pkg->cdi_library && !max_cdi_version_for_library(pkg->cdi_library->version).empty()) {
-		view.cdi_library = pkg->cdi_library->version;
+	if (!view.cdi_library.empty()) {
 		view.max_cdi_version = max_cdi_version_for_library(view.cdi_library);
-		view.max_cdi_version_from = pkg->cdi_library_field + " of cri-o in " + std::string(DPKG_STATUS) + ": " + pkg->cdi_library->package + " " +
-					    view.cdi_library;
 	} else if (view.version) {
 		view.max_cdi_version = max_cdi_version_for_crio(view.version->major, view.version->minor);
 		view.max_cdi_version_from = view.max_cdi_version.empty() ? "" : "CRI-O " + view.version->text + "'s CDI library";
