@@ -580,11 +580,7 @@ void check_nvidia_runtime(const Context &ctx, ConsumerReport &out)
 			warn(file + " cannot be read (" + doc.error().message + "): nvidia-container-runtime fails on it, and on every pod it runs");
 		return;
 	}
-	auto at = [](const nlohmann::json &t, const char *key) -> const nlohmann::json * {
-		return t.is_object() && t.contains(key) ? &t[key] : nullptr;
-	};
-	const nlohmann::json *runtime = at(*doc, "nvidia-container-runtime");
-	const nlohmann::json *mode = runtime ? at(*runtime, "mode") : nullptr;
+	const nlohmann::json *mode = table_at(*doc, {"nvidia-container-runtime", "mode"});
 	const std::string m = mode && mode->is_string() ? mode->get<std::string>().substr(0, 64) : "auto";
 	const std::string pods = ": a pod it runs that names its GPUs in NVIDIA_VISIBLE_DEVICES (the device plugin's envvar strategy, "
 				 "the GPU Operator's own pods) ";
@@ -595,16 +591,15 @@ void check_nvidia_runtime(const Context &ctx, ConsumerReport &out)
 		     ctx.config.cdi_spec + ": set mode = \"cdi\" under [nvidia-container-runtime]");
 		return;
 	}
-	const nlohmann::json *modes = at(*runtime, "modes");
-	const nlohmann::json *cdi = modes ? at(*modes, "cdi") : nullptr;
+	const nlohmann::json *cdi = table_at(*doc, {"nvidia-container-runtime", "modes", "cdi"});
 	const std::string ours = normalize_run_path(fs::dirname(ctx.config.cdi_spec));
-	if (const nlohmann::json *dirs = cdi ? at(*cdi, "spec-dirs") : nullptr;
+	if (const nlohmann::json *dirs = cdi ? table_at(*cdi, {"spec-dirs"}) : nullptr;
 	    dirs && !(dirs->is_array() && std::any_of(dirs->begin(), dirs->end(), [&](const nlohmann::json &d) {
 			      return d.is_string() && normalize_run_path(d.get<std::string>()) == ours;
 		      })))
 		warn("nvidia-container-runtime.modes.cdi.spec-dirs in " + file + " does not list " + fs::dirname(ctx.config.cdi_spec) + pods +
 		     "gets none of " + ctx.config.cdi_spec + "'s devices: add it there");
-	if (const nlohmann::json *kind = cdi ? at(*cdi, "default-kind") : nullptr; kind && !(kind->is_string() && *kind == CDI_KIND))
+	if (const nlohmann::json *kind = cdi ? table_at(*cdi, {"default-kind"}) : nullptr; kind && !(kind->is_string() && *kind == CDI_KIND))
 		warn("nvidia-container-runtime.modes.cdi.default-kind in " + file + " is not " + CDI_KIND + pods +
 		     "gets devices of that kind, not " + ctx.config.cdi_spec + "'s: set it to " + CDI_KIND + " or remove it");
 }

@@ -281,17 +281,6 @@ std::string file_named(const std::string &why, const std::string &fallback)
 	return fallback;
 }
 
-const json *table_at(const json &doc, std::initializer_list<const char *> keys)
-{
-	const json *at = &doc;
-	for (const char *k : keys) {
-		if (!at->is_object() || !at->contains(k))
-			return nullptr;
-		at = &(*at)[k];
-	}
-	return at;
-}
-
 // What containerd's daemon refuses at its start and its config dump prints all the same (its main's
 // checks after loading the configuration); empty when none.
 std::string daemon_refuses(const json &dump, bool v2)

@@ -117,14 +117,15 @@ ContainerdImports walk_containerd_imports(int root_fd, const std::string &main_f
 		out.files.push_back(path);
 		// A file below version 2 has its plugins renamed to URIs (v1Migrate), "cri" and its URI
 		// alike, in Go's map order.
-		const json *version = doc->contains("version") ? &(*doc)["version"] : nullptr;
-		const json *plugins = doc->contains("plugins") ? &(*doc)["plugins"] : nullptr;
+		const json *version = table_at(*doc, {"version"});
+		const json *plugins = table_at(*doc, {"plugins"});
 		if ((!version || (version->is_number_integer() && version->get<long long>() <= 1)) && plugins && plugins->is_object() &&
 		    plugins->contains("cri") && plugins->contains(CRI_1) && out.ambiguous.empty())
 			out.ambiguous = path;
-		if (!doc->contains("imports") || !(*doc)["imports"].is_array())
+		const json *imports = table_at(*doc, {"imports"});
+		if (!imports || !imports->is_array())
 			continue;
-		for (const auto &i : (*doc)["imports"]) {
+		for (const auto &i : *imports) {
 			if (!i.is_string())
 				continue;
 			std::string p = go_clean_path(i.get<std::string>());
