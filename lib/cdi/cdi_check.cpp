@@ -137,11 +137,6 @@ UniqueFd open_root(const Context &ctx)
 
 }  // namespace
 
-Result<nlohmann::ordered_json> parse_yaml_document(const std::string &text, const std::string &display)
-{
-	return parse_yaml_bounded(text, display);
-}
-
 void check_cdi_structure(const nlohmann::ordered_json &doc, const std::string &display, std::vector<Problem> &problems)
 {
 	Checker c{display, problems, {}};
@@ -380,12 +375,6 @@ void check_core_mounts(const nlohmann::ordered_json &doc, const std::string &dis
 	check_missing_core_mounts(bases, display, version, problems);
 }
 
-std::vector<Problem> verify_cdi_spec(const Context &ctx, const std::string &path, const std::string &driver_version,
-				     const CdiSpec *expected, const std::string &kind)
-{
-	return verify_cdi_spec(ctx, read_spec(ctx, path), driver_version, expected, kind);
-}
-
 std::vector<Problem> verify_cdi_spec(const Context &ctx, const SpecRead &file, const std::string &driver_version,
 				     const CdiSpec *expected, const std::string &kind)
 {
@@ -421,7 +410,7 @@ std::vector<Problem> verify_cdi_spec(const Context &ctx, const SpecRead &file, c
 			check_missing_core_mounts(bases, path, driver_version, problems);
 		return problems;
 	}
-	auto doc = parse_yaml_document(*text, path);
+	auto doc = parse_yaml_bounded(*text, path);
 	if (!doc) {
 		problems.push_back(Problem{path, doc.error().message});
 		return problems;

@@ -18,10 +18,6 @@
 
 namespace unbounded {
 
-// YAML (or JSON) text to a JSON value; quoted scalars stay strings, plain ones become numbers or
-// booleans where they look like one. Fails with file and line on malformed input.
-Result<nlohmann::ordered_json> parse_yaml_document(const std::string &text, const std::string &display);
-
 // Calls `fn` with each set of container edits of a spec that is a mapping: the top level's, then
 // each device's.
 template <class Fn>
@@ -60,14 +56,11 @@ void check_cdi_host_paths(const Context &ctx, const nlohmann::ordered_json &doc,
 void check_core_mounts(const nlohmann::ordered_json &doc, const std::string &display, const std::string &version,
 		       std::vector<Problem> &problems);
 
-// A spec of ours at `path`: present, parses, valid, of `kind`, host paths and device nodes present
+// A spec of ours as the caller read it once (spec_read.hpp): present, parses, valid, of `kind`, host paths and device nodes present
 // (the majors and minors the spec gives), the driver's core libraries mounted (when a driver_version
 // is given), and (when `expected` is given) byte-identical to what generate-cdi produces now, i.e.
 // not stale. When the bytes are the expected ones, the expected spec stands for the parsed file: its
 // mounts and hook are checked, its device nodes were read to generate it.
-std::vector<Problem> verify_cdi_spec(const Context &ctx, const std::string &path, const std::string &driver_version,
-				     const CdiSpec *expected, const std::string &kind = CDI_KIND);
-// The same of a file read once by the caller (spec_read.hpp).
 std::vector<Problem> verify_cdi_spec(const Context &ctx, const SpecRead &file, const std::string &driver_version,
 				     const CdiSpec *expected, const std::string &kind = CDI_KIND);
 
