@@ -53,16 +53,21 @@ void add_node(Edits &e, const DeviceNode &n)
 
 std::size_t depth(const std::string &p) { return static_cast<std::size_t>(std::count(p.begin(), p.end(), '/')); }
 
-}  // namespace
-
-namespace {
+std::vector<std::string> create_symlinks(const std::string &hook, const std::vector<std::string> &links)
+{
+	std::vector<std::string> argv{fs::basename(hook), "create-symlinks"};
+	for (const auto &l : links) {
+		argv.push_back("--link");
+		argv.push_back(l);
+	}
+	return argv;
+}
 
 // create-symlinks: every symlink of the driver root (SONAME links, libcuda.so, ...) plus GLVND's
 // indirect GLX entry point.
 std::vector<std::string> create_symlinks_hook(const Manifest &m, const std::string &hook, const std::string &libdir,
 					      const std::set<std::string> &files)
 {
-	std::vector<std::string> argv{fs::basename(hook), "create-symlinks"};
 	std::vector<std::pair<std::string, std::string>> links;
 	for (const auto &e : m.entries)
 		if (e.type == ManifestEntry::Type::Link)
@@ -71,11 +76,10 @@ std::vector<std::string> create_symlinks_hook(const Manifest &m, const std::stri
 	if (files.count(glx))
 		links.emplace_back(fs::basename(glx), libdir + "/libGLX_indirect.so.0");
 	std::sort(links.begin(), links.end(), [](const auto &a, const auto &b) { return a.second < b.second; });
-	for (const auto &[target, link] : links) {
-		argv.push_back("--link");
-		argv.push_back(target + "::" + link);
-	}
-	return argv;
+	std::vector<std::string> args;
+	for (const auto &[target, link] : links)
+		args.push_back(target + "::" + link);
+	return create_symlinks(hook, args);
 }
 
 // With the hook: the links it recreates in the container, CUDA compat, the ld cache, and no device
@@ -183,16 +187,6 @@ std::vector<std::string> drm_by_path_links(const Gpu &g)
 			links.push_back("../" + name + "::/dev/dri/by-path/pci-" + g.pci + suffix);
 	}
 	return links;
-}
-
-std::vector<std::string> create_symlinks(const std::string &hook, const std::vector<std::string> &links)
-{
-	std::vector<std::string> argv{fs::basename(hook), "create-symlinks"};
-	for (const auto &l : links) {
-		argv.push_back("--link");
-		argv.push_back(l);
-	}
-	return argv;
 }
 
 // `by_path_hook`: the hook, when it has create-symlinks (the by-path links need it).
@@ -371,10 +365,10 @@ std::string spec_yaml(const CdiParts &p)
 
 // The lowest cdiVersion the content needs (cdi_model.hpp). Nodes are written without hostPath, which
 // would need 0.5.0, since theirs is their path.
-std::string lowest_cdi_version(const Edits &common, const std::vector<std::pair<std::string, Edits>> &devices)
+std::string lowest_cdi_version(const CdiParts &p)
 {
-	bool gids = !common.additional_gids.empty(), digit_names = false;
-	for (const auto &[name, e] : devices) {
+	bool gids = p.common && !p.common->additional_gids.empty(), digit_names = false;
+	for (const auto &[name, e] : p.devices) {
 		gids |= !e.additional_gids.empty();
 		digit_names |= !name.empty() && name.front() >= '0' && name.front() <= '9';
 	}
@@ -386,9 +380,11 @@ std::string lowest_cdi_version(const Edits &common, const std::vector<std::pair<
 	return std::string(needs.version());
 }
 
-// Counts, the paths verify checks, then the bytes.
-void finish(CdiSpec &spec, std::shared_ptr<CdiParts> parts)
+// The version, counts, the paths verify checks, then the bytes.
+CdiSpec finish(std::shared_ptr<CdiParts> parts)
 {
+	parts->version = lowest_cdi_version(*parts);
+	CdiSpec spec;
 	spec.cdi_version = parts->version;
 	spec.devices = parts->devices.size();
 	for (const auto &[name, e] : parts->devices) {
@@ -408,6 +404,7 @@ void finish(CdiSpec &spec, std::shared_ptr<CdiParts> parts)
 	}
 	spec.parts = std::move(parts);
 	spec.yaml = spec_yaml(*spec.parts);
+	return spec;
 }
 
 }  // namespace
@@ -424,10 +421,7 @@ CdiSpec generate_imex_cdi(const std::vector<ImexChannel> &channels)
 		parts->devices.emplace_back(std::to_string(c.id), std::move(e));
 	}
 	parts->devices.emplace_back("all", std::move(all));
-	parts->version = lowest_cdi_version(Edits{}, parts->devices);
-	CdiSpec spec;
-	finish(spec, std::move(parts));
-	return spec;
+	return finish(std::move(parts));
 }
 
 CdiSpec generate_fabric_cdi(const FabricDevices &f)
@@ -442,11 +436,8 @@ CdiSpec generate_fabric_cdi(const FabricDevices &f)
 	parts->devices.emplace_back("all", std::move(all));
 	Edits common;
 	common.env = {"NVIDIA_VISIBLE_DEVICES=void"};  // as nvidia-ctk's: a runtime hook must not add GPUs
-	parts->version = lowest_cdi_version(common, parts->devices);
 	parts->common = std::move(common);
-	CdiSpec spec;
-	finish(spec, std::move(parts));
-	return spec;
+	return finish(std::move(parts));
 }
 
 const char *CdiSpec::kind() const
@@ -496,12 +487,9 @@ CdiSpec generate_cdi(const CdiInputs &in)
 	auto parts = std::make_shared<CdiParts>();
 	const bool links = in.hook_path && in.hook_commands.count("create-symlinks");
 	parts->devices = device_edits(*in.devices, links ? in.hook_path : std::nullopt);
-	parts->version = lowest_cdi_version(common, parts->devices);
 	parts->hook_path = in.hook_path;
 	parts->common = std::move(common);
-	CdiSpec spec;
-	finish(spec, std::move(parts));
-	return spec;
+	return finish(std::move(parts));
 }
 
 }  // namespace unbounded
