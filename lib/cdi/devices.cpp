@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <functional>
 #include <cctype>
+#include <charconv>
 #include <map>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -37,6 +38,18 @@ bool is_complete_gpu_uuid(std::string_view u)
 		}
 	}
 	return u.empty();
+}
+
+std::optional<unsigned> numbered_name(std::string_view name, std::string_view prefix, std::size_t max_digits, unsigned limit)
+{
+	if (!name.starts_with(prefix))
+		return std::nullopt;
+	const std::string_view digits = name.substr(prefix.size());
+	unsigned n = 0;
+	if (!all_digits(digits) || digits.size() > max_digits || (digits.size() > 1 && digits.front() == '0') ||
+	    std::from_chars(digits.data(), digits.data() + digits.size(), n).ec != std::errc() || n >= limit)
+		return std::nullopt;
+	return n;
 }
 
 std::optional<DeviceNode> read_device_node(const Context &ctx, const std::string &path)
