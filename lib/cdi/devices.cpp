@@ -18,28 +18,6 @@
 
 namespace unbounded {
 
-bool is_complete_gpu_uuid(std::string_view u)
-{
-	if (!u.starts_with("GPU-"))
-		return false;
-	u.remove_prefix(4);
-	static constexpr std::size_t groups[] = {8, 4, 4, 4, 12};
-	for (std::size_t g = 0; g < 5; g++) {
-		if (u.size() < groups[g])
-			return false;
-		for (std::size_t i = 0; i < groups[g]; i++)
-			if (!std::isxdigit(static_cast<unsigned char>(u[i])))
-				return false;
-		u.remove_prefix(groups[g]);
-		if (g < 4) {
-			if (u.empty() || u.front() != '-')
-				return false;
-			u.remove_prefix(1);
-		}
-	}
-	return u.empty();
-}
-
 std::optional<unsigned> numbered_name(std::string_view name, std::string_view prefix, std::size_t max_digits, unsigned limit)
 {
 	if (!name.starts_with(prefix))
@@ -62,6 +40,29 @@ std::optional<DeviceNode> read_device_node(const Context &ctx, const std::string
 }
 
 namespace {
+
+// "GPU-3f1c0a52-8e4b-4d0e-9c1a-2b7e6d5f4a10" and nothing that is partly unknown.
+bool is_complete_gpu_uuid(std::string_view u)
+{
+	if (!u.starts_with("GPU-"))
+		return false;
+	u.remove_prefix(4);
+	static constexpr std::size_t groups[] = {8, 4, 4, 4, 12};
+	for (std::size_t g = 0; g < 5; g++) {
+		if (u.size() < groups[g])
+			return false;
+		for (std::size_t i = 0; i < groups[g]; i++)
+			if (!std::isxdigit(static_cast<unsigned char>(u[i])))
+				return false;
+		u.remove_prefix(groups[g]);
+		if (g < 4) {
+			if (u.empty() || u.front() != '-')
+				return false;
+			u.remove_prefix(1);
+		}
+	}
+	return u.empty();
+}
 
 std::map<std::string, std::string> parse_information(const std::string &text)
 {

@@ -95,7 +95,4 @@ std::optional<DeviceNode> read_device_node(const Context &ctx, const std::string
 std::optional<unsigned> numbered_name(std::string_view name, std::string_view prefix, std::size_t max_digits,
 				      unsigned limit = UINT_MAX);
 
-// "GPU-3f1c0a52-8e4b-4d0e-9c1a-2b7e6d5f4a10" and nothing that is partly unknown.
-bool is_complete_gpu_uuid(std::string_view uuid);
-
 }  // namespace unbounded
