@@ -19,44 +19,29 @@ constexpr std::size_t MAX_CONFIG_BYTES = 1u << 20;  // containerd's own default 
 constexpr std::size_t MAX_CONFIG_FILES = 32;        // the main file and what it imports, transitively
 constexpr std::size_t MAX_GLOB_MATCHES = 256;
 
-bool has_meta(std::string_view p) { return p.find_first_of("*?[\\") != std::string_view::npos; }
+// The names in `dir` that match `pattern`, added to `out`: not a directory, or not there, is no match
+// and no error.
+void glob_in_dir(int root, const std::string &dir, const std::string &pattern, std::vector<std::string> &out)
+{
+	auto fd = open_confined(root, dir, ConfinedOpen{Confinement::InRoot, O_RDONLY | O_DIRECTORY, true});
+	auto names = fd ? fs::list_dir(fd->get(), dir) : fail(fd.error());
+	if (!names)
+		return;
+	for (const auto &n : *names)
+		if (::fnmatch(pattern.c_str(), n.c_str(), 0) == 0 && out.size() < MAX_GLOB_MATCHES)
+			out.push_back(fs::join(dir, n));
+}
 
-class Globber {
-public:
-	explicit Globber(int root) : root_(root) {}
-
-	// filepath.Glob of a `pattern` that has a meta character: the directory part globbed first,
-	// then the last component in each match, names sorted within a directory.
-	std::vector<std::string> glob(const std::string &pattern)
-	{
-		const std::string dir = fs::dirname(pattern);
-		const std::string file = fs::basename(pattern);
-		std::vector<std::string> out;
-		if (!has_meta(dir)) {
-			in_dir(dir, file, out);
-			return out;
-		}
-		for (const auto &d : glob(dir))
-			in_dir(d, file, out);
-		return out;
-	}
-
-private:
-	void in_dir(const std::string &dir, const std::string &pattern, std::vector<std::string> &out)
-	{
-		auto fd = open_confined(root_, dir, ConfinedOpen{Confinement::InRoot, O_RDONLY | O_DIRECTORY, true});
-		if (!fd)
-			return;  // not a directory, or not there: no match, no error
-		auto names = fs::list_dir(fd->get(), dir);
-		if (!names)
-			return;
-		for (const auto &n : *names)
-			if (::fnmatch(pattern.c_str(), n.c_str(), 0) == 0 && out.size() < MAX_GLOB_MATCHES)
-				out.push_back(fs::join(dir, n));
-	}
-
-	int root_;
-};
+// filepath.Glob of a `pattern` that has a meta character: the directory part globbed first (when it
+// has one too), then the last component in each match, names sorted within a directory.
+std::vector<std::string> glob(int root, const std::string &pattern)
+{
+	const std::string dir = fs::dirname(pattern), file = fs::basename(pattern);
+	std::vector<std::string> out;
+	for (const auto &d : dir.find_first_of("*?[\\") == std::string::npos ? std::vector<std::string>{dir} : glob(root, dir))
+		glob_in_dir(root, d, file, out);
+	return out;
+}
 
 // Go's path/filepath.Clean, lexically.
 std::string go_clean_path(const std::string &path)
@@ -90,7 +75,6 @@ std::string go_clean_path(const std::string &path)
 ContainerdImports walk_containerd_imports(int root_fd, const std::string &main_file)
 {
 	ContainerdImports out;
-	Globber globber(root_fd);
 	std::vector<std::string> pending{go_clean_path(main_file)};
 	std::set<std::string> loaded;
 	while (!pending.empty() && out.missing.empty() && out.unknown.empty()) {
@@ -135,7 +119,7 @@ ContainerdImports walk_containerd_imports(int root_fd, const std::string &main_f
 				pending.push_back(p);
 				continue;
 			}
-			for (auto &m : globber.glob(p))
+			for (auto &m : glob(root_fd, p))
 				pending.push_back(std::move(m));
 		}
 	}
