@@ -129,13 +129,12 @@ std::string read_failure(const Error &e)
 	return e.message.starts_with("Refusing") ? e.message : errno_string(e.errnum);
 }
 
-UniqueFd open_root(const Context &ctx)
-{
-	const std::string root = ctx.root.empty() ? "/" : ctx.root;
-	return UniqueFd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-}
-
 }  // namespace
+
+UniqueFd open_machine_root(const Context &ctx)
+{
+	return UniqueFd(::open(ctx.root.empty() ? "/" : ctx.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+}
 
 void check_cdi_structure(const nlohmann::ordered_json &doc, const std::string &display, std::vector<Problem> &problems)
 {
@@ -198,7 +197,7 @@ class HostPathChecker {
 public:
 	HostPathChecker(const Context &ctx, const std::string &display, std::vector<Problem> &problems,
 			const HostPathBudget &budget = {})
-		: root_fd_(open_root(ctx)), display_(display), problems_(problems), budget_(budget), steps_(budget.steps),
+		: root_fd_(open_machine_root(ctx)), display_(display), problems_(problems), budget_(budget), steps_(budget.steps),
 		  // No time budget: no deadline (now() + milliseconds::max() overflows the clock's nanoseconds).
 		  deadline_(budget.time == std::chrono::milliseconds::max() ? std::chrono::steady_clock::time_point::max()
 									    : std::chrono::steady_clock::now() + budget.time)

@@ -8,6 +8,7 @@
 #include "cdi_spec.hpp"
 #include "driver_root.hpp"
 #include "spec_read.hpp"
+#include "unique_fd.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -30,6 +31,9 @@ void for_each_edits(const nlohmann::ordered_json &doc, Fn &&fn)
 			if (d.is_object() && d.contains("containerEdits") && d["containerEdits"].is_object())
 				fn(d["containerEdits"]);
 }
+
+// The machine root (`/` without --root), O_PATH, for opens confined to it; invalid when it cannot be opened.
+UniqueFd open_machine_root(const Context &ctx);
 
 // Structure and version rules of the CDI spec (cncf-tags/container-device-interface 1.1.0).
 void check_cdi_structure(const nlohmann::ordered_json &doc, const std::string &display, std::vector<Problem> &problems);

@@ -66,7 +66,7 @@ class SpecScan {
 public:
 	SpecScan(const Context &ctx, std::vector<std::string> dirs, ConsumerReport &out, const KnownSpecs *known)
 		: dirs_(std::move(dirs)), out_(out), deadline_(Clock::now() + SCAN_BUDGET),
-		  root_(::open(ctx.root.empty() ? "/" : ctx.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC))
+		  root_(open_machine_root(ctx))
 	{
 		ours_.insert(normalize_run_path(ctx.config.cdi_spec));
 		for (const auto &side : side_specs(ctx.config))
@@ -314,7 +314,7 @@ std::string runtime_name(const ContainerdView &v) { return v.runtime == "cri-o" 
 // Whether `path` names anything in the machine (lstat, its directory opened inside the root).
 bool exists_in_root(const Context &ctx, const std::string &path)
 {
-	const UniqueFd root(::open(ctx.root.empty() ? "/" : ctx.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+	const UniqueFd root = open_machine_root(ctx);
 	auto dir = root ? open_confined(root.get(), fs::dirname(path), ConfinedOpen{Confinement::InRoot, O_PATH | O_DIRECTORY, true})
 			: fail(Error{});
 	struct stat st = {};
@@ -570,7 +570,7 @@ void check_nvidia_runtime(const Context &ctx, ConsumerReport &out)
 	auto warn = [&](const std::string &message) {
 		add(out, "nvidia-runtime", message_id::NVIDIA_RUNTIME_NOT_OURS, file, printable(message), true);
 	};
-	const UniqueFd root(::open(ctx.root.empty() ? "/" : ctx.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+	const UniqueFd root = open_machine_root(ctx);
 	if (!root)
 		return;
 	auto text = read_runtime_config(root.get(), file, 1u << 20);

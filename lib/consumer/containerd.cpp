@@ -1,6 +1,7 @@
 #include "containerd.hpp"
 
 #include "bounded_parse.hpp"
+#include "cdi_check.hpp"
 #include "cdi_model.hpp"
 #include "confined_open.hpp"
 #include "fs.hpp"
@@ -25,11 +26,6 @@ namespace {
 using json = nlohmann::json;
 
 constexpr const char *DPKG_STATUS = "/var/lib/dpkg/status";
-
-UniqueFd open_root(const Context &ctx)
-{
-	return UniqueFd(::open(ctx.root.empty() ? "/" : ctx.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-}
 
 // The installed containerd package's version from dpkg's database, read in blocks (the file may be
 // megabytes; only the package's own paragraph is kept).
@@ -449,7 +445,7 @@ ContainerdView read_containerd(const Context &ctx, bool ask)
 {
 	ContainerdView view;
 	view.config = ctx.config.containerd_config;
-	const UniqueFd root = open_root(ctx);
+	const UniqueFd root = open_machine_root(ctx);
 	if (!root)
 		return view;
 	find_containerd(ctx, root.get(), view);
