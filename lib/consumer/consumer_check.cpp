@@ -128,7 +128,7 @@ private:
 					    "others shadow ours. Remove the ones a pod wrote");
 				return;
 			}
-			read_spec(index, fd->get(), (*names)[k]);
+			read_spec(index, (*names)[k]);
 		}
 	}
 
@@ -192,7 +192,7 @@ private:
 		return heap;
 	}
 
-	void read_spec(std::size_t index, int dirfd, const std::string &name)
+	void read_spec(std::size_t index, const std::string &name)
 	{
 		SpecFile s;
 		s.dir = index;
@@ -210,7 +210,6 @@ private:
 		// only into a regular file of bounded size.
 		// A device node a privileged pod made (or a link to one) is never opened for reading: O_PATH
 		// first, its type from fstat, then a reopen of that very file.
-		(void)dirfd;
 		// Read without following a symlink (snapshot.cpp); a link the library follows is opened here.
 		if (already_read && normalize_run_path(already_read->path) == normalize_run_path(s.path) &&
 		    (*already_read->text || already_read->text->error().errnum != ELOOP)) {
