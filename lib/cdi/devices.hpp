@@ -24,7 +24,6 @@ struct DeviceNode {
 
 // One MIG compute instance (mig.hpp): what a container needs besides its parent's /dev/nvidiaN.
 struct MigDevice {
-	unsigned gi = 0, ci = 0;
 	DeviceNode gi_access, ci_access;  // /dev/nvidia-caps/nvidia-cap<minor>
 };
 

@@ -57,7 +57,7 @@ DeviceInventory inventory()
 	mig.mig_enabled = true;
 	mig.nodes = {node("/dev/nvidia1", 195, 1)};
 	for (unsigned gi : {7u, 8u})
-		mig.migs.push_back(MigDevice{gi, 0, node("/dev/nvidia-caps/nvidia-cap" + std::to_string(3 + 135 + gi * 9), 508, 3 + 135 + gi * 9, 0444),
+		mig.migs.push_back(MigDevice{node("/dev/nvidia-caps/nvidia-cap" + std::to_string(3 + 135 + gi * 9), 508, 3 + 135 + gi * 9, 0444),
 					     node("/dev/nvidia-caps/nvidia-cap" + std::to_string(4 + 135 + gi * 9), 508, 4 + 135 + gi * 9, 0444)});
 	inv.gpus = {whole, mig};
 	return inv;
