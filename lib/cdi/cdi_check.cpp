@@ -14,7 +14,6 @@
 #include <set>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <unistd.h>
 
 namespace unbounded {
 namespace {

@@ -3,7 +3,6 @@
 #include "cdi_hook.hpp"
 
 #include <algorithm>
-#include <fcntl.h>
 #include <sys/stat.h>
 
 namespace unbounded {
