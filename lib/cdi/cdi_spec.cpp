@@ -434,9 +434,7 @@ CdiSpec generate_fabric_cdi(const FabricDevices &f)
 	for (const auto &m : f.mounts)
 		all.mounts.push_back(Mount{m, m});
 	parts->devices.emplace_back("all", std::move(all));
-	Edits common;
-	common.env = {"NVIDIA_VISIBLE_DEVICES=void"};  // as nvidia-ctk's: a runtime hook must not add GPUs
-	parts->common = std::move(common);
+	parts->common.emplace().env = {"NVIDIA_VISIBLE_DEVICES=void"};  // as nvidia-ctk's: a runtime hook must not add GPUs
 	return finish(std::move(parts));
 }
 
