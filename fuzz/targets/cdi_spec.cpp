@@ -18,7 +18,7 @@ namespace {
 void check(const Context &ctx, std::string_view text)
 {
 	fuzz::write_file(ctx.root + "/etc/cdi/nvidia.yaml", text);
-	for (const auto &p : verify_cdi_spec(ctx, "/etc/cdi/nvidia.yaml", "535.104.05", nullptr, CDI_KIND))
+	for (const auto &p : verify_cdi_spec(ctx, read_spec(ctx, "/etc/cdi/nvidia.yaml"), "535.104.05", nullptr, CDI_KIND))
 		FUZZ_REQUIRE_LINE(p.message);
 }
 
@@ -31,7 +31,7 @@ FUZZ_TARGET
 	if (fuzz::over_cap_wanted(text, cap_checked)) {
 		// The input made one byte too long: refused by the cap in one problem, whatever it holds.
 		fuzz::write_file(ctx.root + "/etc/cdi/nvidia.yaml", fuzz::over_cap(text, MAX_SPEC_BYTES, '#'));
-		auto p = verify_cdi_spec(ctx, "/etc/cdi/nvidia.yaml", "535.104.05", nullptr, CDI_KIND);
+		auto p = verify_cdi_spec(ctx, read_spec(ctx, "/etc/cdi/nvidia.yaml"), "535.104.05", nullptr, CDI_KIND);
 		FUZZ_REQUIRE(p.size() == 1 && p[0].message.find("larger than") != std::string::npos,
 			     p.empty() ? "no problem" : p[0].message);
 		FUZZ_REQUIRE_LINE(p[0].message);

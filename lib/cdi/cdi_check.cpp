@@ -14,7 +14,6 @@
 #include <set>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <unistd.h>
 
 namespace unbounded {
 namespace {
@@ -129,17 +128,11 @@ std::string read_failure(const Error &e)
 	return e.message.starts_with("Refusing") ? e.message : errno_string(e.errnum);
 }
 
-UniqueFd open_root(const Context &ctx)
-{
-	const std::string root = ctx.root.empty() ? "/" : ctx.root;
-	return UniqueFd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-}
-
 }  // namespace
 
-Result<nlohmann::ordered_json> parse_yaml_document(const std::string &text, const std::string &display)
+UniqueFd open_machine_root(const Context &ctx)
 {
-	return parse_yaml_bounded(text, display);
+	return UniqueFd(::open(ctx.root.empty() ? "/" : ctx.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
 }
 
 void check_cdi_structure(const nlohmann::ordered_json &doc, const std::string &display, std::vector<Problem> &problems)
@@ -203,7 +196,7 @@ class HostPathChecker {
 public:
 	HostPathChecker(const Context &ctx, const std::string &display, std::vector<Problem> &problems,
 			const HostPathBudget &budget = {})
-		: root_fd_(open_root(ctx)), display_(display), problems_(problems), budget_(budget), steps_(budget.steps),
+		: root_fd_(open_machine_root(ctx)), display_(display), problems_(problems), budget_(budget), steps_(budget.steps),
 		  // No time budget: no deadline (now() + milliseconds::max() overflows the clock's nanoseconds).
 		  deadline_(budget.time == std::chrono::milliseconds::max() ? std::chrono::steady_clock::time_point::max()
 									    : std::chrono::steady_clock::now() + budget.time)
@@ -347,16 +340,8 @@ void check_missing_core_mounts(const std::set<std::string> &bases, const std::st
 void check_cdi_host_paths(const Context &ctx, const nlohmann::ordered_json &doc, const std::string &display,
 			  std::vector<Problem> &problems, const HostPathBudget &budget)
 {
-	auto each_edits = [&](auto &&fn) {
-		if (doc.contains("containerEdits") && doc["containerEdits"].is_object())
-			fn(doc["containerEdits"]);
-		if (doc.contains("devices") && doc["devices"].is_array())
-			for (const auto &d : doc["devices"])
-				if (d.is_object() && d.contains("containerEdits") && d["containerEdits"].is_object())
-					fn(d["containerEdits"]);
-	};
 	HostPathChecker checker(ctx, display, problems, budget);
-	each_edits([&](const json &e) {
+	for_each_edits(doc, [&](const json &e) {
 		if (e.contains("mounts") && e["mounts"].is_array())
 			for (const auto &m : e["mounts"])
 				if (m.is_object() && m.contains("hostPath") && m["hostPath"].is_string())
@@ -386,12 +371,6 @@ void check_core_mounts(const nlohmann::ordered_json &doc, const std::string &dis
 			if (m.is_object() && m.contains("hostPath") && m["hostPath"].is_string())
 				bases.insert(fs::basename(m["hostPath"].get<std::string>()));
 	check_missing_core_mounts(bases, display, version, problems);
-}
-
-std::vector<Problem> verify_cdi_spec(const Context &ctx, const std::string &path, const std::string &driver_version,
-				     const CdiSpec *expected, const std::string &kind)
-{
-	return verify_cdi_spec(ctx, read_spec(ctx, path), driver_version, expected, kind);
 }
 
 std::vector<Problem> verify_cdi_spec(const Context &ctx, const SpecRead &file, const std::string &driver_version,
@@ -429,7 +408,7 @@ std::vector<Problem> verify_cdi_spec(const Context &ctx, const SpecRead &file, c
 			check_missing_core_mounts(bases, path, driver_version, problems);
 		return problems;
 	}
-	auto doc = parse_yaml_document(*text, path);
+	auto doc = parse_yaml_bounded(*text, path);
 	if (!doc) {
 		problems.push_back(Problem{path, doc.error().message});
 		return problems;
@@ -461,9 +440,7 @@ std::optional<WrongRoot> generated_from_another_root(const json &doc, const std:
 	};
 	std::optional<WrongRoot> node, outside;
 	bool inside = false;  // a core library from the root: generated from it, whatever else it mounts
-	auto edits = [&](const json &e) {
-		if (!e.is_object())
-			return;
+	for_each_edits(doc, [&](const json &e) {
 		if (e.contains("mounts") && e["mounts"].is_array())
 			for (const auto &m : e["mounts"]) {
 				const std::string host = str(m, "hostPath"), base = fs::basename(host);
@@ -487,13 +464,7 @@ std::optional<WrongRoot> generated_from_another_root(const json &doc, const std:
 					node = WrongRoot{true, host, root};
 					break;
 				}
-	};
-	if (doc.contains("containerEdits"))
-		edits(doc["containerEdits"]);
-	if (doc.contains("devices") && doc["devices"].is_array())
-		for (const auto &d : doc["devices"])
-			if (d.is_object() && d.contains("containerEdits"))
-				edits(d["containerEdits"]);
+	});
 	if (node)
 		return node;
 	return inside ? std::nullopt : outside;

@@ -8,6 +8,7 @@
 #include "cdi_spec.hpp"
 #include "driver_root.hpp"
 #include "spec_read.hpp"
+#include "unique_fd.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -18,9 +19,21 @@
 
 namespace unbounded {
 
-// YAML (or JSON) text to a JSON value; quoted scalars stay strings, plain ones become numbers or
-// booleans where they look like one. Fails with file and line on malformed input.
-Result<nlohmann::ordered_json> parse_yaml_document(const std::string &text, const std::string &display);
+// Calls `fn` with each set of container edits of a spec that is a mapping: the top level's, then
+// each device's.
+template <class Fn>
+void for_each_edits(const nlohmann::ordered_json &doc, Fn &&fn)
+{
+	if (doc.contains("containerEdits") && doc["containerEdits"].is_object())
+		fn(doc["containerEdits"]);
+	if (doc.contains("devices") && doc["devices"].is_array())
+		for (const auto &d : doc["devices"])
+			if (d.is_object() && d.contains("containerEdits") && d["containerEdits"].is_object())
+				fn(d["containerEdits"]);
+}
+
+// The machine root (`/` without --root), O_PATH, for opens confined to it; invalid when it cannot be opened.
+UniqueFd open_machine_root(const Context &ctx);
 
 // Structure and version rules of the CDI spec (cncf-tags/container-device-interface 1.1.0).
 void check_cdi_structure(const nlohmann::ordered_json &doc, const std::string &display, std::vector<Problem> &problems);
@@ -47,14 +60,11 @@ void check_cdi_host_paths(const Context &ctx, const nlohmann::ordered_json &doc,
 void check_core_mounts(const nlohmann::ordered_json &doc, const std::string &display, const std::string &version,
 		       std::vector<Problem> &problems);
 
-// A spec of ours at `path`: present, parses, valid, of `kind`, host paths and device nodes present
+// A spec of ours as the caller read it once (spec_read.hpp): present, parses, valid, of `kind`, host paths and device nodes present
 // (the majors and minors the spec gives), the driver's core libraries mounted (when a driver_version
 // is given), and (when `expected` is given) byte-identical to what generate-cdi produces now, i.e.
 // not stale. When the bytes are the expected ones, the expected spec stands for the parsed file: its
 // mounts and hook are checked, its device nodes were read to generate it.
-std::vector<Problem> verify_cdi_spec(const Context &ctx, const std::string &path, const std::string &driver_version,
-				     const CdiSpec *expected, const std::string &kind = CDI_KIND);
-// The same of a file read once by the caller (spec_read.hpp).
 std::vector<Problem> verify_cdi_spec(const Context &ctx, const SpecRead &file, const std::string &driver_version,
 				     const CdiSpec *expected, const std::string &kind = CDI_KIND);
 

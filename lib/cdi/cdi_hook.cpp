@@ -79,7 +79,6 @@ HookCommands hook_commands(const std::string &real_path, const std::string &disp
 				for (const auto &c : j["commands"])
 					if (c.is_string() && plain_command(c.get<std::string>()))
 						h.commands.insert(c.get<std::string>());
-				h.from_memo = true;
 				return h;
 			}
 		}

@@ -14,8 +14,7 @@ namespace unbounded {
 struct HookCommands {
 	std::set<std::string> commands;  // empty: use no hook
 	std::string warning;             // why not, for the log ("" when known)
-	bool from_memo = false;
-	std::string memo;  // learnt now (not from the memo): the memo's text for the next run
+	std::string memo;                // learnt now (not from the memo): the memo's text for the next run
 };
 
 // The subcommands under "COMMANDS:" in urfave/cli's help text ("help, h" gives "help").

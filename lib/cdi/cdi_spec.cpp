@@ -30,7 +30,7 @@ struct Edits {
 
 }  // namespace cdi_parts
 
-// The spec's parts, kept so that its document can be built when (if ever) someone asks for it.
+// The spec's parts, kept for the checks of the spec just generated.
 struct CdiParts {
 	std::string version;
 	const char *kind = CDI_KIND;
@@ -51,67 +51,23 @@ void add_node(Edits &e, const DeviceNode &n)
 		e.additional_gids.insert(n.gid);
 }
 
-nlohmann::ordered_json edits_json(const Edits &e, const std::optional<std::string> &hook_path)
-{
-	nlohmann::ordered_json j = nlohmann::ordered_json::object();
-	if (!e.env.empty())
-		j["env"] = e.env;
-	if (!e.nodes.empty()) {
-		auto &nodes = j["deviceNodes"] = nlohmann::ordered_json::array();
-		for (const auto &n : e.nodes) {
-			nlohmann::ordered_json d = nlohmann::ordered_json::object();
-			d.get_ref<nlohmann::ordered_json::object_t &>().reserve(6);  // 8x7 MIG: hundreds of nodes
-			d["path"] = n.path;
-			if (n.major)  // omitempty, as in the CDI Go types
-				d["major"] = n.major;
-			if (n.minor)
-				d["minor"] = n.minor;
-			d["fileMode"] = n.mode;
-			d["permissions"] = "rwm";
-			if (n.gid)
-				d["gid"] = n.gid;
-			nodes.push_back(std::move(d));
-		}
-	}
-	if (!e.hooks.empty() && hook_path) {
-		auto &hooks = j["hooks"] = nlohmann::ordered_json::array();
-		for (const auto &argv : e.hooks) {
-			nlohmann::ordered_json h;
-			h["hookName"] = "createContainer";
-			h["path"] = *hook_path;
-			h["args"] = argv;
-			h["env"] = {"NVIDIA_CTK_DEBUG=false"};
-			hooks.push_back(std::move(h));
-		}
-	}
-	if (!e.mounts.empty()) {
-		auto &mounts = j["mounts"] = nlohmann::ordered_json::array();
-		for (const auto &m : e.mounts) {
-			nlohmann::ordered_json o = nlohmann::ordered_json::object();
-			o.get_ref<nlohmann::ordered_json::object_t &>().reserve(3);
-			o["hostPath"] = m.host;
-			o["containerPath"] = m.container;
-			o["options"] = CDI_MOUNT_OPTIONS;
-			mounts.push_back(std::move(o));
-		}
-	}
-	if (!e.additional_gids.empty())
-		j["additionalGids"] = e.additional_gids;
-	return j;
-}
-
 std::size_t depth(const std::string &p) { return static_cast<std::size_t>(std::count(p.begin(), p.end(), '/')); }
 
-}  // namespace
-
-namespace {
+std::vector<std::string> create_symlinks(const std::string &hook, const std::vector<std::string> &links)
+{
+	std::vector<std::string> argv{fs::basename(hook), "create-symlinks"};
+	for (const auto &l : links) {
+		argv.push_back("--link");
+		argv.push_back(l);
+	}
+	return argv;
+}
 
 // create-symlinks: every symlink of the driver root (SONAME links, libcuda.so, ...) plus GLVND's
 // indirect GLX entry point.
 std::vector<std::string> create_symlinks_hook(const Manifest &m, const std::string &hook, const std::string &libdir,
 					      const std::set<std::string> &files)
 {
-	std::vector<std::string> argv{fs::basename(hook), "create-symlinks"};
 	std::vector<std::pair<std::string, std::string>> links;
 	for (const auto &e : m.entries)
 		if (e.type == ManifestEntry::Type::Link)
@@ -120,11 +76,10 @@ std::vector<std::string> create_symlinks_hook(const Manifest &m, const std::stri
 	if (files.count(glx))
 		links.emplace_back(fs::basename(glx), libdir + "/libGLX_indirect.so.0");
 	std::sort(links.begin(), links.end(), [](const auto &a, const auto &b) { return a.second < b.second; });
-	for (const auto &[target, link] : links) {
-		argv.push_back("--link");
-		argv.push_back(target + "::" + link);
-	}
-	return argv;
+	std::vector<std::string> args;
+	for (const auto &[target, link] : links)
+		args.push_back(target + "::" + link);
+	return create_symlinks(hook, args);
 }
 
 // With the hook: the links it recreates in the container, CUDA compat, the ld cache, and no device
@@ -234,16 +189,6 @@ std::vector<std::string> drm_by_path_links(const Gpu &g)
 	return links;
 }
 
-std::vector<std::string> create_symlinks(const std::string &hook, const std::vector<std::string> &links)
-{
-	std::vector<std::string> argv{fs::basename(hook), "create-symlinks"};
-	for (const auto &l : links) {
-		argv.push_back("--link");
-		argv.push_back(l);
-	}
-	return argv;
-}
-
 // `by_path_hook`: the hook, when it has create-symlinks (the by-path links need it).
 std::vector<std::pair<std::string, Edits>> device_edits(const DeviceInventory &inv, const std::optional<std::string> &by_path_hook)
 {
@@ -287,9 +232,9 @@ std::vector<std::pair<std::string, Edits>> device_edits(const DeviceInventory &i
 	return devices;
 }
 
-// The spec's YAML written straight from the edits, byte for byte what emit_block_yaml() makes of
-// the document (a unit test holds the two equal): on 8 GPUs x 7 MIG the document has 292 device
-// nodes, and walking it again to print it cost as much as building it.
+// The spec's YAML written straight from the edits, byte for byte what yaml-cpp's Emitter writes for
+// the document they describe (a unit test holds the two equal): on 8 GPUs x 7 MIG the document has
+// 292 device nodes, and building it to print it cost as much as generating the spec.
 class SpecWriter {
 public:
 	explicit SpecWriter(std::string &out) : out_(out) {}
@@ -331,9 +276,11 @@ public:
 		scalar_line(0, key, value);
 	}
 
-	// The non-empty parts of one set of edits, as edits_json() orders them, at `indent`.
+	// The non-empty parts of one set of edits, at `indent`; nothing to write (the "all" device when
+	// every GPU is MIG-enabled without a compute instance) is the empty mapping yaml-cpp writes.
 	void edits(const Edits &e, const std::optional<std::string> &hook_path, std::size_t indent)
 	{
+		const std::size_t start = out_.size();
 		if (!e.env.empty()) {
 			key(indent, "env");
 			for (const auto &v : e.env)
@@ -343,7 +290,7 @@ public:
 			key(indent, "deviceNodes");
 			for (const auto &n : e.nodes) {
 				item_map(indent + 2, "path", n.path);
-				if (n.major)
+				if (n.major)  // omitempty, as in the CDI Go types
 					number_line(indent + 4, "major", n.major);
 				if (n.minor)
 					number_line(indent + 4, "minor", n.minor);
@@ -382,34 +329,21 @@ public:
 				out_ += "- " + std::to_string(g) + "\n";
 			}
 		}
+		if (out_.size() == start) {
+			out_.append(indent, ' ');
+			out_ += "{}\n";
+		}
 	}
 
 private:
 	std::string &out_;
 };
 
-// Whether SpecWriter writes these edits as emit_block_yaml() would: something to write, and no
-// empty sequence (a hook without arguments) that the document would spell "[]".
-bool writer_shape(const Edits &e, const std::optional<std::string> &hook_path)
-{
-	const bool hooks = !e.hooks.empty() && hook_path;
-	for (const auto &argv : e.hooks)
-		if (hooks && argv.empty())
-			return false;
-	return !e.env.empty() || !e.nodes.empty() || hooks || !e.mounts.empty() || !e.additional_gids.empty();
-}
-
-// The whole spec: marker, then the document. `common` null: no top-level containerEdits. Shapes the
-// writer does not know (writer_shape) go through the document and emit_block_yaml().
-std::string spec_yaml(const CdiSpec &spec, const CdiParts &p)
+// The whole spec: marker, then the document. `common` null: no top-level containerEdits.
+std::string spec_yaml(const CdiParts &p)
 {
 	const auto &[version, kind, devices, common_edits, hook_path] = p;
 	const Edits *common = common_edits ? &*common_edits : nullptr;
-	bool known_shape = !devices.empty() && (!common || writer_shape(*common, hook_path));
-	for (const auto &[name, e] : devices)
-		known_shape &= writer_shape(e, hook_path);
-	if (!known_shape)
-		return spec_marker_line() + emit_block_yaml(spec.document());
 	std::string out = spec_marker_line();
 	out.reserve(out.size() + 256 * (devices.size() + 16));
 	out += "---\n";
@@ -431,10 +365,10 @@ std::string spec_yaml(const CdiSpec &spec, const CdiParts &p)
 
 // The lowest cdiVersion the content needs (cdi_model.hpp). Nodes are written without hostPath, which
 // would need 0.5.0, since theirs is their path.
-std::string lowest_cdi_version(const Edits &common, const std::vector<std::pair<std::string, Edits>> &devices)
+std::string lowest_cdi_version(const CdiParts &p)
 {
-	bool gids = !common.additional_gids.empty(), digit_names = false;
-	for (const auto &[name, e] : devices) {
+	bool gids = p.common && !p.common->additional_gids.empty(), digit_names = false;
+	for (const auto &[name, e] : p.devices) {
 		gids |= !e.additional_gids.empty();
 		digit_names |= !name.empty() && name.front() >= '0' && name.front() <= '9';
 	}
@@ -446,26 +380,11 @@ std::string lowest_cdi_version(const Edits &common, const std::vector<std::pair<
 	return std::string(needs.version());
 }
 
-nlohmann::ordered_json spec_document(const CdiParts &p)
+// The version, counts, the paths verify checks, then the bytes.
+CdiSpec finish(std::shared_ptr<CdiParts> parts)
 {
-	nlohmann::ordered_json doc;
-	doc["cdiVersion"] = p.version;
-	doc["kind"] = p.kind;
-	auto &devs = doc["devices"] = nlohmann::ordered_json::array();
-	for (const auto &[name, e] : p.devices) {
-		nlohmann::ordered_json d;
-		d["name"] = name;
-		d["containerEdits"] = edits_json(e, p.hook_path);
-		devs.push_back(std::move(d));
-	}
-	if (p.common)
-		doc["containerEdits"] = edits_json(*p.common, p.hook_path);
-	return doc;
-}
-
-// Counts, the paths verify checks, then the bytes.
-void finish(CdiSpec &spec, std::shared_ptr<CdiParts> parts)
-{
+	parts->version = lowest_cdi_version(*parts);
+	CdiSpec spec;
 	spec.cdi_version = parts->version;
 	spec.devices = parts->devices.size();
 	for (const auto &[name, e] : parts->devices) {
@@ -484,7 +403,8 @@ void finish(CdiSpec &spec, std::shared_ptr<CdiParts> parts)
 		}
 	}
 	spec.parts = std::move(parts);
-	spec.yaml = spec_yaml(spec, *spec.parts);
+	spec.yaml = spec_yaml(*spec.parts);
+	return spec;
 }
 
 }  // namespace
@@ -501,10 +421,7 @@ CdiSpec generate_imex_cdi(const std::vector<ImexChannel> &channels)
 		parts->devices.emplace_back(std::to_string(c.id), std::move(e));
 	}
 	parts->devices.emplace_back("all", std::move(all));
-	parts->version = lowest_cdi_version(Edits{}, parts->devices);
-	CdiSpec spec;
-	finish(spec, std::move(parts));
-	return spec;
+	return finish(std::move(parts));
 }
 
 CdiSpec generate_fabric_cdi(const FabricDevices &f)
@@ -517,34 +434,13 @@ CdiSpec generate_fabric_cdi(const FabricDevices &f)
 	for (const auto &m : f.mounts)
 		all.mounts.push_back(Mount{m, m});
 	parts->devices.emplace_back("all", std::move(all));
-	Edits common;
-	common.env = {"NVIDIA_VISIBLE_DEVICES=void"};  // as nvidia-ctk's: a runtime hook must not add GPUs
-	parts->version = lowest_cdi_version(common, parts->devices);
-	parts->common = std::move(common);
-	CdiSpec spec;
-	finish(spec, std::move(parts));
-	return spec;
-}
-
-const nlohmann::ordered_json &CdiSpec::document() const
-{
-	if (!doc_)
-		doc_ = std::make_shared<const nlohmann::ordered_json>(parts ? spec_document(*parts) : nlohmann::ordered_json());
-	return *doc_;
+	parts->common.emplace().env = {"NVIDIA_VISIBLE_DEVICES=void"};  // as nvidia-ctk's: a runtime hook must not add GPUs
+	return finish(std::move(parts));
 }
 
 const char *CdiSpec::kind() const
 {
 	return parts ? parts->kind : "";
-}
-
-std::vector<std::string> CdiSpec::device_names() const
-{
-	std::vector<std::string> names;
-	if (parts)
-		for (const auto &d : parts->devices)
-			names.push_back(d.first);
-	return names;
 }
 
 CdiSpec generate_cdi(const CdiInputs &in)
@@ -589,12 +485,9 @@ CdiSpec generate_cdi(const CdiInputs &in)
 	auto parts = std::make_shared<CdiParts>();
 	const bool links = in.hook_path && in.hook_commands.count("create-symlinks");
 	parts->devices = device_edits(*in.devices, links ? in.hook_path : std::nullopt);
-	parts->version = lowest_cdi_version(common, parts->devices);
 	parts->hook_path = in.hook_path;
 	parts->common = std::move(common);
-	CdiSpec spec;
-	finish(spec, std::move(parts));
-	return spec;
+	return finish(std::move(parts));
 }
 
 }  // namespace unbounded

@@ -11,7 +11,6 @@
 #include "manifest.hpp"
 
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
@@ -41,15 +40,8 @@ struct CdiSpec {
 	std::optional<std::string> hook_path;       // when the spec names hooks
 	std::shared_ptr<const CdiParts> parts;
 
-	// The spec as data, built on first use: on 8 GPUs x 7 MIG building it cost a third of
-	// generating the spec, and only tests and the rare unusual shape need it.
-	const nlohmann::ordered_json &document() const;
-	// Its kind and device names, from the parts it was made of (no parse of the bytes).
+	// Its kind, from the parts it was made of (no parse of the bytes).
 	const char *kind() const;
-	std::vector<std::string> device_names() const;
-
-private:
-	mutable std::shared_ptr<const nlohmann::ordered_json> doc_;
 };
 
 CdiSpec generate_cdi(const CdiInputs &in);

@@ -3,24 +3,18 @@
 #include "cdi_hook.hpp"
 
 #include <algorithm>
-#include <fcntl.h>
 #include <sys/stat.h>
 
 namespace unbounded {
-
-std::optional<std::string> cdi_hook_in_machine(const Context &ctx)
-{
-	struct stat st = {};
-	if (::stat(ctx.real(ctx.config.cdi_hook).c_str(), &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111))
-		return ctx.config.cdi_hook;
-	return std::nullopt;
-}
 
 MachineDevices read_machine_devices(const Context &ctx, bool learn_hook)
 {
 	MachineDevices m;
 	m.devices = enumerate_devices(ctx);
-	m.hook_path = cdi_hook_in_machine(ctx);
+	// The hook only when that binary exists (a regular executable file) in the machine.
+	struct stat st = {};
+	if (::stat(ctx.real(ctx.config.cdi_hook).c_str(), &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111))
+		m.hook_path = ctx.config.cdi_hook;
 	if (m.hook_path) {
 		HookCommands h = hook_commands(ctx.real(*m.hook_path), *m.hook_path, ctx.real(RUN_DIR));
 		m.hook_warning = std::move(h.warning);

@@ -13,9 +13,6 @@
 
 namespace unbounded {
 
-// The nvidia-cdi-hook path when that binary exists (a regular executable file) in the machine.
-std::optional<std::string> cdi_hook_in_machine(const Context &ctx);
-
 // What the machine offers a spec, read once per run (the run's snapshot holds it): the
 // devices, and the hook with what it can do. The specs are then a pure function of it and the root.
 struct MachineDevices {

@@ -2,9 +2,7 @@
 
 #include "fs.hpp"
 
-#include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 #include <fcntl.h>
 #include <optional>
@@ -51,15 +49,10 @@ std::optional<dev_t> number_of(std::string_view name)
 	const auto colon = name.find(':');
 	if (colon == std::string_view::npos)
 		return std::nullopt;
-	const std::string_view ma = name.substr(0, colon), mi = name.substr(colon + 1);
-	unsigned major = 0, minor = 0;
-	auto parse = [](std::string_view s, unsigned &v) {
-		return !s.empty() && s.size() <= 7 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
-		       std::from_chars(s.data(), s.data() + s.size(), v).ec == std::errc();
-	};
-	if (!parse(ma, major) || !parse(mi, minor) || std::to_string(major) + ":" + std::to_string(minor) != name)
+	const auto major = numbered_name(name.substr(0, colon), "", 7), minor = numbered_name(name.substr(colon + 1), "", 7);
+	if (!major || !minor)
 		return std::nullopt;
-	return ::makedev(major, minor);
+	return ::makedev(*major, *minor);
 }
 
 // The links of ours whose node went: named for a number none of `nodes` has, ours in form, and no

@@ -11,12 +11,37 @@
 #include <algorithm>
 #include <functional>
 #include <cctype>
+#include <charconv>
 #include <map>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
 namespace unbounded {
 
+std::optional<unsigned> numbered_name(std::string_view name, std::string_view prefix, std::size_t max_digits, unsigned limit)
+{
+	if (!name.starts_with(prefix))
+		return std::nullopt;
+	const std::string_view digits = name.substr(prefix.size());
+	unsigned n = 0;
+	if (!all_digits(digits) || digits.size() > max_digits || (digits.size() > 1 && digits.front() == '0') ||
+	    std::from_chars(digits.data(), digits.data() + digits.size(), n).ec != std::errc() || n >= limit)
+		return std::nullopt;
+	return n;
+}
+
+std::optional<DeviceNode> read_device_node(const Context &ctx, const std::string &path)
+{
+	struct stat st = {};
+	if (::lstat(ctx.real(path).c_str(), &st) < 0 || !S_ISCHR(st.st_mode))
+		return std::nullopt;
+	return DeviceNode{path, ::major(st.st_rdev), ::minor(st.st_rdev), static_cast<unsigned>(st.st_mode & 0777),
+			  static_cast<unsigned>(st.st_gid)};
+}
+
+namespace {
+
+// "GPU-3f1c0a52-8e4b-4d0e-9c1a-2b7e6d5f4a10" and nothing that is partly unknown.
 bool is_complete_gpu_uuid(std::string_view u)
 {
 	if (!u.starts_with("GPU-"))
@@ -38,17 +63,6 @@ bool is_complete_gpu_uuid(std::string_view u)
 	}
 	return u.empty();
 }
-
-std::optional<DeviceNode> read_device_node(const Context &ctx, const std::string &path)
-{
-	struct stat st = {};
-	if (::lstat(ctx.real(path).c_str(), &st) < 0 || !S_ISCHR(st.st_mode))
-		return std::nullopt;
-	return DeviceNode{path, ::major(st.st_rdev), ::minor(st.st_rdev), static_cast<unsigned>(st.st_mode & 0777),
-			  static_cast<unsigned>(st.st_gid)};
-}
-
-namespace {
 
 std::map<std::string, std::string> parse_information(const std::string &text)
 {
@@ -197,34 +211,26 @@ Result<void> leave_unbound(DeviceInventory &inv, std::vector<std::string> unboun
 	return {};
 }
 
-// What add_proc_gpus() works with, from enumerate_devices().
-struct ProcGpus {
-	CharMajors &majors;  // not const: add_mig_devices looks up more majors in it
-	const NodeMajors &nm;
-	int dirfd;  // /proc/driver/nvidia/gpus
-	const std::string &gpus_dir;
-	const std::function<std::optional<DeviceNode>(unsigned minor)> &gpu_node;
-	const std::function<std::string()> &refusals;
-};
-
-// The GPUs of /proc/driver/nvidia/gpus that have their node here, their DRM nodes, and their MIG devices.
-Result<void> add_proc_gpus(const Context &ctx, const ProcGpus &p, DeviceInventory &inv)
+// The GPUs of /proc/driver/nvidia/gpus (open as `dirfd`) that have their node here (`gpu_node`),
+// their DRM nodes, and their MIG devices (`majors` not const: add_mig_devices looks up more in it).
+Result<void> add_proc_gpus(const Context &ctx, CharMajors &majors, const NodeMajors &nm, int dirfd, const std::string &gpus_dir,
+			   const std::function<std::optional<DeviceNode>(unsigned minor)> &gpu_node,
+			   const std::function<std::string()> &refusals, DeviceInventory &inv)
 {
 	inv.source = "proc";
-	auto proc_gpus = list_proc_gpus(ctx, p.dirfd, p.gpus_dir, inv.warnings);
+	auto proc_gpus = list_proc_gpus(ctx, dirfd, gpus_dir, inv.warnings);
 	if (!proc_gpus)
 		return fail(proc_gpus.error());
-	std::vector<Gpu> listed = std::move(*proc_gpus);
-	const std::size_t listed_count = listed.size();
-	auto parts = partition_gpus(std::move(listed), p.gpu_node);
+	const std::size_t listed_count = proc_gpus->size();
+	auto parts = partition_gpus(std::move(*proc_gpus), gpu_node);
 	inv.gpus = std::move(parts.bound);
 	for (auto &g : inv.gpus)
-		add_drm_nodes(ctx, p.nm, g, inv.warnings);
+		add_drm_nodes(ctx, nm, g, inv.warnings);
 	inv.listed_gpus = listed_count;
 	if (!parts.unbound.empty())
-		if (auto r = leave_unbound(inv, std::move(parts.unbound), listed_count, p.gpus_dir, p.refusals); !r)
+		if (auto r = leave_unbound(inv, std::move(parts.unbound), listed_count, gpus_dir, refusals); !r)
 			return fail(r.error());
-	if (auto r = add_mig_devices(ctx, p.majors, inv); !r)
+	if (auto r = add_mig_devices(ctx, majors, inv); !r)
 		return fail(r.error());
 	return {};
 }
@@ -268,7 +274,7 @@ Result<DeviceInventory> enumerate_devices(const Context &ctx)
 	const std::string gpus_dir = "/proc/driver/nvidia/gpus";
 	auto dir = fs::open_dir(ctx.real(gpus_dir));
 	if (dir) {
-		if (auto r = add_proc_gpus(ctx, ProcGpus{majors, nm, dir->get(), gpus_dir, gpu_node, refusals}, inv); !r)
+		if (auto r = add_proc_gpus(ctx, majors, nm, dir->get(), gpus_dir, gpu_node, refusals, inv); !r)
 			return fail(r.error());
 	} else {
 		// No /proc/driver/nvidia here (a container without it): the GPU nodes are the inventory.

@@ -7,6 +7,7 @@
 #include "context.hpp"
 #include "error.hpp"
 
+#include <climits>
 #include <functional>
 #include <optional>
 #include <string>
@@ -23,7 +24,6 @@ struct DeviceNode {
 
 // One MIG compute instance (mig.hpp): what a container needs besides its parent's /dev/nvidiaN.
 struct MigDevice {
-	unsigned gi = 0, ci = 0;
 	DeviceNode gi_access, ci_access;  // /dev/nvidia-caps/nvidia-cap<minor>
 };
 
@@ -89,7 +89,9 @@ Result<DeviceInventory> enumerate_devices(const Context &ctx);
 // A character device at `path` (machine path) under the root; nullopt when missing or not a char device.
 std::optional<DeviceNode> read_device_node(const Context &ctx, const std::string &path);
 
-// "GPU-3f1c0a52-8e4b-4d0e-9c1a-2b7e6d5f4a10" and nothing that is partly unknown.
-bool is_complete_gpu_uuid(std::string_view uuid);
+// "<prefix><N>" -> N, N decimal without a leading zero, at most `max_digits` digits, below `limit`;
+// nullopt for any other name. The numbers of device node names (card1, channel12, 195:0).
+std::optional<unsigned> numbered_name(std::string_view name, std::string_view prefix, std::size_t max_digits,
+				      unsigned limit = UINT_MAX);
 
 }  // namespace unbounded

@@ -1,11 +1,9 @@
 #include "fabric.hpp"
 
-#include "format.hpp"
 #include "fs.hpp"
 #include "side_specs.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <sys/stat.h>
 
 namespace unbounded {
@@ -20,25 +18,12 @@ struct FabricClass {
 	std::vector<const char *> mounts;  // machine paths, mounted while the class has nodes
 };
 
-// "<prefix><N>": N decimal without a leading zero, below `limit`.
-std::optional<unsigned> numbered(std::string_view name, std::string_view prefix, unsigned limit)
-{
-	if (!name.starts_with(prefix))
-		return std::nullopt;
-	const std::string_view digits = name.substr(prefix.size());
-	unsigned n = 0;
-	if (!all_digits(digits) || digits.size() > 3 || (digits.size() > 1 && digits.front() == '0') ||
-	    std::from_chars(digits.data(), digits.data() + digits.size(), n).ec != std::errc() || n >= limit)
-		return std::nullopt;
-	return n;
-}
-
 // The nvswitch driver's control node is minor 255 (NVSWITCH_CTL_MINOR), its switches 0..254.
 std::optional<unsigned> nvswitch_minor(std::string_view name)
 {
 	if (name == "nvidia-nvswitchctl")
 		return 255u;
-	return numbered(name, "nvidia-nvswitch", 255);
+	return numbered_name(name, "nvidia-nvswitch", 3, 255);
 }
 
 std::optional<unsigned> gdrcopy_minor(std::string_view name)
@@ -46,7 +31,7 @@ std::optional<unsigned> gdrcopy_minor(std::string_view name)
 	return name == "gdrdrv" ? std::optional<unsigned>(0) : std::nullopt;
 }
 
-std::optional<unsigned> gds_minor(std::string_view name) { return numbered(name, "nvidia-fs", 256); }
+std::optional<unsigned> gds_minor(std::string_view name) { return numbered_name(name, "nvidia-fs", 3, 256); }
 
 const FabricClass &fabric_class(std::size_t i)
 {

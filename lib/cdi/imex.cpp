@@ -6,25 +6,8 @@
 #include "mig.hpp"
 
 #include <algorithm>
-#include <charconv>
 
 namespace unbounded {
-namespace {
-
-// "channel12" -> 12: digits without a leading zero, at most MAX_IMEX_CHANNEL.
-std::optional<unsigned> channel_id(std::string_view name)
-{
-	if (!name.starts_with("channel"))
-		return std::nullopt;
-	const std::string_view digits = name.substr(7);
-	unsigned id = 0;
-	if (!all_digits(digits) || digits.size() > 7 || (digits.size() > 1 && digits.front() == '0') ||
-	    std::from_chars(digits.data(), digits.data() + digits.size(), id).ec != std::errc() || id > MAX_IMEX_CHANNEL)
-		return std::nullopt;
-	return id;
-}
-
-}  // namespace
 
 Result<std::vector<ImexChannel>> enumerate_imex_channels(const Context &ctx, CharMajors &majors, std::vector<std::string> &warnings)
 {
@@ -61,7 +44,7 @@ Result<std::vector<ImexChannel>> enumerate_imex_channels(const Context &ctx, Cha
 		return fail(too_many(std::to_string(names->size()) + " entries"));
 	for (const auto &name : *names) {
 		const std::string path = std::string(IMEX_CHANNEL_DIR) + "/" + name;
-		const auto id = channel_id(name);
+		const auto id = numbered_name(name, "channel", 7, MAX_IMEX_CHANNEL + 1);  // "channel12" -> 12
 		if (!id) {
 			warnings.push_back("Ignoring " + printable(path) + ": not an IMEX channel name (channel0 .. channel" +
 					   std::to_string(MAX_IMEX_CHANNEL) + ")");

@@ -303,7 +303,7 @@ Result<void> add_mig_devices(const Context &ctx, CharMajors &majors, DeviceInven
 			auto ci_node = access_node(ctx, *caps, ci_capability(g.minor, gi, ci), static_cast<unsigned>(i));
 			if (!ci_node)
 				return fail(ci_node.error());
-			g.migs.push_back(MigDevice{gi, ci, known->second, *ci_node});
+			g.migs.push_back(MigDevice{known->second, *ci_node});
 		}
 	}
 	return {};

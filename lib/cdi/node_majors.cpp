@@ -1,9 +1,5 @@
 #include "node_majors.hpp"
 
-#include "format.hpp"
-
-#include <charconv>
-
 namespace unbounded {
 namespace {
 
@@ -62,17 +58,9 @@ std::optional<DeviceNode> checked_node(const Context &ctx, const std::string &pa
 
 std::optional<unsigned> drm_minor(std::string_view name)
 {
-	for (std::string_view prefix : {"card", "renderD"}) {
-		if (!name.starts_with(prefix))
-			continue;
-		const std::string_view digits = name.substr(prefix.size());
-		unsigned n = 0;
-		if (!all_digits(digits) || digits.empty() || digits.size() > 4 || (digits.size() > 1 && digits.front() == '0') ||
-		    std::from_chars(digits.data(), digits.data() + digits.size(), n).ec != std::errc())
-			return std::nullopt;
+	if (auto n = numbered_name(name, "card", 4))
 		return n;
-	}
-	return std::nullopt;
+	return numbered_name(name, "renderD", 4);
 }
 
 }  // namespace unbounded

@@ -57,39 +57,16 @@ std::string join_dirs(const std::vector<std::string> &dirs)
 	return out;
 }
 
-// Our own spec, root's file in /etc/cdi, as large as what we generate (6,000 IMEX channels): read
-// with our limits; nullopt when it is no document.
-std::optional<json> parse_own_spec(const std::string &text, const std::string &path)
+void add(ConsumerReport &out, const char *check, const char *id, std::string path, std::string message, bool warning = false)
 {
-	auto doc = parse_yaml_bounded(text, path, ParseLimits{32, 4000000});
-	return doc ? std::optional<json>(std::move(*doc)) : std::nullopt;
-}
-
-SpecFacts facts_of(const json &doc)
-{
-	SpecFacts f;
-	auto str = [&](const char *key) {
-		return doc.contains(key) && doc[key].is_string() ? doc[key].get<std::string>() : std::string();
-	};
-	f.kind = str("kind");
-	f.cdi_version = str("cdiVersion");
-	if (doc.contains("devices") && doc["devices"].is_array())
-		for (const auto &d : doc["devices"]) {
-			if (!d.is_object() || !d.contains("name"))
-				continue;
-			if (d["name"].is_string())
-				f.devices.insert(d["name"].get<std::string>());
-			else if (d["name"].is_number_integer())
-				f.devices.insert(std::to_string(d["name"].get<long long>()));  // YAML's plain 0 is "0" to Go
-		}
-	return f;
+	out.findings.push_back(ConsumerFinding{check, id, Problem{std::move(path), std::move(message)}, warning});
 }
 
 class SpecScan {
 public:
 	SpecScan(const Context &ctx, std::vector<std::string> dirs, ConsumerReport &out, const KnownSpecs *known)
 		: dirs_(std::move(dirs)), out_(out), deadline_(Clock::now() + SCAN_BUDGET),
-		  root_(::open(ctx.root.empty() ? "/" : ctx.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC))
+		  root_(open_machine_root(ctx))
 	{
 		ours_.insert(normalize_run_path(ctx.config.cdi_spec));
 		for (const auto &side : side_specs(ctx.config))
@@ -108,11 +85,6 @@ public:
 	{
 		for (std::size_t i = 0; i < dirs_.size() && root_; i++)
 			read_dir(i);
-	}
-
-	void warn(std::string check, const char *id, std::string path, std::string message)
-	{
-		out_.findings.push_back(ConsumerFinding{std::move(check), id, Problem{std::move(path), std::move(message)}, true});
 	}
 
 	bool out_of_time() const { return Clock::now() > deadline_; }
@@ -144,21 +116,19 @@ private:
 		// A file verify did not read may be the one that shadows ours: not ready, as for one it
 		// cannot parse (a pod that fills the directory must not hide a spec behind the rest).
 		if (total > names->size())
-			problem_here("cdi-scan", dir,
-				     dir + " holds " + (total == SIZE_MAX ? std::string("more") : std::to_string(total)) +
-					     " CDI specs: verify read only the first " + std::to_string(names->size()) +
-					     " by name and cannot tell whether the others shadow ours. Remove the ones a pod wrote",
-				     message_id::CDI_SPEC_SHADOWED);
+			add(out_, "cdi-scan", message_id::CDI_SPEC_SHADOWED, printable(dir),
+			    dir + " holds " + (total == SIZE_MAX ? std::string("more") : std::to_string(total)) +
+				    " CDI specs: verify read only the first " + std::to_string(names->size()) +
+				    " by name and cannot tell whether the others shadow ours. Remove the ones a pod wrote");
 		for (std::size_t k = 0; k < names->size(); k++) {
 			if (out_of_time()) {
-				problem_here("cdi-scan", dir,
-					     "Stopped reading the CDI specs in " + dir + " after " + std::to_string(k) +
-						     " of them (more than the time budget for files a pod can write): cannot tell whether the "
-						     "others shadow ours. Remove the ones a pod wrote",
-					     message_id::CDI_SPEC_SHADOWED);
+				add(out_, "cdi-scan", message_id::CDI_SPEC_SHADOWED, printable(dir),
+				    "Stopped reading the CDI specs in " + dir + " after " + std::to_string(k) +
+					    " of them (more than the time budget for files a pod can write): cannot tell whether the "
+					    "others shadow ours. Remove the ones a pod wrote");
 				return;
 			}
-			read_spec(index, fd->get(), (*names)[k]);
+			read_spec(index, (*names)[k]);
 		}
 	}
 
@@ -172,15 +142,10 @@ private:
 			return false;
 		for (const auto &o : ours_)
 			if (normalize_run_path(fs::dirname(o)) == normalize_run_path(dir))
-				problem_here("cdi-spec-dirs", dir,
-					     dir + " is a symlink: the CDI library does not read a spec directory that is one, and containerd never sees " +
-						     o + ". Make it a directory (or name its target in cdi_spec_dirs)");
+				add(out_, "cdi-spec-dirs", message_id::CONTAINERD_CDI_OFF, printable(dir),
+				    dir + " is a symlink: the CDI library does not read a spec directory that is one, and containerd never sees " +
+					    o + ". Make it a directory (or name its target in cdi_spec_dirs)");
 		return true;
-	}
-
-	void problem_here(const char *check, const std::string &path, std::string message, const char *id = message_id::CONTAINERD_CDI_OFF)
-	{
-		out_.findings.push_back(ConsumerFinding{check, id, Problem{printable(path), std::move(message)}, false});
 	}
 
 	// The directory's spec names, streamed: at most MAX_SPECS_PER_DIR kept (the smallest by name, as
@@ -227,7 +192,7 @@ private:
 		return heap;
 	}
 
-	void read_spec(std::size_t index, int dirfd, const std::string &name)
+	void read_spec(std::size_t index, const std::string &name)
 	{
 		SpecFile s;
 		s.dir = index;
@@ -245,7 +210,6 @@ private:
 		// only into a regular file of bounded size.
 		// A device node a privileged pod made (or a link to one) is never opened for reading: O_PATH
 		// first, its type from fstat, then a reopen of that very file.
-		(void)dirfd;
 		// Read without following a symlink (snapshot.cpp); a link the library follows is opened here.
 		if (already_read && normalize_run_path(already_read->path) == normalize_run_path(s.path) &&
 		    (*already_read->text || already_read->text->error().errnum != ELOOP)) {
@@ -287,12 +251,10 @@ private:
 		if (!(S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)))
 			return false;
 		const char *what = S_ISFIFO(st.st_mode) ? "a FIFO" : "a device node";
-		out_.findings.push_back(ConsumerFinding{
-			"cdi-blocking", message_id::CDI_SPEC_SHADOWED,
-			Problem{printable(path), printable(path) + " is " + what + " (or a link to one): the CDI library reads every spec file " +
-							 "to its end under the lock each container creation takes, so containerd hangs or runs out of memory "
-							 "there and no pod gets a GPU. Remove it"},
-			false});
+		add(out_, "cdi-blocking", message_id::CDI_SPEC_SHADOWED, printable(path),
+		    printable(path) + " is " + what + " (or a link to one): the CDI library reads every spec file " +
+			    "to its end under the lock each container creation takes, so containerd hangs or runs out of memory "
+			    "there and no pod gets a GPU. Remove it");
 		return true;
 	}
 
@@ -306,9 +268,8 @@ private:
 			return;
 		}
 		if (s.ours) {
-			auto doc = parse_own_spec(*text, s.path);
-			if (doc && doc->is_object()) {
-				static_cast<SpecFacts &>(s) = facts_of(*doc);
+			if (auto facts = spec_facts(*text, s.path)) {
+				static_cast<SpecFacts &>(s) = std::move(*facts);
 				specs.push_back(std::move(s));
 			}
 			return;
@@ -319,11 +280,9 @@ private:
 			return;
 		}
 		if (v.verdict == ForeignSpec::Verdict::Crashes) {
-			out_.findings.push_back(ConsumerFinding{
-				"cdi-crash", message_id::CDI_SPEC_SHADOWED,
-				Problem{printable(s.path), printable(s.path) + " can crash the CDI library (" + printable(v.reason) +
-								   "): containerd goes down when it reads its CDI specs, and no pod gets a GPU. Remove it"},
-				false});
+			add(out_, "cdi-crash", message_id::CDI_SPEC_SHADOWED, printable(s.path),
+			    printable(s.path) + " can crash the CDI library (" + printable(v.reason) +
+				    "): containerd goes down when it reads its CDI specs, and no pod gets a GPU. Remove it");
 			return;
 		}
 		if (foreign && v.document.is_object())
@@ -335,11 +294,9 @@ private:
 	// A spec the library may read but verify cannot judge: not ready, naming it (never a silent pass).
 	void unjudged(const std::string &path, const std::string &why)
 	{
-		out_.findings.push_back(ConsumerFinding{
-			"unjudged", message_id::CDI_SPEC_SHADOWED,
-			Problem{printable(path), "Cannot tell whether " + printable(path) + " shadows our CDI devices: " + printable(why) +
-							 ". The CDI library reads it; remove it or make it a plain spec"},
-			false});
+		add(out_, "unjudged", message_id::CDI_SPEC_SHADOWED, printable(path),
+		    "Cannot tell whether " + printable(path) + " shadows our CDI devices: " + printable(why) +
+			    ". The CDI library reads it; remove it or make it a plain spec");
 	}
 
 	std::vector<std::string> dirs_;
@@ -356,16 +313,11 @@ std::string runtime_name(const ContainerdView &v) { return v.runtime == "cri-o" 
 // Whether `path` names anything in the machine (lstat, its directory opened inside the root).
 bool exists_in_root(const Context &ctx, const std::string &path)
 {
-	const UniqueFd root(::open(ctx.root.empty() ? "/" : ctx.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+	const UniqueFd root = open_machine_root(ctx);
 	auto dir = root ? open_confined(root.get(), fs::dirname(path), ConfinedOpen{Confinement::InRoot, O_PATH | O_DIRECTORY, true})
 			: fail(Error{});
 	struct stat st = {};
 	return dir && ::fstatat(dir->get(), fs::basename(path).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
-}
-
-void problem(ConsumerReport &out, const char *check, const char *id, std::string path, std::string message)
-{
-	out.findings.push_back(ConsumerFinding{check, id, Problem{std::move(path), std::move(message)}, false});
 }
 
 // cdi_spec_dirs must hold our spec's directory, or containerd never reads the spec.
@@ -379,9 +331,9 @@ void check_spec_dir_listed(const ContainerdView &v, const Context &ctx, Consumer
 				[&](const std::string &d) { return normalize_run_path(d) == normalize_run_path(dir); }))
 			return;
 		const std::string file = v.cdi_spec_dirs_from.starts_with("/") ? v.cdi_spec_dirs_from : v.config;
-		problem(out, "cdi-spec-dirs", message_id::CONTAINERD_CDI_OFF, file,
-			runtime_name(v) + " reads CDI specs from " + join_dirs(v.cdi_spec_dirs) + " (cdi_spec_dirs in " + printable(file) +
-				"), not from " + dir + " where " + whose + spec + " is: add it to cdi_spec_dirs under " + v.cdi_section);
+		add(out, "cdi-spec-dirs", message_id::CONTAINERD_CDI_OFF, file,
+		    runtime_name(v) + " reads CDI specs from " + join_dirs(v.cdi_spec_dirs) + " (cdi_spec_dirs in " + printable(file) +
+			    "), not from " + dir + " where " + whose + spec + " is: add it to cdi_spec_dirs under " + v.cdi_section);
 	};
 	needs(ctx.config.cdi_spec, "");
 	if (exists_in_root(ctx, ctx.config.device_plugin_spec))
@@ -405,19 +357,19 @@ void check_containerd(const ContainerdView &v, const Context &ctx, ConsumerRepor
 	j["max_cdi_version"] = v.max_cdi_version.empty() ? json(nullptr) : json(v.max_cdi_version);
 	j["max_cdi_version_from"] = v.max_cdi_version.empty() ? json(nullptr) : json(v.max_cdi_version_from);
 	for (const auto &w : v.warnings)
-		out.findings.push_back(ConsumerFinding{"containerd-config", message_id::CONTAINERD_CONFIG_UNKNOWN, Problem{v.config, w}, true});
+		add(out, "containerd-config", message_id::CONTAINERD_CONFIG_UNKNOWN, v.config, w, true);
 	if (v.version && v.max_cdi_version.empty()) {
-		problem(out, "cdi-disabled", message_id::CONTAINERD_CDI_OFF, v.version_source,
-			"containerd " + v.version->text + " has no CDI support (" + v.version_source +
-				"): pods get no GPU from " + ctx.config.cdi_spec + "; CDI needs containerd 1.7 or later");
+		add(out, "cdi-disabled", message_id::CONTAINERD_CDI_OFF, v.version_source,
+		    "containerd " + v.version->text + " has no CDI support (" + v.version_source +
+			    "): pods get no GPU from " + ctx.config.cdi_spec + "; CDI needs containerd 1.7 or later");
 		return;
 	}
 	j["config_refused"] = v.refused.empty() ? json(nullptr) : json(printable(v.refused));
 	if (!v.refused.empty()) {
-		problem(out, "config-refused", message_id::CONTAINERD_CDI_OFF, printable(v.refused_file),
-			runtime_name(v) + " " + (v.version ? v.version->text : std::string("(version unknown)")) + " refuses its configuration (" +
-				printable(v.refused) + "): it does not start, and no pod runs. Fix " + printable(v.refused_file) +
-				(v.runtime == "cri-o" ? std::string() : " (containerd --config " + v.config + " config dump says what it reads)"));
+		add(out, "config-refused", message_id::CONTAINERD_CDI_OFF, printable(v.refused_file),
+		    runtime_name(v) + " " + (v.version ? v.version->text : std::string("(version unknown)")) + " refuses its configuration (" +
+			    printable(v.refused) + "): it does not start, and no pod runs. Fix " + printable(v.refused_file) +
+			    (v.runtime == "cri-o" ? std::string() : " (containerd --config " + v.config + " config dump says what it reads)"));
 		return;
 	}
 	j["cri_disabled"] = v.cri_disabled.empty() ? json(nullptr) : json(printable(v.cri_disabled));
@@ -425,32 +377,32 @@ void check_containerd(const ContainerdView &v, const Context &ctx, ConsumerRepor
 	j["config_ambiguous"] = v.config_ambiguous;
 	if (v.config_ambiguous) {
 		const std::string file = v.refused_file.empty() ? v.config : v.refused_file;
-		problem(out, "cdi-disabled", message_id::CONTAINERD_CDI_OFF, file,
-			"containerd's configuration names one CRI table twice in a version-1 file (" + printable(file) +
-				": [plugins.cri] and its URI), and containerd " + (v.version ? v.version->text : std::string()) +
-				" keeps either one from start to start: whether it uses CDI is not fixed. Keep one of the two");
+		add(out, "cdi-disabled", message_id::CONTAINERD_CDI_OFF, file,
+		    "containerd's configuration names one CRI table twice in a version-1 file (" + printable(file) +
+			    ": [plugins.cri] and its URI), and containerd " + (v.version ? v.version->text : std::string()) +
+			    " keeps either one from start to start: whether it uses CDI is not fixed. Keep one of the two");
 		return;
 	}
 	if (!v.cri_disabled.empty()) {
-		problem(out, "cdi-disabled", message_id::CONTAINERD_CDI_OFF, v.config,
-			"containerd's configuration disables its CRI plugin " + printable(v.cri_disabled) +
-				" (disabled_plugins): kubelet gets no container runtime from it and no pod runs. Remove it from disabled_plugins");
+		add(out, "cdi-disabled", message_id::CONTAINERD_CDI_OFF, v.config,
+		    "containerd's configuration disables its CRI plugin " + printable(v.cri_disabled) +
+			    " (disabled_plugins): kubelet gets no container runtime from it and no pod runs. Remove it from disabled_plugins");
 		return;
 	}
 	// containerd 2.3 deprecates enable_cdi: off, a pod's CDI request is an error; the key goes away.
 	const bool deprecated = v.version && (v.version->major > 2 || (v.version->major == 2 && v.version->minor >= 3));
 	if (v.cdi_enabled && !*v.cdi_enabled && deprecated) {
-		problem(out, "cdi-disabled", message_id::CONTAINERD_CDI_OFF, v.config,
-			"enable_cdi = false in containerd's configuration (" + printable(v.cdi_enabled_from) + "): containerd " + v.version->text +
-				" deprecates the key and fails every pod that asks for a CDI device, GPU pods included. Remove the line from " +
-				printable(v.config) + " or the file it imports that sets it, and restart containerd");
+		add(out, "cdi-disabled", message_id::CONTAINERD_CDI_OFF, v.config,
+		    "enable_cdi = false in containerd's configuration (" + printable(v.cdi_enabled_from) + "): containerd " + v.version->text +
+			    " deprecates the key and fails every pod that asks for a CDI device, GPU pods included. Remove the line from " +
+			    printable(v.config) + " or the file it imports that sets it, and restart containerd");
 		return;
 	}
 	if (v.cdi_enabled && !*v.cdi_enabled) {
-		problem(out, "cdi-disabled", message_id::CONTAINERD_CDI_OFF, v.config,
-			"CDI is off in containerd " + (v.version ? v.version->text : std::string("(version unknown)")) + " (" +
-				printable(v.cdi_enabled_from) + "): pods get no GPU from " + ctx.config.cdi_spec + ". Set enable_cdi = true under " +
-				v.cdi_section + " in " + printable(v.config) + " (or the file it imports that sets that table last) and restart containerd");
+		add(out, "cdi-disabled", message_id::CONTAINERD_CDI_OFF, v.config,
+		    "CDI is off in containerd " + (v.version ? v.version->text : std::string("(version unknown)")) + " (" +
+			    printable(v.cdi_enabled_from) + "): pods get no GPU from " + ctx.config.cdi_spec + ". Set enable_cdi = true under " +
+			    v.cdi_section + " in " + printable(v.config) + " (or the file it imports that sets that table last) and restart containerd");
 	}
 	check_spec_dir_listed(v, ctx, out);
 }
@@ -470,12 +422,12 @@ void check_versions(const ContainerdView &v, const std::vector<SpecFile> &specs,
 		return;
 	for (const auto &s : specs)
 		if (s.ours && !s.cdi_version.empty() && compare_cdi_versions(s.cdi_version, v.max_cdi_version) > 0)
-			problem(out, "cdi-version", message_id::CDI_VERSION_REFUSED, s.path,
-				s.path + " has cdiVersion " + printable(s.cdi_version) + " but " + runtime_name(v) + " " + v.version->text + " (" +
-					v.version_source + ") accepts at most " + v.max_cdi_version +
-					(v.cdi_library.empty() ? std::string() : " (built with CDI library " + printable(v.cdi_library) + ")") +
-					": it refuses the spec and pods get none of its devices; that spec needs " +
-					runtime_needed(v, printable(s.cdi_version)));
+			add(out, "cdi-version", message_id::CDI_VERSION_REFUSED, s.path,
+			    s.path + " has cdiVersion " + printable(s.cdi_version) + " but " + runtime_name(v) + " " + v.version->text + " (" +
+				    v.version_source + ") accepts at most " + v.max_cdi_version +
+				    (v.cdi_library.empty() ? std::string() : " (built with CDI library " + printable(v.cdi_library) + ")") +
+				    ": it refuses the spec and pods get none of its devices; that spec needs " +
+				    runtime_needed(v, printable(s.cdi_version)));
 }
 
 // A file not ours that names the kind of one of our specs is a conflict, whatever the library makes
@@ -505,7 +457,7 @@ void check_shadowing(const std::vector<SpecFile> &ours, const std::vector<Foreig
 			else
 				msg = head + ": ours wins where their device names meet (a later CDI directory), but a device it adds under our "
 					     "kind is not ours, and a change of cdi_spec_dirs hands pods its devices. Remove it";
-			problem(out, "shadowed", message_id::CDI_SPEC_SHADOWED, printable(f.path), std::move(msg));
+			add(out, "shadowed", message_id::CDI_SPEC_SHADOWED, printable(f.path), std::move(msg));
 		}
 	}
 }
@@ -518,27 +470,22 @@ bool under(std::string_view path, std::string_view root)
 // Whether any mount of the spec, top-level or of a device, has its hostPath under `root`.
 bool mounts_under(const json &doc, const std::string &root)
 {
-	auto edits_under = [&](const json &e) {
-		if (!e.is_object() || !e.contains("mounts") || !e["mounts"].is_array())
-			return false;
-		return std::any_of(e["mounts"].begin(), e["mounts"].end(), [&](const json &m) {
+	bool found = false;
+	for_each_edits(doc, [&](const json &e) {
+		if (found || !e.contains("mounts") || !e["mounts"].is_array())
+			return;
+		found = std::any_of(e["mounts"].begin(), e["mounts"].end(), [&](const json &m) {
 			return m.is_object() && m.contains("hostPath") && m["hostPath"].is_string() && under(m["hostPath"].get<std::string>(), root);
 		});
-	};
-	if (doc.contains("containerEdits") && edits_under(doc["containerEdits"]))
-		return true;
-	if (doc.contains("devices") && doc["devices"].is_array())
-		for (const auto &d : doc["devices"])
-			if (d.is_object() && d.contains("containerEdits") && edits_under(d["containerEdits"]))
-				return true;
-	return false;
+	});
+	return found;
 }
 
 // The DRA driver's per-claim specs, and any other spec that mounts files of the driver root (a
 // writer we do not know of): checked like the device plugin's, as warnings naming the claim.
 class DraCheck {
 public:
-	DraCheck(const Context &ctx, SpecScan &scan) : ctx_(ctx), scan_(scan) {}
+	DraCheck(const Context &ctx, SpecScan &scan, ConsumerReport &out) : ctx_(ctx), scan_(scan), out_(out) {}
 
 	void operator()(const SpecFile &s, const json &doc)
 	{
@@ -550,9 +497,10 @@ public:
 		claims_ += claim;
 		if (checked_ == MAX_CHECKED || scan_.out_of_time()) {
 			if (!said_)
-				scan_.warn("dra-stale", message_id::DRA_CLAIM_SPEC_STALE, printable(s.path),
-					   "Not checking the hostPaths of " + printable(s.path) + " and the specs after it: more than " +
-						   std::to_string(MAX_CHECKED) + " specs that use the driver root, or out of time");
+				add(out_, "dra-stale", message_id::DRA_CLAIM_SPEC_STALE, printable(s.path),
+				    "Not checking the hostPaths of " + printable(s.path) + " and the specs after it: more than " +
+					    std::to_string(MAX_CHECKED) + " specs that use the driver root, or out of time",
+				    true);
 			said_ = true;
 			return;
 		}
@@ -563,10 +511,11 @@ public:
 		if (auto w = claim ? generated_from_another_root(doc, ctx_.config.driver_root) : std::nullopt; w && !w->device_node) {
 			const std::string why = "it mounts " + printable(w->host_path) + ", outside " + ctx_.config.driver_root;
 			stale_.push_back(json{{"file", printable(s.path)}, {"claim", uid}, {"problem", why}});
-			scan_.warn("dra-stale", message_id::DRA_CLAIM_SPEC_STALE, printable(s.path),
-				   "The CDI spec of the DRA claim " + uid + " was generated from another driver root: " + why +
-					   ". Set the DRA driver's Helm value nvidiaDriverRoot (NVIDIA_DRIVER_ROOT of its kubelet plugins) to " +
-					   ctx_.config.driver_root);
+			add(out_, "dra-stale", message_id::DRA_CLAIM_SPEC_STALE, printable(s.path),
+			    "The CDI spec of the DRA claim " + uid + " was generated from another driver root: " + why +
+				    ". Set the DRA driver's Helm value nvidiaDriverRoot (NVIDIA_DRIVER_ROOT of its kubelet plugins) to " +
+				    ctx_.config.driver_root,
+			    true);
 			return;
 		}
 		std::vector<Problem> problems;
@@ -574,9 +523,10 @@ public:
 		if (problems.empty())
 			return;
 		stale_.push_back(json{{"file", printable(s.path)}, {"claim", claim ? json(uid) : json(nullptr)}, {"problem", problems.front().message}});
-		scan_.warn("dra-stale", message_id::DRA_CLAIM_SPEC_STALE, printable(s.path),
-			   "The CDI spec of " + (claim ? "the DRA claim " + uid : printable(s.path)) + " is stale: " + problems.front().message +
-				   (claim ? ". Its pod fails to start until the DRA driver prepares the claim again (delete the pod)" : ""));
+		add(out_, "dra-stale", message_id::DRA_CLAIM_SPEC_STALE, printable(s.path),
+		    "The CDI spec of " + (claim ? "the DRA claim " + uid : printable(s.path)) + " is stale: " + problems.front().message +
+			    (claim ? ". Its pod fails to start until the DRA driver prepares the claim again (delete the pod)" : ""),
+		    true);
 	}
 
 	json result() const { return json{{"claim_specs", claims_}, {"checked", checked_}, {"stale", stale_}}; }
@@ -585,6 +535,7 @@ public:
 private:
 	const Context &ctx_;
 	SpecScan &scan_;
+	ConsumerReport &out_;
 	std::size_t claims_ = 0, checked_ = 0;
 	bool said_ = false;
 	json stale_ = json::array();
@@ -598,9 +549,9 @@ void check_schema_override(const Context &ctx, ConsumerReport &out)
 {
 	if (!exists_in_root(ctx, SCHEMA_OVERRIDE))
 		return;
-	problem(out, "cdi-schema", message_id::CDI_SPEC_SHADOWED, SCHEMA_OVERRIDE,
-		std::string(SCHEMA_OVERRIDE) + " exists: the CDI library of containerd, CRI-O and podman validates every spec against it instead of "
-					       "its own schema, and refuses what it refuses; verify cannot tell which specs pass. Remove it");
+	add(out, "cdi-schema", message_id::CDI_SPEC_SHADOWED, SCHEMA_OVERRIDE,
+	    std::string(SCHEMA_OVERRIDE) + " exists: the CDI library of containerd, CRI-O and podman validates every spec against it instead of "
+					   "its own schema, and refuses what it refuses; verify cannot tell which specs pass. Remove it");
 }
 
 // nvidia-container-runtime's configuration (nvidia-container-toolkit's api/config/v1/config.go and
@@ -616,9 +567,9 @@ void check_nvidia_runtime(const Context &ctx, ConsumerReport &out)
 {
 	const std::string file = NVIDIA_RUNTIME_CONFIG;
 	auto warn = [&](const std::string &message) {
-		out.findings.push_back(ConsumerFinding{"nvidia-runtime", message_id::NVIDIA_RUNTIME_NOT_OURS, Problem{file, printable(message)}, true});
+		add(out, "nvidia-runtime", message_id::NVIDIA_RUNTIME_NOT_OURS, file, printable(message), true);
 	};
-	const UniqueFd root(::open(ctx.root.empty() ? "/" : ctx.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+	const UniqueFd root = open_machine_root(ctx);
 	if (!root)
 		return;
 	auto text = read_runtime_config(root.get(), file, 1u << 20);
@@ -628,11 +579,7 @@ void check_nvidia_runtime(const Context &ctx, ConsumerReport &out)
 			warn(file + " cannot be read (" + doc.error().message + "): nvidia-container-runtime fails on it, and on every pod it runs");
 		return;
 	}
-	auto at = [](const nlohmann::json &t, const char *key) -> const nlohmann::json * {
-		return t.is_object() && t.contains(key) ? &t[key] : nullptr;
-	};
-	const nlohmann::json *runtime = at(*doc, "nvidia-container-runtime");
-	const nlohmann::json *mode = runtime ? at(*runtime, "mode") : nullptr;
+	const nlohmann::json *mode = table_at(*doc, {"nvidia-container-runtime", "mode"});
 	const std::string m = mode && mode->is_string() ? mode->get<std::string>().substr(0, 64) : "auto";
 	const std::string pods = ": a pod it runs that names its GPUs in NVIDIA_VISIBLE_DEVICES (the device plugin's envvar strategy, "
 				 "the GPU Operator's own pods) ";
@@ -643,16 +590,15 @@ void check_nvidia_runtime(const Context &ctx, ConsumerReport &out)
 		     ctx.config.cdi_spec + ": set mode = \"cdi\" under [nvidia-container-runtime]");
 		return;
 	}
-	const nlohmann::json *modes = at(*runtime, "modes");
-	const nlohmann::json *cdi = modes ? at(*modes, "cdi") : nullptr;
+	const nlohmann::json *cdi = table_at(*doc, {"nvidia-container-runtime", "modes", "cdi"});
 	const std::string ours = normalize_run_path(fs::dirname(ctx.config.cdi_spec));
-	if (const nlohmann::json *dirs = cdi ? at(*cdi, "spec-dirs") : nullptr;
+	if (const nlohmann::json *dirs = cdi ? table_at(*cdi, {"spec-dirs"}) : nullptr;
 	    dirs && !(dirs->is_array() && std::any_of(dirs->begin(), dirs->end(), [&](const nlohmann::json &d) {
 			      return d.is_string() && normalize_run_path(d.get<std::string>()) == ours;
 		      })))
 		warn("nvidia-container-runtime.modes.cdi.spec-dirs in " + file + " does not list " + fs::dirname(ctx.config.cdi_spec) + pods +
 		     "gets none of " + ctx.config.cdi_spec + "'s devices: add it there");
-	if (const nlohmann::json *kind = cdi ? at(*cdi, "default-kind") : nullptr; kind && !(kind->is_string() && *kind == CDI_KIND))
+	if (const nlohmann::json *kind = cdi ? table_at(*cdi, {"default-kind"}) : nullptr; kind && !(kind->is_string() && *kind == CDI_KIND))
 		warn("nvidia-container-runtime.modes.cdi.default-kind in " + file + " is not " + CDI_KIND + pods +
 		     "gets devices of that kind, not " + ctx.config.cdi_spec + "'s: set it to " + CDI_KIND + " or remove it");
 }
@@ -664,20 +610,19 @@ std::size_t ConsumerReport::count(std::string_view check) const
 	return static_cast<std::size_t>(std::count_if(findings.begin(), findings.end(), [&](const auto &f) { return f.check == check; }));
 }
 
-SpecFacts spec_facts(const CdiSpec &spec)
-{
-	SpecFacts f{spec.kind(), spec.cdi_version, {}};
-	for (auto &name : spec.device_names())
-		f.devices.insert(std::move(name));
-	return f;
-}
+SpecFacts spec_facts(const CdiSpec &spec) { return SpecFacts{spec.kind(), spec.cdi_version}; }
 
+// Our own spec, root's file in /etc/cdi, as large as what we generate (6,000 IMEX channels): read
+// with our limits.
 std::optional<SpecFacts> spec_facts(const std::string &text, const std::string &path)
 {
-	auto doc = parse_own_spec(text, path);
+	auto doc = parse_yaml_bounded(text, path, ParseLimits{32, 4000000});
 	if (!doc || !doc->is_object())
 		return std::nullopt;
-	return facts_of(*doc);
+	auto str = [&](const char *key) {
+		return doc->contains(key) && (*doc)[key].is_string() ? (*doc)[key].get<std::string>() : std::string();
+	};
+	return SpecFacts{str("kind"), str("cdiVersion")};
 }
 
 ConsumerReport check_consumer(const Context &ctx, const KnownSpecs *known, const ReadSpecFile *read, bool ask_runtime)
@@ -688,7 +633,7 @@ ConsumerReport check_consumer(const Context &ctx, const KnownSpecs *known, const
 	// Without containerd the CDI library's defaults, which CRI-O and podman share.
 	SpecScan scan(ctx, view.found ? view.cdi_spec_dirs : std::vector<std::string>{"/etc/cdi", "/var/run/cdi"}, out, known);
 	scan.already_read = read;
-	DraCheck dra(ctx, scan);
+	DraCheck dra(ctx, scan, out);
 	scan.foreign = [&](const SpecFile &s, const json &doc) { dra(s, doc); };
 	scan.run();
 	check_schema_override(ctx, out);

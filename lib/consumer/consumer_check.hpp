@@ -14,16 +14,14 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
 namespace unbounded {
 
-// What the consumer check takes from a spec of ours: its kind, cdiVersion and device names.
+// What the consumer check takes from a spec of ours: its kind and cdiVersion.
 struct SpecFacts {
 	std::string kind, cdi_version;
-	std::set<std::string> devices;
 };
 
 struct ConsumerFinding {

@@ -1,6 +1,7 @@
 #include "containerd.hpp"
 
 #include "bounded_parse.hpp"
+#include "cdi_check.hpp"
 #include "cdi_model.hpp"
 #include "confined_open.hpp"
 #include "fs.hpp"
@@ -11,14 +12,11 @@
 #include "run_probe.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cctype>
 #include <charconv>
 #include <cstring>
 #include <fcntl.h>
-#include <fnmatch.h>
 #include <iterator>
-#include <set>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,11 +26,6 @@ namespace {
 using json = nlohmann::json;
 
 constexpr const char *DPKG_STATUS = "/var/lib/dpkg/status";
-
-UniqueFd open_root(const Context &ctx)
-{
-	return UniqueFd(::open(ctx.root.empty() ? "/" : ctx.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-}
 
 // The installed containerd package's version from dpkg's database, read in blocks (the file may be
 // megabytes; only the package's own paragraph is kept).
@@ -200,6 +193,20 @@ std::optional<std::pair<ContainerdVersion, std::string>> binary_version(const Co
 	return std::nullopt;
 }
 
+// A runtime's package as dpkg has it: its version, and the CDI library Debian built it against when
+// that is one we know.
+void take_package(const PackageVersion &pkg, ContainerdView &view)
+{
+	view.found = true;
+	view.version = parse_containerd_version(pkg.version);
+	view.version_source = std::string(DPKG_STATUS) + " (" + pkg.package + " " + printable(pkg.version) + ")";
+	if (pkg.cdi_library && !max_cdi_version_for_library(pkg.cdi_library->version).empty()) {
+		view.cdi_library = pkg.cdi_library->version;
+		view.max_cdi_version_from =
+			pkg.cdi_library_field + " of " + pkg.package + " in " + DPKG_STATUS + ": " + pkg.cdi_library->package + " " + view.cdi_library;
+	}
+}
+
 // Whether containerd is installed, and its version when dpkg knows it, else as its binary says.
 // With the CDI library Debian built it against, when the package names it: that library, not the
 // one upstream's go.mod names for the version, decides which cdiVersion containerd accepts (trixie's
@@ -214,14 +221,7 @@ void find_containerd(const Context &ctx, int root, ContainerdView &view)
 		}
 	}
 	if (auto pkg = dpkg_version(root)) {
-		view.found = true;
-		view.version = parse_containerd_version(pkg->version);
-		view.version_source = std::string(DPKG_STATUS) + " (" + pkg->package + " " + printable(pkg->version) + ")";
-		if (pkg->cdi_library && !max_cdi_version_for_library(pkg->cdi_library->version).empty()) {
-			view.cdi_library = pkg->cdi_library->version;
-			view.max_cdi_version_from = pkg->cdi_library_field + " of " + pkg->package + " in " + DPKG_STATUS + ": " +
-						    pkg->cdi_library->package + " " + view.cdi_library;
-		}
+		take_package(*pkg, view);
 	} else if (!view.binary.empty()) {
 		view.found = true;
 		view.version_source = view.binary;
@@ -238,16 +238,11 @@ void read_crio(int root, ContainerdView &view)
 	auto pkg = dpkg_version(root, {"cri-o"});
 	if (!pkg)
 		return;
-	view.found = true;
+	take_package(*pkg, view);  // its package is "cri-o"
 	view.runtime = "cri-o";
 	view.config = "/etc/crio/crio.conf";
-	view.version = parse_containerd_version(pkg->version);
-	view.version_source = std::string(DPKG_STATUS) + " (cri-o " + printable(pkg->version) + ")";
-	if (pkg->cdi_library && !max_cdi_version_for_library(pkg->cdi_library->version).empty()) {
-		view.cdi_library = pkg->cdi_library->version;
+	if (!view.cdi_library.empty()) {
 		view.max_cdi_version = max_cdi_version_for_library(view.cdi_library);
-		view.max_cdi_version_from = pkg->cdi_library_field + " of cri-o in " + std::string(DPKG_STATUS) + ": " + pkg->cdi_library->package + " " +
-					    view.cdi_library;
 	} else if (view.version) {
 		view.max_cdi_version = max_cdi_version_for_crio(view.version->major, view.version->minor);
 		view.max_cdi_version_from = view.max_cdi_version.empty() ? "" : "CRI-O " + view.version->text + "'s CDI library";
@@ -264,8 +259,7 @@ void read_crio(int root, ContainerdView &view)
 	view.cdi_section = "[crio.runtime] in a drop-in of /etc/crio/crio.conf.d/";
 }
 
-// The CRI plugin's table in a dump: 2.x's runtime plugin reads enable_cdi, 1.x's one CRI plugin.
-constexpr const char *CRI_1 = "io.containerd.grpc.v1.cri";
+// The CRI plugin's table in a dump: 2.x's runtime plugin reads enable_cdi, 1.x's one CRI plugin (CRI_1).
 constexpr const char *RUNTIME_2 = "io.containerd.cri.v1.runtime";
 constexpr Millis DUMP_TIMEOUT{5000};
 constexpr std::size_t MAX_DUMP_BYTES = 4u << 20;  // the default configuration dumps to 8 KiB
@@ -281,17 +275,6 @@ std::string file_named(const std::string &why, const std::string &fallback)
 		return why.substr(from, end == std::string::npos ? std::string::npos : end - from);
 	}
 	return fallback;
-}
-
-const json *table_at(const json &doc, std::initializer_list<const char *> keys)
-{
-	const json *at = &doc;
-	for (const char *k : keys) {
-		if (!at->is_object() || !at->contains(k))
-			return nullptr;
-		at = &(*at)[k];
-	}
-	return at;
 }
 
 // What containerd's daemon refuses at its start and its config dump prints all the same (its main's
@@ -462,7 +445,7 @@ ContainerdView read_containerd(const Context &ctx, bool ask)
 {
 	ContainerdView view;
 	view.config = ctx.config.containerd_config;
-	const UniqueFd root = open_root(ctx);
+	const UniqueFd root = open_machine_root(ctx);
 	if (!root)
 		return view;
 	find_containerd(ctx, root.get(), view);

@@ -9,7 +9,6 @@
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <set>
-#include <sys/stat.h>
 
 namespace unbounded {
 namespace {
@@ -20,70 +19,55 @@ constexpr std::size_t MAX_CONFIG_BYTES = 1u << 20;  // containerd's own default 
 constexpr std::size_t MAX_CONFIG_FILES = 32;        // the main file and what it imports, transitively
 constexpr std::size_t MAX_GLOB_MATCHES = 256;
 
-struct BadPattern {};
-
-bool has_meta(std::string_view p) { return p.find_first_of("*?[\\") != std::string_view::npos; }
-
-class Globber {
-public:
-	explicit Globber(int root) : root_(root) {}
-
-	// filepath.Glob: the directory part globbed first, then the last component in each match,
-	// names sorted within a directory.
-	std::vector<std::string> glob(const std::string &pattern)
-	{
-		if (!has_meta(pattern)) {
-			struct stat st = {};
-			auto parent = open_confined(root_, fs::dirname(pattern), ConfinedOpen{Confinement::InRoot, O_PATH | O_DIRECTORY, true});
-			const bool there = parent && ::fstatat(parent->get(), fs::basename(pattern).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
-			return there ? std::vector<std::string>{pattern} : std::vector<std::string>{};
-		}
-		std::string dir = fs::dirname(pattern);
-		const std::string file = fs::basename(pattern);
-		std::vector<std::string> out;
-		if (!has_meta(dir)) {
-			in_dir(dir, file, out);
-			return out;
-		}
-		if (dir == pattern)
-			throw BadPattern{};
-		for (const auto &d : glob(dir))
-			in_dir(d, file, out);
-		return out;
-	}
-
-private:
-	void in_dir(const std::string &dir, const std::string &pattern, std::vector<std::string> &out)
-	{
-		auto fd = open_confined(root_, dir, ConfinedOpen{Confinement::InRoot, O_RDONLY | O_DIRECTORY, true});
-		if (!fd)
-			return;  // not a directory, or not there: no match, no error
-		auto names = fs::list_dir(fd->get(), dir);
-		if (!names)
-			return;
-		for (const auto &n : *names)
-			if (::fnmatch(pattern.c_str(), n.c_str(), 0) == 0 && out.size() < MAX_GLOB_MATCHES)
-				out.push_back(fs::join(dir, n));
-	}
-
-	int root_;
-};
-
-// v1MigratePluginName: a version-1 file's plugin names, as 2.x reads them.
-std::string v1_plugin_uri(const std::string &name)
+// The names in `dir` that match `pattern`, added to `out`: not a directory, or not there, is no match
+// and no error.
+void glob_in_dir(int root, const std::string &dir, const std::string &pattern, std::vector<std::string> &out)
 {
-	static const std::pair<const char *, const char *> CORE[] = {
-		{"cri", "io.containerd.grpc.v1.cri"}, {"cgroups", "io.containerd.monitor.v1.cgroups"}, {"linux", "io.containerd.runtime.v1.linux"}, {"scheduler", "io.containerd.gc.v1.scheduler"}, {"bolt", "io.containerd.metadata.v1.bolt"}, {"task", "io.containerd.runtime.v2.task"}, {"opt", "io.containerd.internal.v1.opt"}, {"restart", "io.containerd.internal.v1.restart"}, {"tracing", "io.containerd.internal.v1.tracing"}, {"otlp", "io.containerd.tracing.processor.v1.otlp"}, {"aufs", "io.containerd.snapshotter.v1.aufs"}, {"btrfs", "io.containerd.snapshotter.v1.btrfs"}, {"devmapper", "io.containerd.snapshotter.v1.devmapper"}, {"native", "io.containerd.snapshotter.v1.native"}, {"overlayfs", "io.containerd.snapshotter.v1.overlayfs"}, {"zfs", "io.containerd.snapshotter.v1.zfs"}};
-	if (name.find('.') != std::string::npos)
-		return name;
-	for (const auto &[k, v] : CORE)
-		if (name == k)
-			return v;
-	if (name.ends_with("-service"))
-		return "io.containerd.service.v1." + name;
-	if (name == "windows" || name == "windows-lcow")
-		return "io.containerd.snapshotter.v1." + name;
-	return "io.containerd.grpc.v1." + name;
+	auto fd = open_confined(root, dir, ConfinedOpen{Confinement::InRoot, O_RDONLY | O_DIRECTORY, true});
+	auto names = fd ? fs::list_dir(fd->get(), dir) : fail(fd.error());
+	if (!names)
+		return;
+	for (const auto &n : *names)
+		if (::fnmatch(pattern.c_str(), n.c_str(), 0) == 0 && out.size() < MAX_GLOB_MATCHES)
+			out.push_back(fs::join(dir, n));
+}
+
+// filepath.Glob of a `pattern` that has a meta character: the directory part globbed first (when it
+// has one too), then the last component in each match, names sorted within a directory.
+std::vector<std::string> glob(int root, const std::string &pattern)
+{
+	const std::string dir = fs::dirname(pattern), file = fs::basename(pattern);
+	std::vector<std::string> out;
+	for (const auto &d : dir.find_first_of("*?[\\") == std::string::npos ? std::vector<std::string>{dir} : glob(root, dir))
+		glob_in_dir(root, d, file, out);
+	return out;
+}
+
+// Go's path/filepath.Clean, lexically.
+std::string go_clean_path(const std::string &path)
+{
+	if (path.empty())
+		return ".";
+	const bool rooted = path[0] == '/';
+	std::vector<std::string> parts;
+	std::size_t i = 0;
+	while (i <= path.size()) {
+		const std::size_t j = std::min(path.find('/', i), path.size());
+		const std::string part = path.substr(i, j - i);
+		if (part == "..") {
+			if (!parts.empty() && parts.back() != "..")
+				parts.pop_back();
+			else if (!rooted)
+				parts.push_back("..");
+		} else if (!part.empty() && part != ".") {
+			parts.push_back(part);
+		}
+		i = j + 1;
+	}
+	std::string out = rooted ? "/" : "";
+	for (std::size_t k = 0; k < parts.size(); k++)
+		out += (k ? "/" : "") + parts[k];
+	return out.empty() ? "." : out;
 }
 
 }  // namespace
@@ -91,7 +75,6 @@ std::string v1_plugin_uri(const std::string &name)
 ContainerdImports walk_containerd_imports(int root_fd, const std::string &main_file)
 {
 	ContainerdImports out;
-	Globber globber(root_fd);
 	std::vector<std::string> pending{go_clean_path(main_file)};
 	std::set<std::string> loaded;
 	while (!pending.empty() && out.missing.empty() && out.unknown.empty()) {
@@ -118,14 +101,15 @@ ContainerdImports walk_containerd_imports(int root_fd, const std::string &main_f
 		out.files.push_back(path);
 		// A file below version 2 has its plugins renamed to URIs (v1Migrate), "cri" and its URI
 		// alike, in Go's map order.
-		const json *version = doc->contains("version") ? &(*doc)["version"] : nullptr;
-		const json *plugins = doc->contains("plugins") ? &(*doc)["plugins"] : nullptr;
+		const json *version = table_at(*doc, {"version"});
+		const json *plugins = table_at(*doc, {"plugins"});
 		if ((!version || (version->is_number_integer() && version->get<long long>() <= 1)) && plugins && plugins->is_object() &&
-		    plugins->contains("cri") && plugins->contains(v1_plugin_uri("cri")) && out.ambiguous.empty())
+		    plugins->contains("cri") && plugins->contains(CRI_1) && out.ambiguous.empty())
 			out.ambiguous = path;
-		if (!doc->contains("imports") || !(*doc)["imports"].is_array())
+		const json *imports = table_at(*doc, {"imports"});
+		if (!imports || !imports->is_array())
 			continue;
-		for (const auto &i : (*doc)["imports"]) {
+		for (const auto &i : *imports) {
 			if (!i.is_string())
 				continue;
 			std::string p = go_clean_path(i.get<std::string>());
@@ -135,12 +119,8 @@ ContainerdImports walk_containerd_imports(int root_fd, const std::string &main_f
 				pending.push_back(p);
 				continue;
 			}
-			try {
-				for (auto &m : globber.glob(p))
-					pending.push_back(std::move(m));
-			} catch (const BadPattern &) {
-				out.unknown = "a pattern of " + path + " is not one Go reads";
-			}
+			for (auto &m : glob(root_fd, p))
+				pending.push_back(std::move(m));
 		}
 	}
 	return out;
@@ -154,32 +134,6 @@ Result<std::string> read_runtime_config(int root_fd, const std::string &path, st
 	if (auto r = fs::require_regular(fd->get(), path); !r)
 		return fail(r.error());
 	return fs::read_fd(fd->get(), path, cap);
-}
-
-std::string go_clean_path(const std::string &path)
-{
-	if (path.empty())
-		return ".";
-	const bool rooted = path[0] == '/';
-	std::vector<std::string> parts;
-	std::size_t i = 0;
-	while (i <= path.size()) {
-		const std::size_t j = std::min(path.find('/', i), path.size());
-		const std::string part = path.substr(i, j - i);
-		if (part == "..") {
-			if (!parts.empty() && parts.back() != "..")
-				parts.pop_back();
-			else if (!rooted)
-				parts.push_back("..");
-		} else if (!part.empty() && part != ".") {
-			parts.push_back(part);
-		}
-		i = j + 1;
-	}
-	std::string out = rooted ? "/" : "";
-	for (std::size_t k = 0; k < parts.size(); k++)
-		out += (k ? "/" : "") + parts[k];
-	return out.empty() ? "." : out;
 }
 
 }  // namespace unbounded

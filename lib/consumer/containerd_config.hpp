@@ -16,6 +16,10 @@
 
 namespace unbounded {
 
+// The CRI plugin's URI: 1.x's one CRI plugin, which reads enable_cdi, and a version-1 file's
+// [plugins.cri] as 2.x renames it (v1MigratePluginName).
+inline constexpr const char *CRI_1 = "io.containerd.grpc.v1.cri";
+
 struct ContainerdImports {
 	std::vector<std::string> files;  // read, in containerd's order
 	std::string missing;             // an import that is not there: the daemon does not start
@@ -28,8 +32,5 @@ ContainerdImports walk_containerd_imports(int root_fd, const std::string &main_f
 // A runtime's configuration file inside the machine root (a symlink resolved there), opened without
 // blocking, read only when regular and at most `cap` bytes: containerd's and CRI-O's.
 Result<std::string> read_runtime_config(int root_fd, const std::string &path, std::size_t cap);
-
-// Go's path/filepath.Clean, lexically.
-std::string go_clean_path(const std::string &path);
 
 }  // namespace unbounded

@@ -63,16 +63,13 @@ CrioConfig load_crio_config(int root)
 			return out;
 		}
 		out.files.push_back(path);
-		const auto &d = *doc;
-		if (d.contains("crio") && d["crio"].is_object() && d["crio"].contains("runtime") && d["crio"]["runtime"].is_object() &&
-		    d["crio"]["runtime"].contains("cdi_spec_dirs")) {
-			const auto &dirs = d["crio"]["runtime"]["cdi_spec_dirs"];
-			if (!dirs.is_array() || !std::all_of(dirs.begin(), dirs.end(), [](const auto &x) { return x.is_string(); })) {
+		if (const nlohmann::json *dirs = table_at(*doc, {"crio", "runtime", "cdi_spec_dirs"})) {
+			if (!dirs->is_array() || !std::all_of(dirs->begin(), dirs->end(), [](const auto &x) { return x.is_string(); })) {
 				out.refused = path + ": cdi_spec_dirs is not a list of paths", out.refused_file = path;
 				return out;
 			}
 			std::vector<std::string> v;
-			for (const auto &x : dirs)
+			for (const auto &x : *dirs)
 				if (v.size() < 64)
 					v.push_back(x.template get<std::string>());
 			out.cdi_spec_dirs = std::move(v);

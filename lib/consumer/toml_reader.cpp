@@ -128,4 +128,15 @@ Result<json> parse_toml_bounded(std::string_view text, const std::string &displa
 	}
 }
 
+const nlohmann::json *table_at(const nlohmann::json &doc, std::initializer_list<const char *> keys)
+{
+	const nlohmann::json *at = &doc;
+	for (const char *k : keys) {
+		if (!at->is_object() || !at->contains(k))
+			return nullptr;
+		at = &(*at)[k];
+	}
+	return at;
+}
+
 }  // namespace unbounded

@@ -10,6 +10,7 @@
 #include "bounded_parse.hpp"
 #include "error.hpp"
 
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -19,5 +20,9 @@ namespace unbounded {
 // The error number of a file past the limits here (not a file containerd refuses): PARSE_LIMIT_ERRNO,
 // a control byte or a byte over 0x7f anywhere included.
 Result<nlohmann::json> parse_toml_bounded(std::string_view text, const std::string &display, const ParseLimits &limits = {});
+
+// The value at the path of `keys` in a parsed file, each step a key of a table; null when a step is
+// missing or not a table.
+const nlohmann::json *table_at(const nlohmann::json &doc, std::initializer_list<const char *> keys);
 
 }  // namespace unbounded

@@ -1,9 +1,11 @@
 // The CDI spec's YAML is written straight from its parts (SpecWriter in cdi_spec.cpp); these cases
-// hold it byte-identical to the document it describes run through emit_block_yaml(), for the shapes
-// the goldens do not all cover: MIG devices, hooks, additional gids, devices without mounts, IMEX.
+// hold it byte-identical to what yaml-cpp writes for the document it holds, for the shapes the
+// goldens do not all cover: MIG devices, hooks, additional gids, devices without mounts, IMEX, a
+// device with no edits.
+#include "bounded_parse.hpp"
 #include "cdi_spec.hpp"
 #include "spec_marker.hpp"
-#include "yaml_emit.hpp"
+#include "yaml_reference.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -55,15 +57,23 @@ DeviceInventory inventory()
 	mig.mig_enabled = true;
 	mig.nodes = {node("/dev/nvidia1", 195, 1)};
 	for (unsigned gi : {7u, 8u})
-		mig.migs.push_back(MigDevice{gi, 0, node("/dev/nvidia-caps/nvidia-cap" + std::to_string(3 + 135 + gi * 9), 508, 3 + 135 + gi * 9, 0444),
+		mig.migs.push_back(MigDevice{node("/dev/nvidia-caps/nvidia-cap" + std::to_string(3 + 135 + gi * 9), 508, 3 + 135 + gi * 9, 0444),
 					     node("/dev/nvidia-caps/nvidia-cap" + std::to_string(4 + 135 + gi * 9), 508, 4 + 135 + gi * 9, 0444)});
 	inv.gpus = {whole, mig};
 	return inv;
 }
 
+// The spec read back and written again by yaml-cpp: the same bytes.
+void check_yaml_cpp_writes_it(const CdiSpec &spec)
+{
+	auto doc = parse_yaml_bounded(spec.yaml, "spec.yaml");
+	REQUIRE(doc);
+	CHECK(spec.yaml == spec_marker_line() + yaml_reference::block_yaml(*doc));
+}
+
 }  // namespace
 
-TEST_CASE("the spec's YAML is its document, written by emit_block_yaml", "[cdi]")
+TEST_CASE("the spec's YAML is what yaml-cpp writes for its document", "[cdi]")
 {
 	const Manifest m = manifest();
 	const DeviceInventory inv = inventory();
@@ -72,13 +82,28 @@ TEST_CASE("the spec's YAML is its document, written by emit_block_yaml", "[cdi]"
 		     {std::nullopt, {}}, {"/usr/bin/nvidia-cdi-hook", all_hooks}, {"/usr/bin/nvidia-cdi-hook", {"create-symlinks"}}}) {
 		CdiSpec spec = generate_cdi(CdiInputs{&m, "/run/nvidia/driver", &inv, hook, commands});
 		INFO("hook " << (hook ? *hook : "none") << ", " << commands.size() << " subcommands");
-		CHECK(spec.yaml == spec_marker_line() + emit_block_yaml(spec.document()));
+		check_yaml_cpp_writes_it(spec);
 		CHECK(spec.cdi_version == "0.7.0");  // the gid-owned nodes
 		CHECK(spec.yaml.find("name: \"1:1\"") != std::string::npos);
 	}
 	const std::vector<ImexChannel> channels{{0, node("/dev/nvidia-caps-imex-channels/channel0", 237, 0)},
 						{9, node("/dev/nvidia-caps-imex-channels/channel9", 237, 9, 0660, 44)}};
 	CdiSpec imex = generate_imex_cdi(channels);
-	CHECK(imex.yaml == spec_marker_line() + emit_block_yaml(imex.document()));
+	check_yaml_cpp_writes_it(imex);
 	CHECK(imex.cdi_version == "0.7.0");
+}
+
+TEST_CASE("a device with nothing to edit is written as yaml-cpp writes an empty mapping", "[cdi]")
+{
+	// The only GPU MIG-enabled without a compute instance: "all" has no node.
+	const Manifest m = manifest();
+	DeviceInventory inv;
+	inv.control = {node("/dev/nvidiactl", 195, 255)};
+	Gpu mig;
+	mig.mig_enabled = true;
+	mig.nodes = {node("/dev/nvidia0", 195, 0)};
+	inv.gpus = {mig};
+	CdiSpec spec = generate_cdi(CdiInputs{&m, "/run/nvidia/driver", &inv, std::nullopt, {}});
+	CHECK(spec.yaml.find("devices:\n  - name: all\n    containerEdits:\n      {}\ncontainerEdits:\n") != std::string::npos);
+	check_yaml_cpp_writes_it(spec);
 }

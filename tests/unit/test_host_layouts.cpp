@@ -1,6 +1,7 @@
 // Issue 24's rules as units: which GPUs a machine offers (the partition, its indices, UUID names and
 // "all"), the closure check over DT_NEEDED, Debian's flavour directories, and what a failed
 // resolution tells the operator to bind.
+#include "bounded_parse.hpp"
 #include "cdi_spec.hpp"
 #include "devices.hpp"
 #include "driver_discovery.hpp"
@@ -88,7 +89,7 @@ TEST_CASE("a machine offers the listed GPUs it has nodes of, numbered 0..N-1 in 
 		e.path = "lib/x86_64-linux-gnu/libcuda.so.535.104.05";
 		m.entries.push_back(e);
 		const CdiSpec spec = generate_cdi(CdiInputs{&m, "/run/nvidia/driver", &inv, std::nullopt, {}});
-		const auto &doc = spec.document();
+		const auto doc = parse_yaml_bounded(spec.yaml, "spec.yaml").value();
 		std::map<std::string, std::vector<std::string>> devices;
 		for (const auto &d : doc["devices"])
 			for (const auto &n : d["containerEdits"]["deviceNodes"])

@@ -94,7 +94,7 @@ TEST_CASE("the CDI spec checks of mutated YAML and JSON say each problem in one 
 	std::mt19937 rng(2);
 	for (int i = 0; i < 3000; i++) {
 		for (const std::string *seed : {&SPEC_SEED, &JSON_SEED}) {
-			auto doc = parse_yaml_document(mutate(*seed, rng), "spec");
+			auto doc = parse_yaml_bounded(mutate(*seed, rng), "spec");
 			if (!doc) {
 				CHECK(one_printable_line(doc.error().message));
 				continue;
@@ -143,7 +143,7 @@ TEST_CASE("a mutated manifest gives one printable line or a manifest that round-
 
 TEST_CASE("valid specs pass the structure check and broken ones name the problem", "[cdi]")
 {
-	auto doc = parse_yaml_document(SPEC_SEED, "spec");
+	auto doc = parse_yaml_bounded(SPEC_SEED, "spec");
 	REQUIRE(doc);
 	std::vector<Problem> ok;
 	check_cdi_structure(*doc, "spec", ok);
@@ -171,7 +171,7 @@ TEST_CASE("valid specs pass the structure check and broken ones name the problem
 	};
 	for (const auto &c : cases) {
 		INFO(test::one_line(c.yaml));
-		auto d = parse_yaml_document(c.yaml, "spec");
+		auto d = parse_yaml_bounded(c.yaml, "spec");
 		REQUIRE(d);
 		std::vector<Problem> problems;
 		check_cdi_structure(*d, "spec", problems);

@@ -88,7 +88,6 @@ TEST_CASE("the planner makes each real host's spec from its snapshot alone", "[p
 		const SpecFacts planned = spec_facts(plan->spec);
 		CHECK(planned.kind == parsed->kind);
 		CHECK(planned.cdi_version == parsed->cdi_version);
-		CHECK(planned.devices == parsed->devices);
 		// Planned again from the same snapshot: the same bytes (the ENOSPC retry plans twice).
 		const auto again = plan_specs("/run/nvidia/driver", *manifest, recording_machine());
 		REQUIRE(again);

@@ -161,13 +161,8 @@ TEST_CASE("what the consumer check takes from a planned spec is what it would pa
 		REQUIRE(parsed);
 		CHECK(planned.kind == parsed->kind);
 		CHECK(planned.cdi_version == parsed->cdi_version);
-		CHECK(planned.devices == parsed->devices);
-		CHECK_FALSE(planned.devices.empty());
 	}
 	CHECK(spec_facts(plan->spec).kind == CDI_KIND);
-	CHECK(spec_facts(plan->spec).devices == std::set<std::string>{"0", "1", "all", "GPU-00000000-1111-2222-3333-444455556666",
-								      "GPU-00000001-1111-2222-3333-444455556666"});
-	CHECK(spec_facts(*plan->side(IMEX_CDI_KIND)).devices == std::set<std::string>{"0", "all"});
 	// Bytes that are no document are a spec the CDI library skips.
 	CHECK_FALSE(spec_facts(std::string("- just\n- a list\n"), "/etc/cdi/nvidia.yaml"));
 	CHECK_FALSE(spec_facts(std::string("key: [unclosed\n"), "/etc/cdi/nvidia.yaml"));
