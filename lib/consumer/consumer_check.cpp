@@ -389,6 +389,14 @@ void check_containerd(const ContainerdView &v, const Context &ctx, ConsumerRepor
 			    " (disabled_plugins): kubelet gets no container runtime from it and no pod runs. Remove it from disabled_plugins");
 		return;
 	}
+	j["cri_fails"] = v.cri_fails.empty() ? json(nullptr) : json(printable(v.cri_fails));
+	if (!v.cri_fails.empty()) {
+		add(out, "cdi-disabled", message_id::CONTAINERD_CDI_OFF, v.config,
+		    "containerd's CRI plugin does not load with its configuration (" + printable(v.cri_fails) +
+			    "): containerd starts without it, kubelet gets no container runtime from it and no pod runs. Fix " +
+			    printable(v.config) + " (containerd --config " + v.config + " config dump says what it reads)");
+		return;
+	}
 	// containerd 2.3 deprecates enable_cdi: off, a pod's CDI request is an error; the key goes away.
 	const bool deprecated = v.version && (v.version->major > 2 || (v.version->major == 2 && v.version->minor >= 3));
 	if (v.cdi_enabled && !*v.cdi_enabled && deprecated) {

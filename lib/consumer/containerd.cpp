@@ -12,6 +12,7 @@
 #include "run_probe.hpp"
 
 #include <algorithm>
+#include <map>
 #include <cctype>
 #include <charconv>
 #include <cstring>
@@ -298,6 +299,61 @@ std::string daemon_refuses(const json &dump, bool v2)
 	return "";
 }
 
+// Why containerd's CRI plugin does not load with this table, in containerd's words; empty when it
+// loads. The daemon starts all the same, without the CRI: kubelet then has no runtime. These are the
+// checks of the plugin's own configuration (1.x ValidatePluginConfig, 2.x ValidateRuntimeConfig) that
+// its dump's values decide; the dump prints the table before them.
+std::string cri_refuses(const json &cri, bool v2)
+{
+	auto text = [](const json &t, const char *key) {
+		const json *v = table_at(t, {key});
+		return v && v->is_string() ? v->get<std::string>() : std::string();
+	};
+	auto on = [](const json &t, const char *key) {
+		const json *v = table_at(t, {key});
+		return v && v->is_boolean() && v->get<bool>();
+	};
+	const json empty = json::object();
+	const json *found = table_at(cri, {"containerd"});
+	const json &c = found && found->is_object() ? *found : empty;
+	found = table_at(c, {"runtimes"});
+	std::map<std::string, const json *> runtimes;
+	if (found && found->is_object())
+		for (const auto &[name, r] : found->items())
+			runtimes[name] = r.is_object() ? &r : &empty;
+	std::string name = text(c, "default_runtime_name");
+	constexpr const char *LINUX_V1 = "io.containerd.runtime.v1.linux";
+	if (!v2) {  // 1.x first moves its two deprecated runtime tables into runtimes
+		const json *untrusted = table_at(c, {"untrusted_workload_runtime"});
+		if (untrusted && !text(*untrusted, "runtime_type").empty()) {
+			if (runtimes.count("untrusted"))
+				return "conflicting definitions: configuration includes both `untrusted_workload_runtime` and `runtimes[\"untrusted\"]`";
+			runtimes["untrusted"] = untrusted;
+		}
+		if (const json *d = table_at(c, {"default_runtime"}); d && !text(*d, "runtime_type").empty())
+			name = "default", runtimes["default"] = d;
+	}
+	if (name.empty())
+		return "`default_runtime_name` is empty";
+	if (!runtimes.count(name))
+		return "no corresponding runtime configured in `containerd.runtimes` for `containerd` `default_runtime_name = \"" + printable(name) + "\"";
+	const bool v1_linux = text(*runtimes[name], "runtime_type") == LINUX_V1;
+	if (!v2 && on(cri, "systemd_cgroup") && !v1_linux)
+		return std::string("`systemd_cgroup` only works for runtime ") + LINUX_V1;
+	if (!v2 && on(c, "no_pivot") && !v1_linux)
+		return std::string("`no_pivot` only works for runtime ") + LINUX_V1;
+	for (const auto &[runtime, r] : runtimes) {
+		const bool linux_v1 = text(*r, "runtime_type") == LINUX_V1;
+		if (!v2 && !linux_v1 && (!text(*r, "runtime_engine").empty() || !text(*r, "runtime_root").empty()))
+			return "`" + std::string(text(*r, "runtime_engine").empty() ? "runtime_root" : "runtime_engine") + "` only works for runtime " + LINUX_V1 + " (runtime " + printable(runtime) + ")";
+		if (!on(*r, "privileged_without_host_devices") && on(*r, "privileged_without_host_devices_all_devices_allowed"))
+			return "`privileged_without_host_devices_all_devices_allowed` requires `privileged_without_host_devices` to be enabled (runtime " + printable(runtime) + ")";
+		if (const std::string io = text(*r, "io_type"); v2 && !io.empty() && io != "fifo" && io != "streaming")
+			return "`io_type` can only be `streaming` or `named_pipe` (runtime " + printable(runtime) + ")";
+	}
+	return "";
+}
+
 // containerd's answer, read: the effective CRI table, the plugins it disables, the files it read.
 void read_dump(const json &dump, bool v2, ContainerdView &view)
 {
@@ -311,10 +367,11 @@ void read_dump(const json &dump, bool v2, ContainerdView &view)
 	};
 	const json *cri = table_at(dump, {"plugins", v2 ? RUNTIME_2 : CRI_1});
 	// A plugin that is not loaded has no table in the dump. 1.x has one CRI plugin, which reads
-	// enable_cdi; 2.x's CRI service is a plugin of its own beside it, named in the list as a URI.
+	// enable_cdi; 2.x's CRI service is a plugin of its own beside it, named in the list as a URI,
+	// and does not load without the image service either.
 	view.cdi_table_disabled = !cri;
-	if (v2 && !disables({CRI_1}).empty())
-		view.cri_disabled = CRI_1;
+	if (const std::string off = disables({CRI_1, "io.containerd.cri.v1.images"}); v2 && !off.empty())
+		view.cri_disabled = off;
 	else if (!cri)
 		view.cri_disabled = v2 ? RUNTIME_2 : disables({"cri"}).empty() ? CRI_1
 									       : "cri";
@@ -328,6 +385,8 @@ void read_dump(const json &dump, bool v2, ContainerdView &view)
 		}
 	if (!cri || !cri->is_object())
 		return;
+	if (view.cri_disabled.empty())
+		view.cri_fails = cri_refuses(*cri, v2);
 	if (const json *e = table_at(*cri, {"enable_cdi"}); e && e->is_boolean())
 		view.cdi_enabled = e->get<bool>();
 	if (const json *d = table_at(*cri, {"cdi_spec_dirs"}); d && d->is_array()) {

@@ -50,6 +50,7 @@ struct ContainerdView {
 	std::string refused;                // why containerd refuses its configuration (it does not start)
 	std::string refused_file;           // the file to fix
 	std::string cri_disabled;           // the CRI plugin disabled_plugins turns off, "" when none
+	std::string cri_fails;              // why the CRI plugin does not load with its table, "" when it does
 	bool config_ambiguous = false;      // containerd reads its configuration in no fixed way
 	bool cdi_table_disabled = false;    // it is the plugin that reads enable_cdi
 	std::vector<std::string> warnings;  // an unreadable configuration, an unknown version

@@ -205,6 +205,25 @@ class TestContainerdConfig(ConsumerCase):
                 m = self.machine(version, f"{header}\n{extra}")
                 self.assertNotReady(m, CONFIG, "refuses its configuration", needle)
 
+    def test_a_cri_plugin_that_does_not_load_is_not_ready(self):
+        # The daemon starts, its CRI plugin checks its runtimes as it loads and is left out: kubelet
+        # has no runtime. The dump prints the table all the same. A default runtime named "nvidia"
+        # under the wrong table is the GPU node's common mistake.
+        for version, header, table in (("1.7.24", "version = 2", CRI_17), ("2.1.9", "version = 3", "[plugins.'io.containerd.cri.v1.runtime']")):
+            with self.subTest(version=version):
+                m = self.machine(version, f'{header}\n{table}\n  enable_cdi = true\n  [{table[1:-1]}.containerd]\n    default_runtime_name = "nvidia"\n')
+                r = self.assertNotReady(m, CONFIG, "CRI plugin does not load", 'default_runtime_name = "nvidia"')
+                self.assertIn("no corresponding runtime", r.result["containerd"]["cri_fails"])
+                write(m.p(CONFIG), open(m.p(CONFIG)).read() + f'  [{table[1:-1]}.containerd.runtimes.nvidia]\n    runtime_type = "io.containerd.runc.v2"\n')
+                self.assertIsNone(self.assertReady(m).result["containerd"]["cri_fails"])
+        # 1.x moves its deprecated default_runtime table into runtimes as "default" first.
+        m = self.machine("1.7.24", f'version = 2\n{CRI_17}\n  enable_cdi = true\n'
+                                   '[plugins."io.containerd.grpc.v1.cri".containerd.default_runtime]\n  runtime_type = "io.containerd.runc.v2"\n')
+        self.assertReady(m)
+        # 2.x's CRI service does not load without its image service.
+        m = self.machine("2.1.9", 'version = 3\ndisabled_plugins = ["io.containerd.cri.v1.images"]\n')
+        self.assertNotReady(m, CONFIG, "disables its CRI plugin io.containerd.cri.v1.images")
+
     def test_version_3_on_1_7_is_refused(self):
         m = self.machine("1.7.24", "version = 3\n[plugins.'io.containerd.cri.v1.runtime']\n  enable_cdi = true\n")
         self.assertNotReady(m, CONFIG, "refuses its configuration", "unsupported config version `3`")

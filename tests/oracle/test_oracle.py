@@ -225,9 +225,10 @@ class ContainerdRelease(Release):
             return {"refused": True, "why": c["config_refused"]}
         if c.get("config_ambiguous"):  # containerd itself reads it either way: verify says it cannot tell
             return {"refused": False, "ambiguous": True}
+        cri = not c.get("cri_disabled") and not c.get("cri_fails")  # whether kubelet gets a runtime from it
         if c.get("cdi_table_disabled"):  # containerd's dump then has no table for enable_cdi
-            return {"refused": False, "enable_cdi": None, "cdi_spec_dirs": None}
-        return {"refused": False, "enable_cdi": c.get("cdi_enabled"), "cdi_spec_dirs": c.get("cdi_spec_dirs")}
+            return {"refused": False, "cri": cri, "enable_cdi": None, "cdi_spec_dirs": None}
+        return {"refused": False, "cri": cri, "enable_cdi": c.get("cdi_enabled"), "cdi_spec_dirs": c.get("cdi_spec_dirs")}
 
     def run_configs(self, cases):
         verdicts, dirs = [], []
@@ -243,14 +244,16 @@ class ContainerdRelease(Release):
             dumps = list(pool.map(lambda b: oracle_tools.containerd_dump(self.img, config(b)), dirs))
             daemons = list(pool.map(lambda b: oracle_tools.containerd_daemon_starts(self.img, config(b), os.path.join(b, "d")), dirs))
         differences = []
-        self.tally = {"refused": 0, "cdi-on": 0, "cdi-off": 0, "refused-by-the-daemon-only": 0}
+        self.tally = {"refused": 0, "cdi-on": 0, "cdi-off": 0, "refused-by-the-daemon-only": 0, "no-cri": 0}
         for (label, files), mine, real, daemon, base in zip(cases, verdicts, dumps, daemons, dirs):
-            # Whether containerd starts is its daemon's answer (2.x's dump passes over a missing
-            # import, where its daemon does not start); what it does with CDI, its dump's.
+            # Whether containerd starts, and with its CRI plugin, is its daemon's answer (2.x's dump
+            # passes over a missing import, where its daemon does not start; the CRI plugin refuses
+            # some tables the dump prints); what it does with CDI, its dump's.
             refused = daemon["refused"]
             self.tally["refused-by-the-daemon-only" if refused and not real["refused"] else "refused" if refused
-                       else "cdi-on" if real["enable_cdi"] else "cdi-off"] += 1
+                       else "no-cri" if not daemon["cri"] else "cdi-on" if real["enable_cdi"] else "cdi-off"] += 1
             same = mine["refused"] == refused and (refused or mine.get("ambiguous") or (
+                mine["cri"] == daemon["cri"] and
                 mine["enable_cdi"] == real["enable_cdi"] and mine["cdi_spec_dirs"] == real["cdi_spec_dirs"]))
             if not same:
                 text = "\n".join(f"  /{p}:\n    " + t.replace("\n", "\n    ") for p, t in sorted(files.items()))

@@ -5,7 +5,8 @@ absolute, with '*' in the last or an inner component and dot-files it matches, a
 there, import cycles, the CRI table under each name a version knows ("cri", the version-2 and the 2.x
 runtime table), enable_cdi and cdi_spec_dirs set in one file and other keys in another, dotted keys and
 inline tables (over several lines too, a trailing comma), a byte-order mark, a table or key written twice,
-disabled_plugins a version refuses, and forms of TOML 1.1 and beyond (TOML11 below) that toml++ built with
+disabled_plugins a version refuses or the CRI plugin needs, default_runtime_name and the runtimes tables
+the CRI plugin checks as it loads, and forms of TOML 1.1 and beyond (TOML11 below) that toml++ built with
 its unreleased features reads and one containerd or both refuse. An absolute path is written with ROOT in front, which the caller
 replaces by the case's directory for containerd and by nothing for verify. Deterministic for a seed."""
 
@@ -43,6 +44,21 @@ def cri_keys(rng):
         keys["enable_cdi"] = rng.random() < 0.5
     if rng.random() < 0.3:
         keys["cdi_spec_dirs"] = rng.sample(DIRS, rng.choice([1, 2, 2, 3]))
+    # The CRI plugin's own checks of its runtimes as it loads (containerd starts without it when
+    # they fail): the default runtime named and defined, the deprecated tables 1.x moves into
+    # runtimes, options that need another.
+    if rng.random() < 0.15:
+        keys["containerd.default_runtime_name"] = rng.choice(["nvidia", "nvidia", "runc", ""])
+    if rng.random() < 0.15:
+        keys["containerd.runtimes.nvidia.runtime_type"] = "io.containerd.runc.v2"
+    if rng.random() < 0.04:
+        keys[rng.choice(["containerd.default_runtime.runtime_type", "containerd.untrusted_workload_runtime.runtime_type",
+                         "containerd.runtimes.untrusted.runtime_type"])] = "io.containerd.runc.v2"
+    if rng.random() < 0.04:
+        keys[rng.choice(["systemd_cgroup", "containerd.no_pivot", "containerd.runtimes.runc.privileged_without_host_devices_all_devices_allowed",
+                         "containerd.runtimes.nvidia.privileged_without_host_devices_all_devices_allowed"])] = True
+    if rng.random() < 0.03:
+        keys[rng.choice(["containerd.runtimes.runc.io_type", "containerd.runtimes.nvidia.runtime_root"])] = rng.choice(["fifo", "streaming", "x"])
     if rng.random() < 0.3 or not keys:
         keys["sandbox_image"] = "registry.k8s.io/pause:3.9"
     return keys
@@ -72,7 +88,7 @@ def render_file(rng, is_main):
     if rng.random() < 0.08:
         top.append(rng.choice(TOML11))
     if rng.random() < 0.05:
-        top.append("disabled_plugins = " + toml_value([rng.choice(["cri", "io.containerd.grpc.v1.cri", "io.containerd.x"])]))
+        top.append("disabled_plugins = " + toml_value([rng.choice(["cri", "io.containerd.grpc.v1.cri", "io.containerd.x", "io.containerd.cri.v1.images"])]))
     body = "".join(f"{t}\n" for t in top)
     tables = []
     for _ in range(rng.choice([0, 1, 1, 2])):

@@ -83,11 +83,13 @@ def containerd_dump(img, config):
 
 
 def containerd_daemon_starts(img, config, workdir):
-    """Whether the release's containerd daemon itself starts on `config`, which is what a node gets:
-    its dump and its daemon differ (2.x's dump passes over a missing import, the daemon does not
-    start). The daemon runs with its root, state and socket under `workdir` and is killed as soon as
-    it says "starting containerd", which it logs once its configuration is loaded, before any plugin.
-    {"refused": bool, "why": its last line when it did not start}."""
+    """Whether the release's containerd daemon itself starts on `config`, and with its CRI plugin,
+    which is what a node gets: its dump and its daemon differ (2.x's dump passes over a missing
+    import, the daemon does not start; the CRI plugin checks its own table as it loads and, failing,
+    leaves the daemon running without it). The daemon runs with its root, state and socket under
+    `workdir` and is killed once it says "containerd successfully booted", every plugin loaded.
+    {"refused": bool, "why": its last line when it did not start, "cri": whether the CRI plugin
+    loaded, "cri_why": why it did not}."""
     import signal
     import threading
     os.makedirs(workdir, exist_ok=True)
@@ -97,12 +99,17 @@ def containerd_daemon_starts(img, config, workdir):
                          start_new_session=True)
     watchdog = threading.Timer(30, lambda: os.killpg(p.pid, signal.SIGKILL))
     watchdog.start()
-    last, started = "", False
+    last, booted, cri, cri_why = "", False, False, None
     try:
         for line in p.stderr:
-            if "starting containerd" in line:
-                started = True
+            if "containerd successfully booted" in line:
+                booted = True
                 break
+            # 1.x: msg="loading plugin \"io.containerd.grpc.v1.cri\"..."; 2.x: msg="loading plugin" id=io.containerd.grpc.v1.cri
+            if "io.containerd.grpc.v1.cri" in line and "loading plugin" in line:
+                cri = True
+            if "io.containerd.grpc.v1.cri" in line and "failed to load plugin" in line:
+                cri, cri_why = False, line.strip()
             last = line.strip() or last
     finally:
         watchdog.cancel()
@@ -112,4 +119,6 @@ def containerd_daemon_starts(img, config, workdir):
             pass
         rc = p.wait()
         p.stderr.close()
-    return {"refused": False} if started else {"refused": True, "why": last or f"exit status {rc}"}
+    if not booted:
+        return {"refused": True, "why": last or f"exit status {rc}"}
+    return {"refused": False, "cri": cri, "cri_why": cri_why}
