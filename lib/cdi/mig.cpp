@@ -284,6 +284,11 @@ Result<void> add_mig_devices(const Context &ctx, CharMajors &majors, DeviceInven
 		}
 		trees.push_back(std::move(*tree));
 	}
+	// No device at all: a spec of "all" without a node is one the CDI library refuses whole.
+	if (std::all_of(inv.gpus.begin(), inv.gpus.end(), [](const Gpu &g) { return g.mig_enabled; }) && wanted.empty())
+		return fail(make_error("No GPU offers a CDI device: each of the " + std::to_string(inv.gpus.size()) +
+					       " GPU(s) has MIG enabled but no compute instance (nvidia-smi mig -cgi ... -C makes them)",
+				       EXIT_NOT_READY, ENODEV));
 	if (wanted.empty())
 		return {};
 	auto caps = read_caps_source(ctx, majors, wanted, inv.warnings);

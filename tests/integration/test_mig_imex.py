@@ -77,6 +77,15 @@ class TestMigGolden(MigCase):
         self.assertEqual(names(self.generate(m)), ["0", "GPU-00000000-1111-2222-3333-444455556666", "all"])
         self.assertIn("GPU 1 has MIG enabled but no compute instance", r.stderr)
 
+    def test_no_gpu_with_a_device_is_not_ready_and_writes_no_spec(self):
+        # Every GPU MIG-enabled without a compute instance: "all" would have no node, and the CDI
+        # library refuses a device without edits, and with it the whole spec.
+        m = self.machine(gpus=1, mig={0: {3: []}})
+        r = m.run("setup")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("No GPU offers a CDI device: each of the 1 GPU(s) has MIG enabled but no compute instance", r.stderr)
+        self.assertFalse(os.path.exists(m.p("/etc/cdi/nvidia.yaml")))
+
     def test_instances_are_keyed_by_the_device_minor_not_the_index(self):
         # PCI order puts minor 1 first: it is GPU index 0, and gpu1/ in the capabilities tree.
         m = MachineRoot(self).standard(gpus=0)

@@ -92,18 +92,3 @@ TEST_CASE("the spec's YAML is what yaml-cpp writes for its document", "[cdi]")
 	check_yaml_cpp_writes_it(imex);
 	CHECK(imex.cdi_version == "0.7.0");
 }
-
-TEST_CASE("a device with nothing to edit is written as yaml-cpp writes an empty mapping", "[cdi]")
-{
-	// The only GPU MIG-enabled without a compute instance: "all" has no node.
-	const Manifest m = manifest();
-	DeviceInventory inv;
-	inv.control = {node("/dev/nvidiactl", 195, 255)};
-	Gpu mig;
-	mig.mig_enabled = true;
-	mig.nodes = {node("/dev/nvidia0", 195, 0)};
-	inv.gpus = {mig};
-	CdiSpec spec = generate_cdi(CdiInputs{&m, "/run/nvidia/driver", &inv, std::nullopt, {}});
-	CHECK(spec.yaml.find("devices:\n  - name: all\n    containerEdits:\n      {}\ncontainerEdits:\n") != std::string::npos);
-	check_yaml_cpp_writes_it(spec);
-}
