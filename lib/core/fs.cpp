@@ -484,13 +484,13 @@ template <class F> bool each_entry(int fd, std::size_t size, F &&each)
 	alignas(struct dirent64) char buf[16384];
 	for (;;) {
 		const ssize_t n = ::getdents64(fd, buf, std::min(size, sizeof buf));
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return false;
-		}
-		if (n == 0)
+		if (n < 0 && errno == EINTR)
+			continue;
+		// A directory removed while open reads ENOENT: it has no entries left (as readdir() says).
+		if (n == 0 || (n < 0 && errno == ENOENT))
 			return true;
+		if (n < 0)
+			return false;
 		for (ssize_t off = 0; off < n;) {
 			const auto *de = reinterpret_cast<const struct dirent64 *>(buf + off);
 			const std::string_view name = de->d_name;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <optional>
 #include <sys/stat.h>
+#include <unistd.h>
 
 using namespace unbounded;
 
@@ -171,4 +172,16 @@ TEST_CASE("remove_tree_at never follows symlinks", "[fs]")
 	CHECK(::access((t / "tree").c_str(), F_OK) != 0);
 	CHECK(fs::read_file(t / "keep/precious").value() == "data");
 	CHECK(fs::remove_tree_at(AT_FDCWD, t / "tree", "tree"));  // already gone: fine
+}
+
+TEST_CASE("a directory removed while open lists as empty, as readdir() says", "[fs]")
+{
+	test::TempDir t;
+	t.write("gone/a", "x");
+	auto dir = fs::open_dir(t / "gone");
+	REQUIRE(dir);
+	REQUIRE(::unlink((t / "gone/a").c_str()) == 0);
+	REQUIRE(::rmdir((t / "gone").c_str()) == 0);
+	CHECK(fs::list_dir(dir->get(), "gone").value().empty());
+	CHECK(fs::dir_is_empty(dir->get(), "gone").value());
 }
