@@ -52,7 +52,7 @@ std::vector<std::string> stale_settings(const Context &ctx, const MachineFiles &
 
 struct Before {
 	std::optional<std::string> text;
-	mode_t mode = 0644;
+	mode_t mode = 0644;  // a new file's too
 	uid_t uid = 0;
 	gid_t gid = 0;
 };
@@ -107,11 +107,11 @@ Result<std::vector<FileChange>> planned_files(const Context &ctx, const MachineF
 {
 	std::vector<FileChange> out;
 	for (const auto &[name, value] : b.settings)
-		out.push_back({settings_file(f, name), value + "\n", 0644});
+		out.push_back({settings_file(f, name), value + "\n"});
 	for (const auto &name : stale_settings(ctx, f, b))
-		out.push_back({settings_file(f, name), std::nullopt, 0644});
-	out.push_back({f.dropin, device_allow_dropin(b), 0644});
-	out.push_back({f.nspawn, merge_settings(f.base_text, b.nspawn), 0644});
+		out.push_back({settings_file(f, name), std::nullopt});
+	out.push_back({f.dropin, device_allow_dropin(b)});
+	out.push_back({f.nspawn, merge_settings(f.base_text, b.nspawn)});
 	return out;
 }
 
@@ -181,7 +181,7 @@ Result<std::vector<std::string>> commit_files(const Context &ctx, const std::vec
 		if (auto r = fs::mkdir_p(ctx.real(fs::dirname(c.path)), 0755); !r)
 			return fail(with_context(r.error(), "Failed to write " + c.path));
 		// An existing file keeps its mode and owner: an operator's 0600 .nspawn holds secrets.
-		fs::AtomicWriteOptions opts{.mode = before[i].text ? before[i].mode : c.mode, .fsync = true, .skip_if_unchanged = true};
+		fs::AtomicWriteOptions opts{.mode = before[i].mode, .fsync = true, .skip_if_unchanged = true};
 		if (before[i].text)
 			opts.owner = std::pair{before[i].uid, before[i].gid};
 		auto w = fs::prepare_file_atomic(ctx.real(c.path), *c.text, opts);
