@@ -102,14 +102,14 @@ void count(ConsumersRecord &r, const std::string &container, const std::string &
 		it->second++;
 }
 
-// This program's one file in the run directory (setup's executor writes the others).
-Result<void> write_consumers_record(int run_dir, const ConsumersRecord &r)
+// This program's one file in the run directory (setup's executor writes the others). A failure to
+// write it is a warning, `then` added to it.
+void save_record(int run_dir, const ConsumersRecord &r, const std::string &then = "")
 {
 	auto w = fs::write_file_atomic_at(run_dir, CONSUMERS_FILE, std::string(RUN_DIR) + "/" + CONSUMERS_FILE, consumers_record_json(r),
 					  {.mode = 0644, .fsync = false, .skip_if_unchanged = false});
 	if (!w)
-		return fail(w.error());
-	return {};
+		log::warning(w.error().message + then);
 }
 
 void record_metrics(const Context &ctx, const ConsumersRecord &r)
@@ -129,8 +129,7 @@ void record_metrics(const Context &ctx, const ConsumersRecord &r)
 void finish(const Context &ctx, int run_dir, ConsumersRecord &r)
 {
 	r.finished = true;
-	if (auto w = write_consumers_record(run_dir, r); !w)
-		log::warning(w.error().message + ", verify cannot tell that the consumers followed");
+	save_record(run_dir, r, ", verify cannot tell that the consumers followed");
 	record_metrics(ctx, r);
 }
 
@@ -176,7 +175,7 @@ public:
 				t.stop_error = s.error().message;
 			// Recorded before the wait: a run killed now must not stop this one again.
 			r_.consumers.push_back(t.restart);
-			save();
+			save_record(run_dir_, r_);
 		}
 	}
 
@@ -254,12 +253,6 @@ private:
 		targets_.push_back(std::move(t));
 	}
 
-	void save()
-	{
-		if (auto w = write_consumers_record(run_dir_, r_); !w)
-			log::warning(w.error().message);
-	}
-
 	const Context &ctx_;
 	const ConsumersConfig &cc_;
 	int run_dir_;
@@ -282,8 +275,7 @@ int unreachable_runtime(const Context &ctx, int run_dir, ConsumersRecord &r, con
 		finish(ctx, run_dir, r);
 		return EXIT_READY;
 	}
-	if (auto w = write_consumers_record(run_dir, r); !w)
-		log::warning(w.error().message);
+	save_record(run_dir, r);
 	record_metrics(ctx, r);
 	return EXIT_READY;
 }
@@ -326,8 +318,7 @@ int follow_generation(const Context &ctx, int run_dir, Runtime *runtime, const s
 	}
 	if (!runtime)
 		return unreachable_runtime(ctx, run_dir, r, g, socket, unreachable);
-	if (auto w = write_consumers_record(run_dir, r); !w)
-		log::warning(w.error().message);
+	save_record(run_dir, r);
 	FollowRun run(ctx, run_dir, *runtime, g, r);
 	if (auto found = run.find(); !found)
 		return unreachable_runtime(ctx, run_dir, r, g, socket, found.error().message);

@@ -142,15 +142,13 @@ Result<UniqueFd> open_leader(sd_bus *bus, const std::string &machine, std::uint3
 	return proc;
 }
 
-std::string via(int proc, const char *name) { return "/proc/self/fd/" + std::to_string(proc) + "/" + name; }
-
 // What is mounted at each of our destinations in the machine (its mountinfo, paths as the machine sees
 // them), compared with `wanted`'s sources. A mount point that mountinfo lists but that cannot be reached
 // by its path (a later mount over a parent hides it, say a tmpfs on /tmp) is left alone: nothing could
 // be unmounted there by its path, and the machine does not see it.
 Result<std::map<std::string, LiveMount>> machine_mounts(int proc, const std::vector<BindSpec> &wanted)
 {
-	auto table = MountTable::load_if([](const std::string &target) { return owned_destination(target); }, via(proc, "mountinfo"));
+	auto table = MountTable::load_if([](const std::string &target) { return owned_destination(target); }, "/proc/self/fd/" + std::to_string(proc) + "/mountinfo");
 	if (!table)
 		return fail(table.error());
 	UniqueFd root(::openat(proc, "root", O_PATH | O_DIRECTORY | O_CLOEXEC));
@@ -275,8 +273,6 @@ Result<std::vector<std::string>> device_allow_of(sd_bus *bus, const std::string 
 	return out;
 }
 
-bool wrote(const std::vector<std::string> &written, const std::string &path) { return std::find(written.begin(), written.end(), path) != written.end(); }
-
 // A DeviceAllow= node or class of ours: an NVIDIA or DRM node, or an NVIDIA class.
 bool our_device(const std::string &entry)
 {
@@ -293,14 +289,6 @@ std::vector<std::string> our_devices(std::vector<std::string> entries)
 	std::sort(entries.begin(), entries.end());
 	entries.erase(std::unique(entries.begin(), entries.end()), entries.end());
 	return entries;
-}
-
-std::string setting(const HostBinds &b, const std::string &name)
-{
-	for (const auto &[n, v] : b.settings)
-		if (n == name)
-			return v;
-	return "";
 }
 
 // The processes of `unit`'s cgroup and every cgroup below it (the machine's pods included).
@@ -355,7 +343,8 @@ Result<void> probe_machine(Probe &p, sd_bus *bus, const MachineFiles &f, const H
 	if (!setup)
 		return fail(make_error(setup.error().message + " (binds --apply asks the machine's systemd over its bus)"));
 	p.units = std::move(*units);
-	const bool off = setting(b, "unbounded-nvidia.enabled") == "no";
+	// add_settings() gives each setting once.
+	const bool off = std::any_of(b.settings.begin(), b.settings.end(), [](const auto &s) { return s.first == "unbounded-nvidia.enabled" && s.second == "no"; });
 	if (off && setup->installed())
 		p.not_live.push_back("the kill switch (enabled=no): " + f.machine + "'s generator reads it at boot");
 	if (!off && !refresh->installed())
@@ -508,7 +497,7 @@ LiveResult apply_probed(LiveResult &res, Probe &p, sd_bus *bus, const MachineFil
 	if (!mounts)
 		return failed(mounts.error());
 	const auto plan = plan_live(wanted, *mounts);
-	const bool reload = p.devices_differ || wrote(res.written, f.dropin);
+	const bool reload = p.devices_differ || std::find(res.written.begin(), res.written.end(), f.dropin) != res.written.end();
 	res.state = "applied";
 	if (res.written.empty() && plan.empty() && !reload)
 		return res;

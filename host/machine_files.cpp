@@ -37,14 +37,14 @@ Result<std::optional<std::string>> read_if_there(const Context &ctx, const std::
 
 std::string settings_file(const MachineFiles &f, const std::string &name) { return f.settings + "/" + name; }
 
-// The settings files binds owns in the directory: every unbounded-nvidia.* there.
-std::vector<std::string> present_settings(const Context &ctx, const MachineFiles &f)
+// The settings files binds owns in the directory (every unbounded-nvidia.* there) that `b` no longer gives.
+std::vector<std::string> stale_settings(const Context &ctx, const MachineFiles &f, const HostBinds &b)
 {
 	std::vector<std::string> names;
 	if (auto d = fs::open_dir(ctx.real(f.settings)))
 		if (auto list = fs::list_dir(d->get(), f.settings))
 			for (const auto &n : *list)
-				if (n.starts_with("unbounded-nvidia."))
+				if (n.starts_with("unbounded-nvidia.") && std::none_of(b.settings.begin(), b.settings.end(), [&](const auto &s) { return s.first == n; }))
 					names.push_back(n);
 	std::sort(names.begin(), names.end());
 	return names;
@@ -52,7 +52,7 @@ std::vector<std::string> present_settings(const Context &ctx, const MachineFiles
 
 struct Before {
 	std::optional<std::string> text;
-	mode_t mode = 0644;
+	mode_t mode = 0644;  // a new file's too
 	uid_t uid = 0;
 	gid_t gid = 0;
 };
@@ -106,14 +106,12 @@ Result<MachineFiles> locate_machine_files(const Context &ctx, const std::string 
 Result<std::vector<FileChange>> planned_files(const Context &ctx, const MachineFiles &f, const HostBinds &b)
 {
 	std::vector<FileChange> out;
-	const auto present = present_settings(ctx, f);
 	for (const auto &[name, value] : b.settings)
-		out.push_back({settings_file(f, name), value + "\n", 0644});
-	for (const auto &name : present)
-		if (std::none_of(b.settings.begin(), b.settings.end(), [&](const auto &s) { return s.first == name; }))
-			out.push_back({settings_file(f, name), std::nullopt, 0644});
-	out.push_back({f.dropin, device_allow_dropin(b), 0644});
-	out.push_back({f.nspawn, merge_settings(f.base_text, b.nspawn), 0644});
+		out.push_back({settings_file(f, name), value + "\n"});
+	for (const auto &name : stale_settings(ctx, f, b))
+		out.push_back({settings_file(f, name), std::nullopt});
+	out.push_back({f.dropin, device_allow_dropin(b)});
+	out.push_back({f.nspawn, merge_settings(f.base_text, b.nspawn)});
 	return out;
 }
 
@@ -158,9 +156,8 @@ std::vector<std::string> file_differences(const Context &ctx, const MachineFiles
 		else if (**text != value + "\n")
 			lines.push_back(settings_file(f, name) + " says '" + std::string(trim_blanks(**text)) + "', binds gives '" + value + "'");
 	}
-	for (const auto &name : present_settings(ctx, f))
-		if (std::none_of(b.settings.begin(), b.settings.end(), [&](const auto &s) { return s.first == name; }))
-			lines.push_back("superfluous: " + settings_file(f, name) + " (the machine still reads it)");
+	for (const auto &name : stale_settings(ctx, f, b))
+		lines.push_back("superfluous: " + settings_file(f, name) + " (the machine still reads it)");
 	return lines;
 }
 
@@ -184,7 +181,7 @@ Result<std::vector<std::string>> commit_files(const Context &ctx, const std::vec
 		if (auto r = fs::mkdir_p(ctx.real(fs::dirname(c.path)), 0755); !r)
 			return fail(with_context(r.error(), "Failed to write " + c.path));
 		// An existing file keeps its mode and owner: an operator's 0600 .nspawn holds secrets.
-		fs::AtomicWriteOptions opts{.mode = before[i].text ? before[i].mode : c.mode, .fsync = true, .skip_if_unchanged = true};
+		fs::AtomicWriteOptions opts{.mode = before[i].mode, .fsync = true, .skip_if_unchanged = true};
 		if (before[i].text)
 			opts.owner = std::pair{before[i].uid, before[i].gid};
 		auto w = fs::prepare_file_atomic(ctx.real(c.path), *c.text, opts);

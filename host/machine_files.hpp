@@ -39,7 +39,6 @@ Result<MachineFiles> locate_machine_files(const Context &ctx, const std::string 
 struct FileChange {
 	std::string path;
 	std::optional<std::string> text;
-	mode_t mode = 0644;
 };
 
 // What binds writes for `b`: the .nspawn file merged into the one nspawn reads, the drop-in, and each

@@ -234,39 +234,27 @@ std::string nspawn_text(const std::vector<SettingLine> &lines)
 	return s;
 }
 
-nlohmann::json lines_json(const std::vector<SettingLine> &lines)
-{
-	auto a = nlohmann::json::array();
-	for (const auto &l : lines)
-		a.push_back("[" + l.section + "] " + l.text());
-	return a;
-}
-
-// The settings file as systemd reads it, line by line, with the lines binds owns marked.
-nlohmann::json settings_json(const std::vector<SettingLine> &lines)
-{
-	auto a = nlohmann::json::array();
-	for (const auto &l : lines)
-		a.push_back({{"section", l.section}, {"key", l.key}, {"value", l.value}, {"ours", owned(l)}});
-	return a;
-}
-
 int report_binds(const Args &a, const MachineFiles &f, const HostBinds &b, const nlohmann::json &extra)
 {
 	for (const auto *list : {&b.warnings, &b.device_warnings})
 		for (const auto &w : *list)
 			std::fprintf(stderr, "warning: %s\n", w.c_str());
 	if (a.json) {
-		auto settings = nlohmann::json::object();
+		auto settings = nlohmann::json::object(), ours = nlohmann::json::array(), file = nlohmann::json::array();
 		for (const auto &[name, value] : b.settings)
 			settings[name] = value;
+		for (const auto &l : b.nspawn)
+			ours.push_back("[" + l.section + "] " + l.text());
+		// The settings file as systemd reads it, line by line, with the lines binds owns marked.
+		for (const auto &l : setting_lines(merge_settings(f.base_text, b.nspawn)))
+			file.push_back({{"section", l.section}, {"key", l.key}, {"value", l.value}, {"ours", owned(l)}});
 		nlohmann::json j = {{"machine", a.binds.machine},
 				    {"unit", f.unit},
 				    {"files", {{"nspawn", f.nspawn}, {"nspawn_read", f.base.empty() ? nlohmann::json() : nlohmann::json(f.base)}, {"dropin", f.dropin}, {"settings", f.settings}}},
 				    {"driver_version", b.driver_version},
 				    {"staging", b.staging},
-				    {"nspawn", lines_json(b.nspawn)},
-				    {"nspawn_lines", settings_json(setting_lines(merge_settings(f.base_text, b.nspawn)))},
+				    {"nspawn", ours},
+				    {"nspawn_lines", file},
 				    {"device_allow", b.device_allow},
 				    {"settings", settings},
 				    {"warnings", b.warnings},

@@ -34,7 +34,6 @@ std::string merge_settings(std::string_view existing, const std::vector<SettingL
 struct SettingsDiff {
 	std::vector<SettingLine> missing;      // needed, not in the file
 	std::vector<SettingLine> superfluous;  // ours by what they do, in the file, not needed
-	bool empty() const { return missing.empty() && superfluous.empty(); }
 };
 SettingsDiff diff_settings(std::string_view existing, const std::vector<SettingLine> &ours);
 

@@ -34,6 +34,14 @@ struct Checker {
 		return ::lstat(ctx.real(path).c_str(), &st) == 0 && (st.st_mode & S_IFMT) == type;
 	}
 
+	// Whether the directory `dir` lists a name that starts with `prefix` ("": any name).
+	bool lists(const std::string &dir, std::string_view prefix) const
+	{
+		auto d = fs::open_dir(ctx.real(dir));
+		auto names = d ? fs::list_dir(d->get(), dir) : fail(d.error());
+		return names && std::any_of(names->begin(), names->end(), [&](const std::string &n) { return n.starts_with(prefix); });
+	}
+
 	// First line of a small attribute file, or "" (a symlink, a FIFO, a huge file: the reader refuses them).
 	static std::string attribute(int dirfd, const std::string &name, const std::string &display)
 	{
@@ -114,11 +122,7 @@ void Checker::modules()
 	if (!exists("/sys/module/nvidia_modeset", S_IFDIR))
 		warning("modules", "Kernel module nvidia_modeset is not loaded (/sys/module/nvidia_modeset is missing): fine for compute, "
 				   "pods that display or use DRM need it");
-	bool drm_nodes = false;
-	if (auto d = fs::open_dir(ctx.real("/dev/dri")))
-		if (auto names = fs::list_dir(d->get(), "/dev/dri"))
-			drm_nodes = std::any_of(names->begin(), names->end(), [](const std::string &n) { return n.starts_with("card"); });
-	if (drm_nodes && !exists("/sys/module/nvidia_drm", S_IFDIR))
+	if (lists("/dev/dri", "card") && !exists("/sys/module/nvidia_drm", S_IFDIR))
 		warning("modules", "/dev/dri has DRM nodes but nvidia_drm is not loaded: pods that render get no NVIDIA DRM device");
 }
 
@@ -198,18 +202,10 @@ void Checker::daemons()
 	if (!exists("/run/nvidia-persistenced/socket", S_IFSOCK) && !process_running("nvidia-persiste"))
 		warning("persistence", "nvidia-persistenced is not running (no /run/nvidia-persistenced/socket): each pod's start "
 				       "initialises the GPUs again, and the driver may forget their state between pods");
-	bool nvswitch = false;
-	if (auto d = fs::open_dir(ctx.real("/dev")))
-		if (auto names = fs::list_dir(d->get(), "/dev"))
-			nvswitch = std::any_of(names->begin(), names->end(), [](const std::string &n) { return n.starts_with("nvidia-nvswitch"); });
-	if (nvswitch && !exists("/run/nvidia-fabricmanager/socket", S_IFSOCK) && !process_running("nv-fabricmanage"))
+	if (lists("/dev", "nvidia-nvswitch") && !exists("/run/nvidia-fabricmanager/socket", S_IFSOCK) && !process_running("nv-fabricmanage"))
 		error("fabric", "This host has NVSwitches (/dev/nvidia-nvswitch*) but the fabric manager is not running: CUDA fails to "
 				"initialise until nvidia-fabricmanager.service is started");
-	bool channels = false;
-	if (auto d = fs::open_dir(ctx.real("/dev/nvidia-caps-imex-channels")))
-		if (auto names = fs::list_dir(d->get(), "/dev/nvidia-caps-imex-channels"))
-			channels = !names->empty();
-	if (channels && !process_running("nvidia-imex"))
+	if (lists("/dev/nvidia-caps-imex-channels", "") && !process_running("nvidia-imex"))
 		warning("fabric", "IMEX channels exist (/dev/nvidia-caps-imex-channels) but no nvidia-imex daemon runs on the host: "
 				  "multi-node NVLink memory sharing needs it here or in a ComputeDomain daemon");
 }

@@ -57,11 +57,9 @@ int run_refresh(const Context &ctx, Report &report)
 			quiet = wait_for_quiet_staging(ctx, rc.settle_time, rc.settle_limit);
 		}
 		settle_total += quiet.waited;
-		if (quiet.gave_up) {
-			const std::string w = ctx.config.staging + " was still changing after " + format_duration(rc.settle_limit) +
-					      " (refresh.settle_limit), reading it anyway";
-			warn(report, {w});
-		}
+		if (quiet.gave_up)
+			warn(report, {ctx.config.staging + " was still changing after " + format_duration(rc.settle_limit) +
+				      " (refresh.settle_limit), reading it anyway"});
 		const std::string ipc_before = ipc_presence(ctx);
 		rc_exit = apply(ctx, report, Mode::Refresh, run_dir->get(), &quiet.watch.trees());
 		report.details["settle_waited_ms"] = settle_total.count();

@@ -35,12 +35,13 @@ std::string joined(const std::vector<std::string> &units)
 
 // held-back.json in the run directory, which the setup that failed writes and the refresh that
 // starts what it names removes.
-void record_held_back(const Context &ctx, const std::string &json)
+void write_held_back(const Context &ctx, const std::vector<std::string> &units)
 {
+	const nlohmann::ordered_json doc{{"format", STATE_FORMAT}, {"units", units}, {"recorded_usec", now_usec()}};
 	const std::string display = std::string(RUN_DIR) + "/" + HELD_BACK_FILE;
 	if (auto dir = fs::open_private_dir(ctx.real(RUN_DIR), RUN_DIR); !dir)
 		log::warning(dir.error().message + ", not recording the units setup held back");
-	else if (auto w = fs::write_file_atomic_at(dir->get(), HELD_BACK_FILE, display, json,
+	else if (auto w = fs::write_file_atomic_at(dir->get(), HELD_BACK_FILE, display, doc.dump() + "\n",
 						   {.mode = 0644, .fsync = false, .skip_if_unchanged = false});
 		 !w)
 		log::warning(w.error().message + ", not recording the units setup held back");
@@ -89,12 +90,6 @@ std::optional<HeldBack> read_held_back(const Context &ctx, bool quiet = false)
 		return std::nullopt;
 	}
 	return h;
-}
-
-void write_held_back(const Context &ctx, const std::vector<std::string> &units)
-{
-	nlohmann::ordered_json doc{{"format", STATE_FORMAT}, {"units", units}, {"recorded_usec", now_usec()}};
-	record_held_back(ctx, doc.dump() + "\n");
 }
 
 }  // namespace
