@@ -82,7 +82,6 @@ struct ConsumersConfig {
 std::optional<ConsumerSelector> parse_consumer_selector(std::string_view text);
 
 struct Config {
-	std::string source_file;  // where it was read from, empty for defaults
 	Enabled enabled = Enabled::Auto;
 	std::string staging = "/run/host-nvidia";
 	std::string driver_root = "/run/nvidia/driver";
