@@ -1,5 +1,5 @@
 // Driver versions: what one looks like in a file name and in /proc/driver/nvidia/version, and their order.
-#include "driver_version.hpp"
+#include "driver_discovery.hpp"
 
 #include "format.hpp"
 
