@@ -1,10 +1,10 @@
-// Whether a staged file is a Windows PE image (pe.hpp). Contract: true exactly when the bytes are
+// Whether a staged file is a Windows PE image (elf.hpp). Contract: true exactly when the bytes are
 // "MZ", then "PE\0\0" at the 32-bit little-endian offset at 0x3c, past the 64-byte DOS header and
 // inside the file.
 #define FUZZ_NAME "pe"
 #include "fuzz_target.hpp"
 
-#include "pe.hpp"
+#include "elf.hpp"
 
 #include <cstring>
 #include <sys/mman.h>

@@ -4,7 +4,6 @@
 #include "format.hpp"
 #include "fs.hpp"
 #include "spec_marker.hpp"
-#include "yaml_emit.hpp"
 
 #include <algorithm>
 #include <set>

@@ -50,8 +50,18 @@ CdiSpec generate_cdi(const CdiInputs &in);
 // "all", as `nvidia-ctk cdi generate --class imex-channel` writes it. Needs at least one channel.
 CdiSpec generate_imex_cdi(const std::vector<ImexChannel> &channels);
 
-// A fabric device class's spec (fabric.hpp): its kind, one device "all" with every node (and GDS's
+// A fabric device class's spec (node_majors.hpp): its kind, one device "all" with every node (and GDS's
 // mounts), top-level NVIDIA_VISIBLE_DEVICES=void, as nvidia-ctk's gated modes write it.
 CdiSpec generate_fabric_cdi(const FabricDevices &fabric);
+
+// String scalars of block-style YAML, byte-identical to what yaml-cpp's Emitter writes (a unit test
+// holds the two equal). yaml-cpp decides for every scalar whether it may be written plain by running a
+// regular-expression engine, about 28,000 instructions a scalar and 80 % of generating a CDI spec;
+// here scalars drawn from the characters of paths, names and options are checked directly and
+// anything else is handed to yaml-cpp, which quotes and escapes it.
+// One string scalar, for writers that stream a document of a known shape (the CDI spec). Strings
+// made only of digits, and "<digit>...:..." (a MIG device name), are double-quoted, so "0" stays a
+// string for every YAML reader.
+void append_yaml_string(std::string &out, const std::string &s);
 
 }  // namespace unbounded

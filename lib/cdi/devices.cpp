@@ -1,7 +1,6 @@
 #include "devices.hpp"
 
 #include "format.hpp"
-#include "fabric.hpp"
 #include "fs.hpp"
 #include "imex.hpp"
 #include "ipc.hpp"
@@ -72,17 +71,12 @@ std::map<std::string, std::string> parse_information(const std::string &text)
 		std::size_t end = text.find('\n', pos);
 		if (end == std::string::npos)
 			end = text.size();
-		std::string line = text.substr(pos, end - pos);
+		const std::string_view line = std::string_view(text).substr(pos, end - pos);
 		pos = end + 1;
 		auto colon = line.find(':');
 		if (colon == std::string::npos)
 			continue;
-		auto trim = [](std::string s) {
-			auto b = s.find_first_not_of(" \t\r");
-			auto e = s.find_last_not_of(" \t\r");
-			return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
-		};
-		kv[trim(line.substr(0, colon))] = trim(line.substr(colon + 1));
+		kv[std::string(trim_blanks(line.substr(0, colon)))] = trim_blanks(line.substr(colon + 1));
 	}
 	return kv;
 }

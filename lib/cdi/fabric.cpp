@@ -1,4 +1,4 @@
-#include "fabric.hpp"
+#include "node_majors.hpp"
 
 #include "fs.hpp"
 #include "side_specs.hpp"

@@ -13,17 +13,6 @@
 namespace unbounded {
 namespace {
 
-std::vector<std::string_view> lines_of(std::string_view text)
-{
-	std::vector<std::string_view> lines;
-	while (!text.empty()) {
-		auto nl = text.find('\n');
-		lines.push_back(text.substr(0, nl));
-		text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
-	}
-	return lines;
-}
-
 std::string_view trim(std::string_view s)
 {
 	while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
@@ -105,8 +94,10 @@ std::map<std::string, unsigned> parse_proc_devices(std::string_view text)
 {
 	std::map<std::string, unsigned> majors;
 	bool character = false;
-	for (auto line : lines_of(text)) {
-		line = trim(line);
+	while (!text.empty()) {
+		const auto nl = text.find('\n');
+		const std::string_view line = trim(text.substr(0, nl));
+		text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
 		if (line == "Character devices:") {
 			character = true;
 			continue;

@@ -1,4 +1,4 @@
-#include "yaml_emit.hpp"
+#include "cdi_spec.hpp"
 
 #include "format.hpp"
 

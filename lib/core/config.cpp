@@ -506,7 +506,6 @@ std::vector<ConsumerSelector> ConsumersConfig::default_consumer_selectors()
 Result<Config> parse_config(std::string_view yaml_text, const std::string &display_path)
 {
 	Config cfg;
-	cfg.source_file = display_path;
 	std::map<std::string, int> lines;
 	Ctx c{display_path, &lines};
 	// Limits and aliases first (an admin's typo must not cost more than a line of error).

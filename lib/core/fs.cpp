@@ -308,14 +308,6 @@ Result<void> PreparedWrite::commit(Error *sync_error)
 	return {};
 }
 
-Result<PreparedWrite> prepare_file_atomic(const std::string &path, std::string_view content, const AtomicWriteOptions &opts)
-{
-	auto dfd = open_dir(dirname(path));
-	if (!dfd)
-		return fail(dfd.error());
-	return prepare_file_atomic_at(dfd->get(), basename(path), path, content, opts);
-}
-
 Result<PreparedWrite> prepare_file_atomic_at(int dirfd, const std::string &base, const std::string &path,
 					     std::string_view content, const AtomicWriteOptions &opts)
 {
@@ -366,6 +358,14 @@ Result<PreparedWrite> prepare_file_atomic_at(int dirfd, const std::string &base,
 	if (opts.fsync && ::fsync(f.get()) < 0)
 		return fail(last_errno_error("Failed to sync " + tmp_display));
 	return w;
+}
+
+Result<PreparedWrite> prepare_file_atomic(const std::string &path, std::string_view content, const AtomicWriteOptions &opts)
+{
+	auto dfd = open_dir(dirname(path));
+	if (!dfd)
+		return fail(dfd.error());
+	return prepare_file_atomic_at(dfd->get(), basename(path), path, content, opts);
 }
 
 Result<WriteOutcome> write_file_atomic(const std::string &path, std::string_view content,

@@ -149,8 +149,6 @@ private:
 	bool fsync_ = false;
 };
 Result<PreparedWrite> prepare_file_atomic(const std::string &path, std::string_view content, const AtomicWriteOptions &opts = {});
-Result<PreparedWrite> prepare_file_atomic_at(int dirfd, const std::string &base, const std::string &display,
-					     std::string_view content, const AtomicWriteOptions &opts = {});
 
 // Copies src to dst (both regular-file fds) with copy_file_range, falling back to sendfile and then
 // read/write where the kernel refuses; returns bytes copied. No per-byte loop in user space.

@@ -13,15 +13,9 @@ ProcStat parse_proc_stat(std::string_view line)
 	if (paren == std::string_view::npos || paren + 2 >= line.size())
 		return st;
 	std::istringstream fields{std::string(line.substr(paren + 2))};
-	std::string state, skip;
-	if (!(fields >> state) || state.size() != 1)
-		return st;
-	st.state = state[0];
-	for (int field = 4; field < 22; field++)
-		fields >> skip;
-	std::uint64_t start = 0;
-	if (fields >> start)
-		st.start_time = start;
+	std::string state;
+	if ((fields >> state) && state.size() == 1)
+		st.state = state[0];
 	return st;
 }
 

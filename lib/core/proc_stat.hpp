@@ -1,5 +1,4 @@
-// What /proc/PID/stat says of a process: its state and when it started. One reading for the two
-// questions asked of a PID (is the unit's process still running; is it still the one we started).
+// What /proc/PID/stat says of a process: its state (is the unit's process still running).
 #pragma once
 
 #include <cstdint>
@@ -10,8 +9,7 @@
 namespace unbounded {
 
 struct ProcStat {
-	char state = '?';                         // field 3; '?' when the line could not be parsed
-	std::optional<std::uint64_t> start_time;  // field 22, clock ticks since boot
+	char state = '?';  // field 3; '?' when the line could not be parsed
 
 	// Exited and waiting to be reaped (Z), or dead (X): no longer a running process.
 	bool exited() const { return state == 'Z' || state == 'X'; }

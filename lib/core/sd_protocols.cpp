@@ -74,9 +74,9 @@ void notify_status(std::string_view status)
 
 namespace sd {
 
-bool journal_send(const std::vector<std::pair<std::string, std::string>> &fields, const char *socket_path)
+bool journal_send(const std::vector<std::pair<std::string, std::string>> &fields)
 {
-	return send_datagram(socket_path, journal_serialize(fields));
+	return send_datagram("/run/systemd/journal/socket", journal_serialize(fields));
 }
 
 }  // namespace sd

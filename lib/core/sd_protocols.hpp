@@ -21,8 +21,7 @@ void notify_status(std::string_view status);
 namespace sd {
 
 // Sends one journal entry made of KEY=value fields; false when journald cannot be reached.
-bool journal_send(const std::vector<std::pair<std::string, std::string>> &fields,
-		  const char *socket_path = "/run/systemd/journal/socket");
+bool journal_send(const std::vector<std::pair<std::string, std::string>> &fields);
 
 }  // namespace sd
 }  // namespace unbounded

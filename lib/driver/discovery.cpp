@@ -8,7 +8,6 @@
 #include "format.hpp"
 #include "fs.hpp"
 #include "graphics_config.hpp"
-#include "pe.hpp"
 #include "staging_layout.hpp"
 
 #include <algorithm>
@@ -796,7 +795,7 @@ std::vector<std::string> Discovery::wine_dirs(std::size_t tree) const
 
 // 5c. The DLSS DLLs for Proton (WINE_DLLS), where a tree holds nvidia/wine/ (wine_dirs()). After
 // check_native, which settles the multiarch they go under. A file of that name that is not a PE file
-// (pe.hpp) is skipped with a warning.
+// (elf.hpp) is skipped with a warning.
 Result<void> Discovery::add_wine_dlls()
 {
 	for (std::size_t t = 0; t < st_.trees().size(); t++) {

@@ -25,8 +25,7 @@ DiscoveryCache DiscoveryCache::load(int run_dir_fd, const std::string &display, 
 {
 	DiscoveryCache c;
 	auto reject = [&](const std::string &why) {
-		if (rejected)
-			*rejected = why;
+		*rejected = why;
 		return DiscoveryCache{};
 	};
 	// run_dir_fd comes from open_private_dir, which checked the directory.

@@ -29,8 +29,8 @@ public:
 	// 2: ELF entries carry the driver's DT_NEEDED names; 3: listings keep the graphics configuration
 	// files' names. A memo of another format is read afresh.
 	static constexpr int FORMAT = 4;  // 4: listings keep libnvidia-api.so.1
-	// From the trusted run directory; `rejected` (optional) tells why a cache was not believed.
-	static DiscoveryCache load(int run_dir_fd, const std::string &display, std::string *rejected = nullptr);
+	// From the trusted run directory; `rejected` tells why a cache was not believed.
+	static DiscoveryCache load(int run_dir_fd, const std::string &display, std::string *rejected);
 	// Writes the cache back when something was added.
 	Result<void> save(int run_dir_fd, const std::string &display) const;
 

@@ -1,7 +1,10 @@
-// Driver versions: what one looks like in a file name and in /proc/driver/nvidia/version, and their order.
-#include "driver_version.hpp"
+// Driver versions: what one looks like in a file name and in /proc/driver/nvidia/version, their order,
+// and the loaded kernel module's.
+#include "driver_discovery.hpp"
 
 #include "format.hpp"
+#include "fs.hpp"
+#include "kernel_module.hpp"
 
 #include <cctype>
 
@@ -78,6 +81,22 @@ int compare_versions(std::string_view a, std::string_view b)
 			return x < y ? -1 : 1;
 	}
 	return 0;
+}
+
+KernelModule read_kernel_module(const Context &ctx)
+{
+	KernelModule m;
+	auto text = fs::read_file(ctx.real(PROC_DRIVER_VERSION), 64 * 1024);
+	if (!text) {
+		m.unknown_reason = text.error().errnum == ENOENT ? std::string(PROC_DRIVER_VERSION) + " does not exist here"
+								 : text.error().message;
+		return m;
+	}
+	if (auto v = parse_proc_version(*text))
+		m.version = *v;
+	else
+		m.unknown_reason = std::string("no driver version in ") + PROC_DRIVER_VERSION;
+	return m;
 }
 
 }  // namespace unbounded

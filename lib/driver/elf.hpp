@@ -1,4 +1,7 @@
 // Minimal ELF reader: machine, DT_SONAME and the driver's own DT_NEEDED entries, read with pread() so it works on any fd without mmap.
+// And whether a file is a Windows PE image (the DLSS DLLs Proton copies into a game's prefix): the DOS
+// header's "MZ", then at its e_lfanew (offset 0x3c) the PE signature "PE\0\0". "MZ" alone is two
+// bytes any file may start with.
 #pragma once
 
 #include "error.hpp"
@@ -7,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <sys/types.h>
 #include <vector>
 
 namespace unbounded::elf {
@@ -36,3 +40,10 @@ std::string native_multiarch();
 std::string multiarch_for(std::uint16_t machine, bool is_64bit);
 
 }  // namespace unbounded::elf
+
+namespace unbounded::pe {
+
+// Reads at most the 64-byte DOS header and the 4-byte signature of the open file of `size` bytes.
+bool is_pe_file(int fd, off_t size);
+
+}  // namespace unbounded::pe

@@ -69,11 +69,8 @@ void Staging::add_tree(std::string display, int fd, const WalkedTree *walked, co
 	t.display = std::move(display);
 	t.fd.reset(fd);
 	t.walked = walked;
-	if (auto m = mounts ? mounts->mount_at(canonical) : std::nullopt) {
-		t.mountpoint = true;
-		if (m->root != "/")
-			t.host_prefix = m->root;
-	}
+	if (auto m = mounts ? mounts->mount_at(canonical) : std::nullopt; m && m->root != "/")
+		t.host_prefix = m->root;
 	trees_.push_back(std::move(t));
 }
 

@@ -48,10 +48,9 @@ struct WalkedTree {
 };
 
 struct StagingTree {
-	std::string display;      // path as the machine sees it: "/run/host-nvidia/0"
-	UniqueFd fd;              // O_PATH|O_DIRECTORY of the tree's root
-	std::string host_prefix;  // host path of the bind mount's source ("/usr/lib/x86_64-linux-gnu"), or ""
-	bool mountpoint = false;
+	std::string display;                 // path as the machine sees it: "/run/host-nvidia/0"
+	UniqueFd fd;                         // O_PATH|O_DIRECTORY of the tree's root
+	std::string host_prefix;             // host path of the bind mount's source ("/usr/lib/x86_64-linux-gnu"), or ""
 	const WalkedTree *walked = nullptr;  // from_walk(): what the settle walk saw, read instead of again
 };
 

@@ -60,8 +60,7 @@ HostBoot host_boot(const Context &ctx)
 	const auto at = stat->find("\nbtime ");
 	if (at == std::string::npos)
 		return b;
-	char *end = nullptr;
-	const long long btime = std::strtoll(stat->c_str() + at + 7, &end, 10);
+	const long long btime = std::strtoll(stat->c_str() + at + 7, nullptr, 10);
 	const double up = std::strtod(uptime->c_str(), nullptr);
 	if (btime <= 0 || !std::isfinite(up) || up < 0)
 		return b;

@@ -4,7 +4,6 @@
 
 #include "log.hpp"
 #include "message_ids.hpp"
-#include "reload_records.hpp"
 
 namespace unbounded {
 

@@ -6,7 +6,6 @@
 #include "format.hpp"
 #include "fs.hpp"
 #include "log.hpp"
-#include "reload_records.hpp"
 
 #include <cerrno>
 #include <fcntl.h>

@@ -3,7 +3,6 @@
 
 #include "format.hpp"
 #include "log.hpp"
-#include "reload_records.hpp"
 
 namespace unbounded {
 

@@ -8,7 +8,6 @@
 #include "context.hpp"
 #include "error.hpp"
 #include "feature_type.hpp"
-#include "license_set.hpp"
 #include "unit_manager.hpp"
 
 #include <cstdint>
@@ -20,6 +19,28 @@
 #include <vector>
 
 namespace unbounded {
+
+// The licensing files: the name in the source directory, the installed path, its mode.
+struct LicenseItem {
+	std::string name;    // "gridd.conf"
+	std::string target;  // "/etc/nvidia/gridd.conf"
+	unsigned mode;       // 0644, 0600 for the token
+	std::string legacy;  // per-file fallback source
+};
+std::vector<LicenseItem> license_items(const LicensingConfig &lic);
+
+// One complete set of licensing file contents, by item name, as the reloader records it in its state
+// directory (a length-prefixed text format, parsed strictly).
+struct LicenseSet {
+	std::map<std::string, std::string> files;
+	bool operator==(const LicenseSet &) const = default;
+	bool empty() const { return files.empty(); }
+	std::string serialize() const;
+	// Why `text` is not read when a newer release wrote it (state_format.hpp), else nullopt.
+	static std::optional<std::string> newer_format(std::string_view text, const std::string &display);
+	static std::optional<LicenseSet> parse(std::string_view text);
+	std::string names() const;  // "gridd.conf, client_configuration_token.tok" for log lines
+};
 
 // What the reloader needs from the world besides files and units; tests replace them.
 struct ReloadSeams {
@@ -117,4 +138,19 @@ private:
 	std::vector<LicenseItem> items_;
 };
 
+// The reloader's records in its state directory (LicenseSet::serialize), by file name.
+namespace reload_records {
+
+inline constexpr const char *APPLIED = "applied.state";  // what is installed and known to work (last known good)
+inline constexpr const char *FAILED = "failed.state";    // a set after which nvidia-gridd did not stay up
+// Installed while nvidia-gridd restarts, until the restart is judged: left behind by a run that was
+// killed (or stopped by a shutdown) in the middle, so the next run knows the installed files are unverified.
+inline constexpr const char *RESTARTING = "restarting.state";
+// Between our stop job and our start job of nvidia-gridd: a run killed there left it stopped, and
+// the next run starts it again (one stopped without this record is an operator's, and stays stopped).
+inline constexpr const char *STOPPED_BY_US = "stopped-by-us.state";
+// Installed at boot, before nvidia-gridd's first start: the next run checks that it came up with them.
+inline constexpr const char *BOOT_INSTALLED = "installed-at-boot.state";
+
+}  // namespace reload_records
 }  // namespace unbounded

@@ -4,7 +4,6 @@
 #include "format.hpp"
 #include "log.hpp"
 #include "message_ids.hpp"
-#include "reload_records.hpp"
 
 #include <cerrno>
 #include <csignal>

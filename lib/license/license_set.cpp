@@ -1,5 +1,5 @@
 // The licensing files and the record format of one set of their contents.
-#include "license_set.hpp"
+#include "license_reload.hpp"
 
 #include "state_format.hpp"
 

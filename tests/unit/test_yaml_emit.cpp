@@ -1,4 +1,4 @@
-#include "yaml_emit.hpp"
+#include "cdi_spec.hpp"
 #include "yaml_reference.hpp"
 
 #include <catch2/catch.hpp>

@@ -1,4 +1,4 @@
-// The definition of the YAML our writers produce (yaml_emit.hpp, the CDI spec's SpecWriter): a
+// The definition of the YAML our writers produce (yaml_emit.cpp, the CDI spec's SpecWriter): a
 // document through yaml-cpp's Emitter with an indent of 2, strings a reader could take for a number
 // (digits, a MIG device name "1:0") double-quoted.
 #pragma once
