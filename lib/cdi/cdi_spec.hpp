@@ -50,7 +50,7 @@ CdiSpec generate_cdi(const CdiInputs &in);
 // "all", as `nvidia-ctk cdi generate --class imex-channel` writes it. Needs at least one channel.
 CdiSpec generate_imex_cdi(const std::vector<ImexChannel> &channels);
 
-// A fabric device class's spec (node_majors.hpp): its kind, one device "all" with every node (and GDS's
+// A fabric device class's spec (fabric.hpp): its kind, one device "all" with every node (and GDS's
 // mounts), top-level NVIDIA_VISIBLE_DEVICES=void, as nvidia-ctk's gated modes write it.
 CdiSpec generate_fabric_cdi(const FabricDevices &fabric);
 

@@ -1,6 +1,7 @@
 #include "devices.hpp"
 
 #include "format.hpp"
+#include "fabric.hpp"
 #include "fs.hpp"
 #include "imex.hpp"
 #include "ipc.hpp"

@@ -33,7 +33,7 @@ struct ImexChannel {
 	DeviceNode node;
 };
 
-// The nodes of one fabric or peer device class (node_majors.hpp), for a spec of its own.
+// The nodes of one fabric or peer device class (fabric.hpp), for a spec of its own.
 struct FabricDevices {
 	const char *kind = nullptr;       // NVSWITCH_CDI_KIND, ...
 	std::vector<DeviceNode> nodes;    // by path

@@ -1,4 +1,4 @@
-#include "node_majors.hpp"
+#include "fabric.hpp"
 
 #include "fs.hpp"
 #include "side_specs.hpp"

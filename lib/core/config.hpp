@@ -87,7 +87,7 @@ struct Config {
 	std::string driver_root = "/run/nvidia/driver";
 	std::string cdi_spec = "/etc/cdi/nvidia.yaml";
 	std::string imex_cdi_spec = "/etc/cdi/nvidia-imex-channel.yaml";  // written only while there are IMEX channels
-	// The fabric and peer devices' specs (lib/cdi/node_majors.hpp), each written only while its nodes exist.
+	// The fabric and peer devices' specs (lib/cdi/fabric.hpp), each written only while its nodes exist.
 	std::string nvswitch_cdi_spec = "/etc/cdi/nvidia-nvswitch.yaml";
 	std::string gdrcopy_cdi_spec = "/etc/cdi/nvidia-gdrcopy.yaml";
 	std::string gds_cdi_spec = "/etc/cdi/nvidia-gds.yaml";
