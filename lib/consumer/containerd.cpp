@@ -424,6 +424,10 @@ void follow_imports(int root, ContainerdView &view)
 	if (!walk.missing.empty()) {
 		view.refused = "it imports " + walk.missing + ", which does not exist (containerd 2.x's config dump passes over it; its daemon does not)";
 		view.refused_file = walk.missing;
+	} else if (walk.version < 0) {
+		view.refused = "version = " + std::to_string(walk.version) + " in " + walk.version_file +
+			       ": containerd 2.x's daemon panics migrating a configuration version below 0 (its config dump does not)";
+		view.refused_file = walk.version_file;
 	} else if (!walk.ambiguous.empty()) {
 		view.config_ambiguous = true;
 		view.refused_file = walk.ambiguous;

@@ -102,6 +102,8 @@ ContainerdImports walk_containerd_imports(int root_fd, const std::string &main_f
 		// A file below version 2 has its plugins renamed to URIs (v1Migrate), "cri" and its URI
 		// alike, in Go's map order.
 		const json *version = table_at(*doc, {"version"});
+		if (version && version->is_number_integer() && version->get<long long>() != 0)  // Go's merge keeps a zero
+			out.version = version->get<long long>(), out.version_file = path;
 		const json *plugins = table_at(*doc, {"plugins"});
 		if ((!version || (version->is_number_integer() && version->get<long long>() <= 1)) && plugins && plugins->is_object() &&
 		    plugins->contains("cri") && plugins->contains(CRI_1) && out.ambiguous.empty())

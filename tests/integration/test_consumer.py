@@ -224,6 +224,16 @@ class TestContainerdConfig(ConsumerCase):
         m = self.machine("2.1.9", 'version = 3\ndisabled_plugins = ["io.containerd.cri.v1.images"]\n')
         self.assertNotReady(m, CONFIG, "disables its CRI plugin io.containerd.cri.v1.images")
 
+    def test_a_negative_version_is_refused_as_2x_daemon_panics_on_it(self):
+        # The dump prints version 3 and exits 0; the daemon panics in MigrateConfigTo. Found by the
+        # oracle once its daemon ran past "starting containerd".
+        m = self.machine("2.1.9", 'imports = ["conf.d/*.toml"]\n')
+        write(m.p("/etc/containerd/conf.d/10.toml"), "version = -1\n")
+        write(m.p("/etc/containerd/conf.d/20.toml"), "version = 0\n")  # a zero does not override
+        self.assertNotReady(m, "/etc/containerd/conf.d/10.toml", "refuses its configuration", "panics", "version = -1")
+        write(m.p("/etc/containerd/conf.d/20.toml"), "version = 2\n")  # the last one that is not zero
+        self.assertReady(m)
+
     def test_version_3_on_1_7_is_refused(self):
         m = self.machine("1.7.24", "version = 3\n[plugins.'io.containerd.cri.v1.runtime']\n  enable_cdi = true\n")
         self.assertNotReady(m, CONFIG, "refuses its configuration", "unsupported config version `3`")
