@@ -21,6 +21,7 @@ import base64
 import glob
 import json
 import os
+import queue
 import random
 import shutil
 import tempfile
@@ -72,21 +73,24 @@ class Release:
         out = os.path.join(BUILD_ROOT, "oracle", release)
         os.makedirs(out, exist_ok=True)
         self.oracle = oracle_tools.build_cdi_oracle(self.img, out)
-        self.machine = MachineRoot(test).standard()
-        m = self.machine
-        write(m.p("/var/lib/dpkg/status"), oracle_tools.package_paragraph(self.img, "containerd"))
         containerd = oracle_tools.version_of(self.img, "containerd")
+        self.machine = self.new_machine(containerd)
+        self.ours = sorted(os.listdir(self.machine.p("/etc/cdi")))
+        self.cases_dir = tempfile.mkdtemp(prefix=f"unbounded-oracle-{release}-")
+        test.addCleanup(shutil.rmtree, self.cases_dir, True)
+        print(f"# {release}: containerd {containerd}, CDI library "
+              f"{oracle_tools.version_of(self.img, 'golang-tags.cncf-container-device-interface-dev')}", flush=True)
+
+    def new_machine(self, containerd):
+        m = MachineRoot(self.test).standard()
+        write(m.p("/var/lib/dpkg/status"), oracle_tools.package_paragraph(self.img, "containerd"))
         if self.install_containerd:
             m.install_containerd(containerd, binary=os.path.join(self.img, "usr/bin/containerd"))
         if containerd.startswith("1."):
             write(m.p("/etc/containerd/config.toml"), CRI_17)
         r = m.setup()
-        test.assertEqual(r.returncode, 0, r.stderr)
-        self.ours = sorted(os.listdir(m.p("/etc/cdi")))
-        self.cases_dir = tempfile.mkdtemp(prefix=f"unbounded-oracle-{release}-")
-        test.addCleanup(shutil.rmtree, self.cases_dir, True)
-        print(f"# {release}: containerd {containerd}, CDI library "
-              f"{oracle_tools.version_of(self.img, 'golang-tags.cncf-container-device-interface-dev')}", flush=True)
+        self.test.assertEqual(r.returncode, 0, r.stderr)
+        return m
 
     def place(self, files):
         m = self.machine
@@ -211,15 +215,18 @@ class ContainerdRelease(Release):
     """One release's containerd, and verify's reading of the same configuration files."""
 
     install_containerd = True
+    MACHINES = 3  # verify asks containerd each time: three machines ask side by side
 
-    def place_config(self, files):
-        m = self.machine
+    def __init__(self, test, release):
+        super().__init__(test, release)
+        containerd = oracle_tools.version_of(self.img, "containerd")
+        self.machines = [self.machine] + [self.new_machine(containerd) for _ in range(self.MACHINES - 1)]
+
+    def verify_config(self, m, files):
         shutil.rmtree(m.p("/etc/containerd"), ignore_errors=True)
         for path, text in files.items():
             write(m.p("/" + path), text.replace(config_cases.ROOT, ""))
-
-    def verify_config(self):
-        r = self.machine.run("--json", "verify")
+        r = m.run("--json", "verify")
         c = json.loads(r.stdout)["containerd"]
         if c.get("config_refused"):
             return {"refused": True, "why": c["config_refused"]}
@@ -231,16 +238,25 @@ class ContainerdRelease(Release):
         return {"refused": False, "cri": cri, "enable_cdi": c.get("cdi_enabled"), "cdi_spec_dirs": c.get("cdi_spec_dirs")}
 
     def run_configs(self, cases):
-        verdicts, dirs = [], []
+        dirs = []
         for i, (label, files) in enumerate(cases):
-            self.place_config(files)
-            verdicts.append(self.verify_config())
             base = os.path.join(self.cases_dir, f"c{i}")
             for path, text in files.items():
                 write(os.path.join(base, path), text.replace(config_cases.ROOT, base))
             dirs.append(base)
+        free = queue.Queue()
+        for m in self.machines:
+            free.put(m)
+
+        def mine(files):
+            m = free.get()
+            try:
+                return self.verify_config(m, files)
+            finally:
+                free.put(m)
         config = lambda b: os.path.join(b, "etc/containerd/config.toml")
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            verdicts = list(pool.map(mine, [files for _, files in cases]))
             dumps = list(pool.map(lambda b: oracle_tools.containerd_dump(self.img, config(b)), dirs))
             daemons = list(pool.map(lambda b: oracle_tools.containerd_daemon_starts(self.img, config(b), os.path.join(b, "d")), dirs))
         differences = []

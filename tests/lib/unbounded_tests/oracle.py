@@ -87,13 +87,16 @@ def containerd_daemon_starts(img, config, workdir):
     which is what a node gets: its dump and its daemon differ (2.x's dump passes over a missing
     import, the daemon does not start; the CRI plugin checks its own table as it loads and, failing,
     leaves the daemon running without it). The daemon runs with its root, state and socket under
-    `workdir` and is killed once it says "containerd successfully booted", every plugin loaded.
+    `workdir` and is killed once it says "containerd successfully booted", every plugin loaded; it
+    runs in a mount namespace of its own with an empty /run, where 2.x's CRI plugin makes the NRI
+    socket (/var/run/nri/nri.sock): daemons side by side would otherwise fight over this machine's.
     {"refused": bool, "why": its last line when it did not start, "cri": whether the CRI plugin
     loaded, "cri_why": why it did not}."""
     import signal
     import threading
     os.makedirs(workdir, exist_ok=True)
-    p = subprocess.Popen([os.path.join(img, "usr/bin/containerd"), "--config", config, "--log-level", "info",
+    p = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c", 'mount -t tmpfs tmpfs /run && exec "$0" "$@"',
+                          os.path.join(img, "usr/bin/containerd"), "--config", config, "--log-level", "info",
                           "--root", f"{workdir}/root", "--state", f"{workdir}/state", "--address", f"{workdir}/sock"],
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                          start_new_session=True)
