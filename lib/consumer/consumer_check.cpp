@@ -378,9 +378,10 @@ void check_containerd(const ContainerdView &v, const Context &ctx, ConsumerRepor
 	if (v.config_ambiguous) {
 		const std::string file = v.refused_file.empty() ? v.config : v.refused_file;
 		add(out, "cdi-disabled", message_id::CONTAINERD_CDI_OFF, file,
-		    "containerd's configuration names one CRI table twice in a version-1 file (" + printable(file) +
-			    ": [plugins.cri] and its URI), and containerd " + (v.version ? v.version->text : std::string()) +
-			    " keeps either one from start to start: whether it uses CDI is not fixed. Keep one of the two");
+		    !v.ambiguous_why.empty() ? printable(v.ambiguous_why) + ": whether it uses CDI is not known. Give every file version = 2 or 3"
+					     : "containerd's configuration names one CRI table twice in a version-1 file (" + printable(file) +
+						       ": [plugins.cri] and its URI), and containerd " + (v.version ? v.version->text : std::string()) +
+						       " keeps either one from start to start: whether it uses CDI is not fixed. Keep one of the two");
 		return;
 	}
 	if (!v.cri_disabled.empty()) {

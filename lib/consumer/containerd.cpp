@@ -354,6 +354,23 @@ std::string cri_refuses(const json &cri, bool v2)
 	return "";
 }
 
+// The same for its registry table (2.x: the image service's, which the CRI plugin needs): hosts.toml
+// files (config_path) or the deprecated mirrors and TLS settings, never both.
+std::string registry_refuses(const json *registry, bool v2)
+{
+	const json *config_path = registry ? table_at(*registry, {"config_path"}) : nullptr;
+	if (!config_path || !config_path->is_string() || config_path->get<std::string>().empty())
+		return "";
+	if (const json *mirrors = table_at(*registry, {"mirrors"}); mirrors && mirrors->is_object() && !mirrors->empty())
+		return "`mirrors` cannot be set when `config_path` is provided";
+	const json *configs = table_at(*registry, {"configs"});
+	if (!v2 && configs && configs->is_object())
+		for (const auto &[host, c] : configs->items())
+			if (c.is_object() && c.contains("tls"))
+				return "`configs.tls` cannot be set when `config_path` is provided";
+	return "";
+}
+
 // containerd's answer, read: the effective CRI table, the plugins it disables, the files it read.
 void read_dump(const json &dump, bool v2, ContainerdView &view)
 {
@@ -387,6 +404,8 @@ void read_dump(const json &dump, bool v2, ContainerdView &view)
 		return;
 	if (view.cri_disabled.empty())
 		view.cri_fails = cri_refuses(*cri, v2);
+	if (view.cri_disabled.empty() && view.cri_fails.empty())
+		view.cri_fails = registry_refuses(v2 ? table_at(dump, {"plugins", "io.containerd.cri.v1.images", "registry"}) : table_at(*cri, {"registry"}), v2);
 	if (const json *e = table_at(*cri, {"enable_cdi"}); e && e->is_boolean())
 		view.cdi_enabled = e->get<bool>();
 	if (const json *d = table_at(*cri, {"cdi_spec_dirs"}); d && d->is_array()) {
@@ -424,9 +443,14 @@ void follow_imports(int root, ContainerdView &view)
 	if (!walk.missing.empty()) {
 		view.refused = "it imports " + walk.missing + ", which does not exist (containerd 2.x's config dump passes over it; its daemon does not)";
 		view.refused_file = walk.missing;
-	} else if (walk.version < 0) {
+	} else if (walk.unknown.empty() && walk.version < 0) {
 		view.refused = "version = " + std::to_string(walk.version) + " in " + walk.version_file +
 			       ": containerd 2.x's daemon panics migrating a configuration version below 0 (its config dump does not)";
+		view.refused_file = walk.version_file;
+	} else if (walk.unknown.empty() && walk.version == 1) {
+		view.config_ambiguous = true;
+		view.ambiguous_why = "version = 1 in " + walk.version_file +
+				     " stands last after a negative version: containerd 2.x's daemon migrates its configuration from version 1, where its config dump does not, so what it runs is not what the dump says";
 		view.refused_file = walk.version_file;
 	} else if (!walk.ambiguous.empty()) {
 		view.config_ambiguous = true;

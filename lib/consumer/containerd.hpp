@@ -52,6 +52,7 @@ struct ContainerdView {
 	std::string cri_disabled;           // the CRI plugin disabled_plugins turns off, "" when none
 	std::string cri_fails;              // why the CRI plugin does not load with its table, "" when it does
 	bool config_ambiguous = false;      // containerd reads its configuration in no fixed way
+	std::string ambiguous_why;          // ... other than a CRI table named twice
 	bool cdi_table_disabled = false;    // it is the plugin that reads enable_cdi
 	std::vector<std::string> warnings;  // an unreadable configuration, an unknown version
 };

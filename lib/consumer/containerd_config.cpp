@@ -101,9 +101,14 @@ ContainerdImports walk_containerd_imports(int root_fd, const std::string &main_f
 		out.files.push_back(path);
 		// A file below version 2 has its plugins renamed to URIs (v1Migrate), "cri" and its URI
 		// alike, in Go's map order.
+		// The merged version as LoadConfig makes it: a file of version 0 or 1 is first migrated up to
+		// the version merged so far (never down), and a 0 does not override (mergo).
 		const json *version = table_at(*doc, {"version"});
-		if (version && version->is_number_integer() && version->get<long long>() != 0)  // Go's merge keeps a zero
-			out.version = version->get<long long>(), out.version_file = path;
+		long long v = version && version->is_number_integer() ? version->get<long long>() : 0;
+		if (v <= 1 && v >= 0 && out.version > v)
+			v = out.version;
+		if (v != 0)
+			out.version = v, out.version_file = path;
 		const json *plugins = table_at(*doc, {"plugins"});
 		if ((!version || (version->is_number_integer() && version->get<long long>() <= 1)) && plugins && plugins->is_object() &&
 		    plugins->contains("cri") && plugins->contains(CRI_1) && out.ambiguous.empty())

@@ -2,8 +2,8 @@
 // 2.x's dump passes over an import that is not there, and stops merging at it, where its daemon
 // returns that error and does not start; and a version-1 file that names the CRI plugin twice
 // ([plugins.cri] and its URI), which 2.x renames in Go's map order, so that either table stands from
-// start to start; and a merged version below 0, which the dump prints as 3 and on which the daemon
-// panics (MigrateConfigTo indexes its migrations by it). All are seen by walking the files' `imports` as containerd 2.x resolves them: a
+// start to start; and a merged version below 2, which the dump prints as 3: the daemon panics on one
+// below 0 (MigrateConfigTo indexes its migrations by it) and migrates a 1 as the dump does not. All are seen by walking the files' `imports` as containerd 2.x resolves them: a
 // relative import joined to the importing file's directory, a path holding '*' expanded by Go's
 // filepath.Glob in every component, breadth first. Facts: containerd 2.1.9 as Debian ships it
 // (cmd/containerd/server/config); held to its daemon's behaviour by tests/oracle/.
@@ -26,7 +26,7 @@ struct ContainerdImports {
 	std::string missing;             // an import that is not there: the daemon does not start
 	std::string ambiguous;           // the file that names the CRI plugin twice
 	std::string unknown;             // why a file could not be followed (verify's limits)
-	long long version = 3;           // the merged version: the last file's that is not 0, else 2.x's own
+	long long version = 3;           // the merged version (LoadConfig's), 2.x's own to start with
 	std::string version_file;        // the file that set it
 };
 

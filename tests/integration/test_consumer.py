@@ -234,6 +234,28 @@ class TestContainerdConfig(ConsumerCase):
         write(m.p("/etc/containerd/conf.d/20.toml"), "version = 2\n")  # the last one that is not zero
         self.assertReady(m)
 
+    def test_a_version_1_after_a_negative_one_is_not_known(self):
+        # Merged version 1 (a version-1 file is migrated up to the version so far, never down): 2.x's
+        # daemon migrates the configuration, its dump does not. An adversarial review's case.
+        m = self.machine("2.1.9", "version = -1\nimports = ['b.toml']\n")
+        write(m.p("/etc/containerd/b.toml"), 'version = 1\n[plugins.cri]\n  enable_cdi = false\n')
+        self.assertNotReady(m, "/etc/containerd/b.toml", "stands last after a negative version", "not known")
+        # Past the walk's limit, the merged version is not known: no refusal on a guess.
+        m = self.machine("2.1.9", "version = -1\nimports = ['conf.d/*.toml']\n")
+        for i in range(40):
+            write(m.p(f"/etc/containerd/conf.d/{i:02}.toml"), "version = 2\n" if i == 39 else "")
+        r = self.verify(m)
+        self.assertNotIn("panics", r.stderr)
+        self.assertIn("not followed through its imports", r.stderr)
+
+    def test_registry_mirrors_beside_config_path_leave_containerd_without_its_cri(self):
+        for version, cfg in (("1.7.24", f'version = 2\n{CRI_17}\n  enable_cdi = true\n[plugins."io.containerd.grpc.v1.cri".registry]\n'),
+                             ("2.1.9", "version = 3\n[plugins.'io.containerd.cri.v1.images'.registry]\n")):
+            with self.subTest(version=version):
+                m = self.machine(version, cfg + '  config_path = "/etc/containerd/certs.d"\n  [plugins."x".registry.mirrors."docker.io"]\n    endpoint = ["https://mirror.example"]\n'
+                                 .replace('plugins."x"', 'plugins."io.containerd.grpc.v1.cri"' if version.startswith("1.") else "plugins.'io.containerd.cri.v1.images'"))
+                self.assertNotReady(m, CONFIG, "CRI plugin does not load", "`mirrors` cannot be set when `config_path` is provided")
+
     def test_version_3_on_1_7_is_refused(self):
         m = self.machine("1.7.24", "version = 3\n[plugins.'io.containerd.cri.v1.runtime']\n  enable_cdi = true\n")
         self.assertNotReady(m, CONFIG, "refuses its configuration", "unsupported config version `3`")

@@ -5,8 +5,8 @@ absolute, with '*' in the last or an inner component and dot-files it matches, a
 there, import cycles, the CRI table under each name a version knows ("cri", the version-2 and the 2.x
 runtime table), enable_cdi and cdi_spec_dirs set in one file and other keys in another, dotted keys and
 inline tables (over several lines too, a trailing comma), a byte-order mark, a table or key written twice,
-disabled_plugins a version refuses or the CRI plugin needs, default_runtime_name and the runtimes tables
-the CRI plugin checks as it loads, and forms of TOML 1.1 and beyond (TOML11 below) that toml++ built with
+disabled_plugins a version refuses or the CRI plugin needs, default_runtime_name and the runtimes and registry
+tables the CRI plugin checks as it loads, and forms of TOML 1.1 and beyond (TOML11 below) that toml++ built with
 its unreleased features reads and one containerd or both refuse. An absolute path is written with ROOT in front, which the caller
 replaces by the case's directory for containerd and by nothing for verify. Deterministic for a seed."""
 
@@ -59,6 +59,10 @@ def cri_keys(rng):
                          "containerd.runtimes.nvidia.privileged_without_host_devices_all_devices_allowed"])] = True
     if rng.random() < 0.03:
         keys[rng.choice(["containerd.runtimes.runc.io_type", "containerd.runtimes.nvidia.runtime_root"])] = rng.choice(["fifo", "streaming", "x"])
+    if rng.random() < 0.06:  # hosts.toml files, or the deprecated mirrors: not both
+        keys["registry.config_path"] = "/etc/containerd/certs.d"
+    if rng.random() < 0.06:
+        keys['registry.mirrors."docker.io".endpoint'] = ["https://mirror.example"]
     if rng.random() < 0.3 or not keys:
         keys["sandbox_image"] = "registry.k8s.io/pause:3.9"
     return keys
