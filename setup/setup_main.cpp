@@ -274,7 +274,7 @@ int run(int argc, char **argv)
 		}
 	}
 	log::set_machine_root(ctx.root);
-	if (args.json && (ctx.root.empty() || ctx.root == "/") && std::getenv("INVOCATION_ID"))
+	if (args.json && (ctx.root.empty() || ctx.root == "/") && std::getenv("INVOCATION_ID") && !log::journal_connected())
 		log::also_journal();
 	const std::string config_path = args.config_given ? args.config : ctx.real(DEFAULT_CONFIG_PATH);
 	// The host's settings override the image's file; its kill switch wins over both (credentials.hpp).

@@ -56,8 +56,8 @@ void keep_stderr_off_terminal()
 
 void also_journal()
 {
-	tee_stderr = !to_journal;  // stderr that is the journal already is not written twice
 	to_journal = true;
+	tee_stderr = true;
 }
 
 void set_machine_root(std::string_view root)
@@ -104,6 +104,7 @@ std::string machine_view(std::string_view text)
 		pos = end;
 	}
 }
+bool journal_connected() { return to_journal; }
 
 void emit(Level level, std::string_view message, const Fields &fields)
 {

@@ -35,6 +35,7 @@ void keep_stderr_off_terminal();
 // caller. Messages go to the machine's journal too, with their fields, so it holds what each run
 // found; stderr keeps them for the caller.
 void also_journal();
+bool journal_connected();
 
 void emit(Level level, std::string_view message, const Fields &fields = {});
 
