@@ -280,12 +280,22 @@ std::string file_named(const std::string &why, const std::string &fallback)
 
 // What containerd's daemon refuses at its start and its config dump prints all the same (its main's
 // checks after loading the configuration); empty when none.
+// A string or a true boolean at a path of a dump's table; "" or false for anything else.
+std::string string_at(const json &t, std::initializer_list<const char *> keys)
+{
+	const json *v = table_at(t, keys);
+	return v && v->is_string() ? v->get<std::string>() : std::string();
+}
+
+bool true_at(const json &t, std::initializer_list<const char *> keys)
+{
+	const json *v = table_at(t, keys);
+	return v && v->is_boolean() && v->get<bool>();
+}
+
 std::string daemon_refuses(const json &dump, bool v2)
 {
-	auto text = [&](std::initializer_list<const char *> keys) {
-		const json *v = table_at(dump, keys);
-		return v && v->is_string() ? v->get<std::string>() : std::string();
-	};
+	auto text = [&](std::initializer_list<const char *> keys) { return string_at(dump, keys); };
 	if (!text({"root"}).empty() && text({"root"}) == text({"state"}))
 		return "root and state must be different paths (both " + printable(text({"root"})) + ")";
 	std::string level = text({"debug", "level"});
@@ -305,14 +315,8 @@ std::string daemon_refuses(const json &dump, bool v2)
 // its dump's values decide; the dump prints the table before them.
 std::string cri_refuses(const json &cri, bool v2)
 {
-	auto text = [](const json &t, const char *key) {
-		const json *v = table_at(t, {key});
-		return v && v->is_string() ? v->get<std::string>() : std::string();
-	};
-	auto on = [](const json &t, const char *key) {
-		const json *v = table_at(t, {key});
-		return v && v->is_boolean() && v->get<bool>();
-	};
+	auto text = [](const json &t, const char *key) { return string_at(t, {key}); };
+	auto on = [](const json &t, const char *key) { return true_at(t, {key}); };
 	const json empty = json::object();
 	const json *found = table_at(cri, {"containerd"});
 	const json &c = found && found->is_object() ? *found : empty;
@@ -337,10 +341,10 @@ std::string cri_refuses(const json &cri, bool v2)
 		return "`default_runtime_name` is empty";
 	if (!runtimes.count(name))
 		return "no corresponding runtime configured in `containerd.runtimes` for `containerd` `default_runtime_name = \"" + printable(name) + "\"";
-	const bool v1_linux = text(*runtimes[name], "runtime_type") == LINUX_V1;
-	if (!v2 && on(cri, "systemd_cgroup") && !v1_linux)
+	const bool default_is_v1_linux = text(*runtimes[name], "runtime_type") == LINUX_V1;
+	if (!v2 && on(cri, "systemd_cgroup") && !default_is_v1_linux)
 		return std::string("`systemd_cgroup` only works for runtime ") + LINUX_V1;
-	if (!v2 && on(c, "no_pivot") && !v1_linux)
+	if (!v2 && on(c, "no_pivot") && !default_is_v1_linux)
 		return std::string("`no_pivot` only works for runtime ") + LINUX_V1;
 	for (const auto &[runtime, r] : runtimes) {
 		const bool linux_v1 = text(*r, "runtime_type") == LINUX_V1;
