@@ -40,7 +40,7 @@ Result<InstallStats> reclaim_stale_trees(const RootLocation &root)
 Result<InstallStats> install_root(const DriverSet &driver, const Manifest &plan, const RootLocation &root,
 				  std::optional<PreviousRoot> &previous, const std::optional<std::string> &live_manifest_text)
 {
-	return install_driver_root(driver, plan, root, &previous, &live_manifest_text);
+	return install_driver_root(driver, plan, root, previous, live_manifest_text);
 }
 
 Result<fs::WriteOutcome> write_generated_spec(const std::string &output, const std::string &yaml)

@@ -65,9 +65,9 @@ private:
 
 // Builds and swaps in the new root; the old tree is handed over in `previous`. `known_manifest`: the
 // live root's manifest as the caller has read it this run (nullopt: it has none), so it is not read
-// twice. Neither may be null.
+// twice.
 Result<InstallStats> install_driver_root(const DriverSet &driver, const Manifest &plan, const RootLocation &root,
-					 std::optional<PreviousRoot> *previous, const std::optional<std::string> *known_manifest);
+					 std::optional<PreviousRoot> &previous, const std::optional<std::string> &known_manifest);
 
 struct Problem {
 	std::string path;     // what is wrong, as operators see it

@@ -412,7 +412,7 @@ Result<InstallStats> remove_stale_temp_trees(const RootLocation &root)
 }
 
 Result<InstallStats> install_driver_root(const DriverSet &driver, const Manifest &plan, const RootLocation &root,
-					 std::optional<PreviousRoot> *previous, const std::optional<std::string> *known_manifest)
+					 std::optional<PreviousRoot> &previous, const std::optional<std::string> &known_manifest)
 {
 	InstallStats stats;
 	const std::string parent = fs::dirname(root.real), base = fs::basename(root.real);
@@ -429,7 +429,7 @@ Result<InstallStats> install_driver_root(const DriverSet &driver, const Manifest
 	const std::string prefix = temp_prefix(root.real);
 	if (auto r = remove_stale_trees(pfd->get(), prefix, parent_display, stats); !r)
 		return fail(r.error());
-	auto live = open_live_root(pfd->get(), base, root, *known_manifest);
+	auto live = open_live_root(pfd->get(), base, root, known_manifest);
 	if (!live)
 		return fail(live.error());
 
@@ -467,7 +467,7 @@ Result<InstallStats> install_driver_root(const DriverSet &driver, const Manifest
 	if (!exchanged)
 		return fail(exchanged.error());
 	// The temp name now holds the old tree (or nothing, after a plain rename).
-	previous->emplace(std::move(*pfd), base, guard.release(), root.display, *exchanged);
+	previous.emplace(std::move(*pfd), base, guard.release(), root.display, *exchanged);
 	return stats;
 }
 
