@@ -136,7 +136,7 @@ soak: build
 	tests/debian/fetch-containerd.sh .cache/containerd
 	env STATEFUL_MINUTES=$(SOAK_MINUTES) meson test -C $(BUILD) --suite stateful --verbose --no-rebuild \
 		--timeout-multiplier 0 --logbase soak-stateful & stateful=$$!; \
-	env ORACLE_MINUTES=$$(awk 'BEGIN { print $(SOAK_MINUTES) / 4 }') ORACLE_SEED=random \
+	env ORACLE_MINUTES=$$(awk 'BEGIN { print $(SOAK_MINUTES) / 4 }') ORACLE_SEED=random ORACLE_CONFIG_CASES=2000 \
 		meson test -C $(BUILD) --suite oracle --verbose --no-rebuild --timeout-multiplier 0 --logbase soak-oracle; \
 	oracle=$$?; wait $$stateful; stateful=$$?; \
 	echo "soak: oracle exit $$oracle, stateful exit $$stateful"; test $$oracle = 0 && test $$stateful = 0
