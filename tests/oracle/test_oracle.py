@@ -66,7 +66,7 @@ class Release:
     """One release's oracle and a machine whose verify is held to it. The CDI half's machine has
     containerd in dpkg's database but not its binary: verify then reads the CDI library's default
     directories, which are the cases', with a warning, and the 4,000 verify runs do not each ask
-    containerd what the containerd half asks it 2,000 times a release."""
+    containerd what the containerd half asks it 700 times a release."""
 
     install_containerd = False
 
