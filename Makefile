@@ -9,7 +9,7 @@
 #   make check-sanitizers  ASan+UBSan build, unit and integration tiers, every report fatal
 #   make check-fuzz    every libFuzzer target briefly, and a parser broken on purpose caught (fuzz/)
 #   make soak          the randomized tiers with fresh seeds (not in CI): stateful for SOAK_MINUTES (60),
-#                      then the oracle's four releases for SOAK_MINUTES together
+#                      beside it the oracle's four releases for SOAK_MINUTES together
 #   make gpu-check     on a machine with an NVIDIA GPU and driver only (never CI): the real thing
 BUILD ?= build
 # Warnings are errors in CI's builds (CI=true), never in a user's: a newer compiler's new warning must

@@ -9,14 +9,14 @@ verify must be not ready, naming a file of the case. verify does not model the l
 naming our kind that the library refuses), which is counted and printed, never a difference. A
 difference (a miss) prints the case as a story and is saved for tests/oracle/corpus/, whose cases run
 first on every run. The containerd half puts the release's containerd into the machine root, where
-verify asks it (`config dump`), and holds verify to that containerd run directly: whether it starts
-is its daemon's answer (started and killed once it has loaded its configuration), what it does with
-CDI its dump's.
+verify asks it (`config dump`), and holds verify to that containerd run directly: whether it starts,
+and with its CRI plugin, is its daemon's answer (started, and killed once it has booted), what it
+does with CDI its dump's.
 
 Budget, per release: ORACLE_CASES spec directories (2,000 in make check) and ORACLE_CONFIG_CASES
 containerd layouts (700 in make check: each costs three runs of containerd, its daemon's boot the
-dearest, about 0.2 s a layout on two cores where a spec directory costs 0.01 s; `make soak` draws
-2,000 a round), from the fixed seed 44; ORACLE_SEED to replay (printed every run; `random` for a fresh
+dearest; in CI about 0.2 s (trixie) to 0.35 s (sid) a layout where a spec directory costs 0.05 s;
+`make soak` draws 2,000 a round), from the fixed seed 44; ORACLE_SEED to replay (printed every run; `random` for a fresh
 one), ORACLE_MINUTES for a soak (make soak) that runs fresh seeds until the time is up."""
 
 import base64
