@@ -278,8 +278,6 @@ std::string file_named(const std::string &why, const std::string &fallback)
 	return fallback;
 }
 
-// What containerd's daemon refuses at its start and its config dump prints all the same (its main's
-// checks after loading the configuration); empty when none.
 // A string or a true boolean at a path of a dump's table; "" or false for anything else.
 std::string string_at(const json &t, std::initializer_list<const char *> keys)
 {
@@ -293,6 +291,8 @@ bool true_at(const json &t, std::initializer_list<const char *> keys)
 	return v && v->is_boolean() && v->get<bool>();
 }
 
+// What containerd's daemon refuses at its start and its config dump prints all the same (its main's
+// checks after loading the configuration); empty when none.
 std::string daemon_refuses(const json &dump, bool v2)
 {
 	auto text = [&](std::initializer_list<const char *> keys) { return string_at(dump, keys); };
