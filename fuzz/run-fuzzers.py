@@ -8,6 +8,7 @@ usage: run-fuzzers.py BUILD SECONDS [TARGET...]
        run-fuzzers.py --expect-failure BUILD SECONDS TARGET   (succeeds only when TARGET fails)
        run-fuzzers.py --minimise BUILD [TARGET...]   (each corpus merged with -merge=1 into a fresh
            directory: prints the seeds the merge drops, fails when one is not in KEPT_UNMERGED)"""
+import concurrent.futures
 import hashlib
 import os
 import shutil
@@ -49,17 +50,25 @@ FOUND_BY_ASAN = set()  # the targets whose failure was an ASan report (--expect-
 SEEDS_OF = {'mountinfo-broken': 'mountinfo'}  # a broken build of a parser fuzzes from its seeds
 
 
-def reproducer(path):
+def reproducer(path, say):
     data = open(path, 'rb').read()
     esc = ''.join(chr(b) if 32 <= b < 127 and b != 0x5c else '\\n' if b == 10 else '\\\\' if b == 0x5c else '\\x%02x' % b
                   for b in data[:4096])
-    print(f'  reproducer ({len(data)} bytes), escaped: "{esc}"{" (cut)" if len(data) > 4096 else ""}')
-    print('  as hex (commit it as fuzz/regressions/<target>/<name>.hex):')
+    say(f'  reproducer ({len(data)} bytes), escaped: "{esc}"{" (cut)" if len(data) > 4096 else ""}')
+    say('  as hex (commit it as fuzz/regressions/<target>/<name>.hex):')
     for i in range(0, min(len(data), 4096), 32):
-        print('    ' + data[i:i + 32].hex())
+        say('    ' + data[i:i + 32].hex())
 
 
 def run(build, seconds, name, scratch):
+    """Runs one target; returns whether it passed and what to print of it (the targets run side by
+    side, so each one's lines are printed together, in the order the targets were named)."""
+    lines = []
+    ok = run_target(build, seconds, name, scratch, lines.append)
+    return ok, '\n'.join(lines)
+
+
+def run_target(build, seconds, name, scratch, say):
     base = SEEDS_OF.get(name, name)
     dictionary, rss = TARGETS[base]
     binary = os.path.join(build, 'fuzz', 'fuzz-' + name)
@@ -92,21 +101,21 @@ def run(build, seconds, name, scratch):
     stats = (execs[0].split(':')[-1].strip() if execs else '?') + ' runs, peak RSS ' + \
         (rss_line[0].split(':')[-1].strip() if rss_line else '?') + f' MiB of {rss}'
     if rc == 0:
-        print(f'fuzz-{name}: ok, {seconds} s, {stats}')
+        say(f'fuzz-{name}: ok, {seconds} s, {stats}')
         return True
     if 'ERROR: AddressSanitizer' in text:
         FOUND_BY_ASAN.add(name)
-    print(f'fuzz-{name}: FAILED (exit {rc}), {stats}')
+    say(f'fuzz-{name}: FAILED (exit {rc}), {stats}')
     lines = text.splitlines()
     first = next((i for i, l in enumerate(lines) if 'ERROR:' in l or 'runtime error:' in l or 'contract violated' in l), max(0, len(lines) - 40))
-    print('\n'.join('  ' + l for l in lines[max(0, first - 2):first + 30]))
+    say('\n'.join('  ' + l for l in lines[max(0, first - 2):first + 30]))
     keep = os.path.join(build, 'fuzz-artifacts', name)
     for f in sorted(os.listdir(work)):
         if f.split('-')[0] in ('crash', 'leak', 'timeout', 'oom', 'slow'):
-            reproducer(os.path.join(work, f))
+            reproducer(os.path.join(work, f), say)
             os.makedirs(keep, exist_ok=True)
             shutil.copy(os.path.join(work, f), keep)
-            print(f'  kept as {os.path.join(keep, f)}; replay: {binary} {os.path.join(keep, f)}')
+            say(f'  kept as {os.path.join(keep, f)}; replay: {binary} {os.path.join(keep, f)}')
     return False
 
 
@@ -151,7 +160,13 @@ def main():
     build, seconds, names = args[0], int(args[1]), args[2:] or sorted(TARGETS)
     scratch = tempfile.mkdtemp(prefix='unbounded-fuzz-run-')
     try:
-        failed = [n for n in names if not run(build, seconds, n, scratch)]
+        # One target a core: each is one process that runs for its SECONDS whatever the load.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            failed = []
+            for name, (ok, report) in zip(names, pool.map(lambda n: run(build, seconds, n, scratch), names)):
+                print(report, flush=True)
+                if not ok:
+                    failed.append(name)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if expect_failure:
