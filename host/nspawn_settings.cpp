@@ -59,7 +59,9 @@ std::vector<Line> parse(std::string_view text)
 			const auto raw = text.substr(pos, end - pos);
 			const bool first = pos == 0;
 			pos = end + 1;
-			l.raw += (l.raw.empty() && !continued ? "" : "\n") + std::string(raw);
+			if (!l.raw.empty() || continued)
+				l.raw += '\n';
+			l.raw += raw;
 			// Leading blanks go; trailing ones stay until the line is whole: a backslash followed by a
 			// blank escapes the blank, it does not continue the line (conf-parser.c).
 			auto t = content_of(raw, first);

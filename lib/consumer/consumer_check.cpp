@@ -23,7 +23,7 @@
 namespace unbounded {
 namespace {
 
-using json = nlohmann::ordered_json;
+using nlohmann::ordered_json;
 using Clock = std::chrono::steady_clock;
 
 // What a directory a pod can write may cost: the CDI library reads every .json and .yaml file there,
@@ -76,10 +76,10 @@ public:
 				known_[normalize_run_path(path)] = &facts;
 	}
 
-	std::vector<SpecFile> specs;                                  // ours, as read or known
-	std::vector<ForeignFile> foreign_kinds;                       // the files not ours that name a kind
-	const ReadSpecFile *already_read = nullptr;                   // its bytes are taken, not read again
-	std::function<void(const SpecFile &, const json &)> foreign;  // called for each file not ours that was read
+	std::vector<SpecFile> specs;                                          // ours, as read or known
+	std::vector<ForeignFile> foreign_kinds;                               // the files not ours that name a kind
+	const ReadSpecFile *already_read = nullptr;                           // its bytes are taken, not read again
+	std::function<void(const SpecFile &, const ordered_json &)> foreign;  // called for each file not ours that was read
 
 	void run()
 	{
@@ -342,20 +342,20 @@ void check_spec_dir_listed(const ContainerdView &v, const Context &ctx, Consumer
 
 void check_containerd(const ContainerdView &v, const Context &ctx, ConsumerReport &out)
 {
-	json &j = out.containerd;
+	ordered_json &j = out.containerd;
 	j["found"] = v.found;
 	if (!v.found)
 		return;
 	j["runtime"] = v.runtime;
-	j["version"] = v.version ? json(v.version->text) : json(nullptr);
+	j["version"] = v.version ? ordered_json(v.version->text) : ordered_json(nullptr);
 	j["version_source"] = v.version_source;
 	j["config"] = v.config;
 	j["config_files"] = v.config_files;
-	j["cdi_enabled"] = v.cdi_enabled ? json(*v.cdi_enabled) : json(nullptr);
+	j["cdi_enabled"] = v.cdi_enabled ? ordered_json(*v.cdi_enabled) : ordered_json(nullptr);
 	j["cdi_enabled_from"] = v.cdi_enabled_from;
 	j["cdi_spec_dirs"] = v.cdi_spec_dirs;
-	j["max_cdi_version"] = v.max_cdi_version.empty() ? json(nullptr) : json(v.max_cdi_version);
-	j["max_cdi_version_from"] = v.max_cdi_version.empty() ? json(nullptr) : json(v.max_cdi_version_from);
+	j["max_cdi_version"] = v.max_cdi_version.empty() ? ordered_json(nullptr) : ordered_json(v.max_cdi_version);
+	j["max_cdi_version_from"] = v.max_cdi_version.empty() ? ordered_json(nullptr) : ordered_json(v.max_cdi_version_from);
 	for (const auto &w : v.warnings)
 		add(out, "containerd-config", message_id::CONTAINERD_CONFIG_UNKNOWN, v.config, w, true);
 	if (v.version && v.max_cdi_version.empty()) {
@@ -364,7 +364,7 @@ void check_containerd(const ContainerdView &v, const Context &ctx, ConsumerRepor
 			    "): pods get no GPU from " + ctx.config.cdi_spec + "; CDI needs containerd 1.7 or later");
 		return;
 	}
-	j["config_refused"] = v.refused.empty() ? json(nullptr) : json(printable(v.refused));
+	j["config_refused"] = v.refused.empty() ? ordered_json(nullptr) : ordered_json(printable(v.refused));
 	if (!v.refused.empty()) {
 		add(out, "config-refused", message_id::CONTAINERD_CDI_OFF, printable(v.refused_file),
 		    runtime_name(v) + " " + (v.version ? v.version->text : std::string("(version unknown)")) + " refuses its configuration (" +
@@ -372,7 +372,7 @@ void check_containerd(const ContainerdView &v, const Context &ctx, ConsumerRepor
 			    (v.runtime == "cri-o" ? std::string() : " (containerd --config " + v.config + " config dump says what it reads)"));
 		return;
 	}
-	j["cri_disabled"] = v.cri_disabled.empty() ? json(nullptr) : json(printable(v.cri_disabled));
+	j["cri_disabled"] = v.cri_disabled.empty() ? ordered_json(nullptr) : ordered_json(printable(v.cri_disabled));
 	j["cdi_table_disabled"] = v.cdi_table_disabled;
 	j["config_ambiguous"] = v.config_ambiguous;
 	if (v.config_ambiguous) {
@@ -390,7 +390,7 @@ void check_containerd(const ContainerdView &v, const Context &ctx, ConsumerRepor
 			    " (disabled_plugins): kubelet gets no container runtime from it and no pod runs. Remove it from disabled_plugins");
 		return;
 	}
-	j["cri_fails"] = v.cri_fails.empty() ? json(nullptr) : json(printable(v.cri_fails));
+	j["cri_fails"] = v.cri_fails.empty() ? ordered_json(nullptr) : ordered_json(printable(v.cri_fails));
 	if (!v.cri_fails.empty()) {
 		add(out, "cdi-disabled", message_id::CONTAINERD_CDI_OFF, v.config,
 		    "containerd's CRI plugin does not load with its configuration (" + printable(v.cri_fails) +
@@ -454,7 +454,7 @@ void check_shadowing(const std::vector<SpecFile> &ours, const std::vector<Foreig
 			const char *directory = f.dir > o.dir ? "later" : f.dir == o.dir ? "same"
 											 : "earlier";
 			out.shadowing.push_back(
-				json{{"file", printable(f.path)}, {"ours", o.path}, {"kind", printable(o.kind)}, {"directory", directory}});
+				ordered_json{{"file", printable(f.path)}, {"ours", o.path}, {"kind", printable(o.kind)}, {"directory", directory}});
 			const std::string head = printable(f.path) + " is a CDI spec of kind " + printable(o.kind) + ", as " + o.path + " is";
 			std::string msg;
 			if (f.dir > o.dir)
@@ -477,13 +477,13 @@ bool under(std::string_view path, std::string_view root)
 }
 
 // Whether any mount of the spec, top-level or of a device, has its hostPath under `root`.
-bool mounts_under(const json &doc, const std::string &root)
+bool mounts_under(const ordered_json &doc, const std::string &root)
 {
 	bool found = false;
-	for_each_edits(doc, [&](const json &e) {
+	for_each_edits(doc, [&](const ordered_json &e) {
 		if (found || !e.contains("mounts") || !e["mounts"].is_array())
 			return;
-		found = std::any_of(e["mounts"].begin(), e["mounts"].end(), [&](const json &m) {
+		found = std::any_of(e["mounts"].begin(), e["mounts"].end(), [&](const ordered_json &m) {
 			return m.is_object() && m.contains("hostPath") && m["hostPath"].is_string() && under(m["hostPath"].get<std::string>(), root);
 		});
 	});
@@ -496,7 +496,7 @@ class DraCheck {
 public:
 	DraCheck(const Context &ctx, SpecScan &scan, ConsumerReport &out) : ctx_(ctx), scan_(scan), out_(out) {}
 
-	void operator()(const SpecFile &s, const json &doc)
+	void operator()(const SpecFile &s, const ordered_json &doc)
 	{
 		const bool claim = s.name.starts_with(DRA_PREFIX);
 		// The device plugin's own spec has its check, and its own advice (verify_command.cpp).
@@ -519,7 +519,7 @@ public:
 		// nvidiaDriverRoot (cmd/gpu-kubelet-plugin/cdi.go), "/" unless told.
 		if (auto w = claim ? generated_from_another_root(doc, ctx_.config.driver_root) : std::nullopt; w && !w->device_node) {
 			const std::string why = "it mounts " + printable(w->host_path) + ", outside " + ctx_.config.driver_root;
-			stale_.push_back(json{{"file", printable(s.path)}, {"claim", uid}, {"problem", why}});
+			stale_.push_back(ordered_json{{"file", printable(s.path)}, {"claim", uid}, {"problem", why}});
 			add(out_, "dra-stale", message_id::DRA_CLAIM_SPEC_STALE, printable(s.path),
 			    "The CDI spec of the DRA claim " + uid + " was generated from another driver root: " + why +
 				    ". Set the DRA driver's Helm value nvidiaDriverRoot (NVIDIA_DRIVER_ROOT of its kubelet plugins) to " +
@@ -531,14 +531,14 @@ public:
 		check_cdi_host_paths(ctx_, doc, printable(s.path), problems, FOREIGN_SPEC_BUDGET);
 		if (problems.empty())
 			return;
-		stale_.push_back(json{{"file", printable(s.path)}, {"claim", claim ? json(uid) : json(nullptr)}, {"problem", problems.front().message}});
+		stale_.push_back(ordered_json{{"file", printable(s.path)}, {"claim", claim ? ordered_json(uid) : ordered_json(nullptr)}, {"problem", problems.front().message}});
 		add(out_, "dra-stale", message_id::DRA_CLAIM_SPEC_STALE, printable(s.path),
 		    "The CDI spec of " + (claim ? "the DRA claim " + uid : printable(s.path)) + " is stale: " + problems.front().message +
 			    (claim ? ". Its pod fails to start until the DRA driver prepares the claim again (delete the pod)" : ""),
 		    true);
 	}
 
-	json result() const { return json{{"claim_specs", claims_}, {"checked", checked_}, {"stale", stale_}}; }
+	ordered_json result() const { return ordered_json{{"claim_specs", claims_}, {"checked", checked_}, {"stale", stale_}}; }
 	std::size_t claims() const { return claims_; }
 
 private:
@@ -547,7 +547,7 @@ private:
 	ConsumerReport &out_;
 	std::size_t claims_ = 0, checked_ = 0;
 	bool said_ = false;
-	json stale_ = json::array();
+	ordered_json stale_ = ordered_json::array();
 };
 
 // The CDI library takes a file at this path, when there is one, as the schema every spec must pass,
@@ -643,7 +643,7 @@ ConsumerReport check_consumer(const Context &ctx, const KnownSpecs *known, const
 	SpecScan scan(ctx, view.found ? view.cdi_spec_dirs : std::vector<std::string>{"/etc/cdi", "/var/run/cdi"}, out, known);
 	scan.already_read = read;
 	DraCheck dra(ctx, scan, out);
-	scan.foreign = [&](const SpecFile &s, const json &doc) { dra(s, doc); };
+	scan.foreign = [&](const SpecFile &s, const ordered_json &doc) { dra(s, doc); };
 	scan.run();
 	check_schema_override(ctx, out);
 	check_nvidia_runtime(ctx, out);

@@ -9,7 +9,7 @@
 namespace unbounded {
 namespace {
 
-using json = nlohmann::ordered_json;
+using nlohmann::ordered_json;
 
 // yaml-cpp's scanner takes memory by the nesting before any event reaches the bounded builder
 // (500,000 '[' cost 140 MB): a file a pod wrote is not parsed when its flow nesting is deeper than
@@ -47,17 +47,17 @@ bool yaml_shape_bounded(std::string_view t)
 // The text as a document (a list is not read: it is no spec): JSON first (what every spec writer we know writes, and a SAX pass is a
 // fiftieth of yaml-cpp's cost), else YAML, both within the limits. An explicit YAML tag is past
 // them: go-yaml reads `!!binary` as base64, so what the tag hides is not read here.
-Result<json> read_document(std::string_view text, const std::string &path)
+Result<ordered_json> read_document(std::string_view text, const std::string &path)
 {
 	ParseLimits limits{32, 50000};
 	limits.read_tags = false;
 	const std::size_t first = text.find_first_not_of(" \t\r\n");
 	if (first != std::string_view::npos && text[first] == '[')
-		return json::array();  // a list: no spec to Go's decoding, however long it is (not parsed)
+		return ordered_json::array();  // a list: no spec to Go's decoding, however long it is (not parsed)
 	if (first != std::string_view::npos && text[first] == '{') {
 		auto checked = check_json_bounded(text, path, limits);
 		if (checked) {
-			json doc = json::parse(text, nullptr, false);  // the same parser: it does not fail here
+			ordered_json doc = ordered_json::parse(text, nullptr, false);  // the same parser: it does not fail here
 			if (!doc.is_discarded())
 				return doc;
 		} else if (checked.error().errnum == PARSE_LIMIT_ERRNO)
@@ -100,7 +100,7 @@ struct Stop {
 // A null item of deviceNodes, mounts or hooks decodes to a nil pointer that the library's version
 // and validity checks dereference; wherever it stands, it is taken as reached. go-yaml merges the
 // mapping a merge key names into its own, which nothing here follows.
-void walk(const json &v)
+void walk(const ordered_json &v)
 {
 	static const std::array<std::pair<std::string_view, std::string_view>, 3> POINTER_LISTS = {
 		{{"DEVICENODES", "device node"}, {"MOUNTS", "mount"}, {"HOOKS", "hook"}}};

@@ -47,7 +47,7 @@ struct Machine {
 	}
 };
 
-Machine machine()
+Machine staged_machine()
 {
 	Machine m;
 	m.add(FileKind::Library, "lib/x86_64-linux-gnu/libcuda.so.535.104.05", 1 * MiB);
@@ -60,7 +60,7 @@ Machine machine()
 
 TEST_CASE("optional files that fit stay, in the plan's order, and the rest is said")
 {
-	Machine m = machine();
+	Machine m = staged_machine();
 	auto left = leave_out_what_does_not_fit(m.plan, m.driver, NONE, FreeSpace{16 * MiB, 16 * MiB, 4096, "/run/nvidia"}, ROOT);
 	REQUIRE(left.size() == 1);
 	CHECK(left[0].path == "usr/share/nvidia/nvoptix.bin");
@@ -72,7 +72,7 @@ TEST_CASE("optional files that fit stay, in the plan's order, and the rest is sa
 
 TEST_CASE("required files are never left out, even when nothing fits")
 {
-	Machine m = machine();
+	Machine m = staged_machine();
 	auto left = leave_out_what_does_not_fit(m.plan, m.driver, NONE, FreeSpace{0, 16 * MiB, 4096, "/run/nvidia"}, ROOT);
 	CHECK(left.size() == 2);
 	CHECK(m.paths() == std::vector<std::string>{"lib/x86_64-linux-gnu/libcuda.so.535.104.05"});
@@ -80,7 +80,7 @@ TEST_CASE("required files are never left out, even when nothing fits")
 
 TEST_CASE("a file the live root can lend costs nothing, and leaves room for those that cost")
 {
-	Machine m = machine();
+	Machine m = staged_machine();
 	// 7 MiB free: nvngx.dll is reused (a hard link), so it stays; nvoptix.bin's 9 MiB do not fit with
 	// 4 MiB kept, although it comes later in the plan than a file that costs.
 	auto dll = [](const ManifestEntry &e) { return e.path == "lib/x86_64-linux-gnu/nvidia/wine/nvngx.dll"; };
@@ -88,11 +88,11 @@ TEST_CASE("a file the live root can lend costs nothing, and leaves room for thos
 	REQUIRE(left.size() == 1);
 	CHECK(left[0].path == "usr/share/nvidia/nvoptix.bin");
 	// 14 MiB free, nvoptix.bin reused: nvngx.dll's 9 MiB fit beside libcuda's 1 MiB with 4 MiB kept.
-	Machine n = machine();
+	Machine n = staged_machine();
 	auto optix = [](const ManifestEntry &e) { return e.path == "usr/share/nvidia/nvoptix.bin"; };
 	CHECK(leave_out_what_does_not_fit(n.plan, n.driver, optix, FreeSpace{14 * MiB, 16 * MiB, 4096, "/run/nvidia"}, ROOT).empty());
 	// Without the reuse neither fits there.
-	Machine o = machine();
+	Machine o = staged_machine();
 	CHECK(leave_out_what_does_not_fit(o.plan, o.driver, NONE, FreeSpace{7 * MiB, 16 * MiB, 4096, "/run/nvidia"}, ROOT).size() == 2);
 }
 
@@ -113,7 +113,7 @@ TEST_CASE("a file takes whole blocks")
 
 TEST_CASE("after ENOSPC every optional copy goes, the linked ones stay")
 {
-	Machine m = machine();
+	Machine m = staged_machine();
 	auto dll = [](const ManifestEntry &e) { return e.path == "lib/x86_64-linux-gnu/nvidia/wine/nvngx.dll"; };
 	auto left = leave_out_all_copied(m.plan, m.driver, dll, ROOT, "Failed to copy x: No space left on device");
 	REQUIRE(left.size() == 1);
@@ -128,10 +128,10 @@ TEST_CASE("the reserve is a twentieth of the file system, at least 4 MiB")
 	CHECK(space_reserve(16 * MiB) == 4 * MiB);
 	CHECK(space_reserve(1000 * MiB) == 50 * MiB);
 	CHECK(space_reserve(std::uint64_t(1) << 40) == 256 * MiB);  // a large disk keeps no gigabytes idle
-	Machine m = machine();
+	Machine m = staged_machine();
 	// Exactly enough for everything with the reserve: nothing is left out.
 	const std::uint64_t all = 19 * MiB + space_reserve(64 * MiB);
 	CHECK(leave_out_what_does_not_fit(m.plan, m.driver, NONE, FreeSpace{all, 64 * MiB, 4096, "/run"}, ROOT).empty());
-	Machine n = machine();
+	Machine n = staged_machine();
 	CHECK(leave_out_what_does_not_fit(n.plan, n.driver, NONE, FreeSpace{all - 1, 64 * MiB, 4096, "/run"}, ROOT).size() == 1);
 }
