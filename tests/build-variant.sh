@@ -9,12 +9,13 @@
 # Usage: tests/build-variant.sh VARIANT [BUILD_DIR]. WERROR=true|false (default true: CI's builds
 # fail on any warning; the project's own default is false, so a user's newer compiler never breaks).
 # BUILD_ONLY=1 configures and compiles, and runs nothing (.ci/run compiles ahead, in the background).
+# UNITY=on makes a unity build (CI's: the Makefile says why); off by default.
 set -eu
 VARIANT=$1
 DIR=${2:-build-$VARIANT}
 WERROR=${WERROR:-true}
 SRC=$(cd "$(dirname "$0")/.." && pwd)
-COMMON="-Dwerror=$WERROR -Dsystem_tests=false"
+COMMON="-Dwerror=$WERROR -Dsystem_tests=false -Dunity=${UNITY:-off}"
 
 case "$VARIANT" in
 release)

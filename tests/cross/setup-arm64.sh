@@ -80,6 +80,6 @@ if [ ! -s "$PROTO" ]; then
 fi
 if [ ! -f "$BUILD_DIR/build.ninja" ]; then
 	meson setup "$BUILD_DIR" "$SRC" --buildtype=release -Dsystem_tests=false -Dwerror="${WERROR:-false}" \
-		-Dconsumers=enabled -Dcri_api_proto="$PROTO" \
+		-Dunity="${UNITY:-off}" -Dconsumers=enabled -Dcri_api_proto="$PROTO" \
 		--cross-file "$BUILD_DIR/cross-constants.ini" --cross-file "$SRC/tests/cross/aarch64-linux-gnu.ini"
 fi
