@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # target: (dictionary, RSS bound in MiB). The bounds are what each parser may cost under ASan with
@@ -64,7 +65,11 @@ def run(build, seconds, name, scratch):
     """Runs one target; returns whether it passed and what to print of it (the targets run side by
     side, so each one's lines are printed together, in the order the targets were named)."""
     lines = []
-    ok = run_target(build, seconds, name, scratch, lines.append)
+    try:
+        ok = run_target(build, seconds, name, scratch, lines.append)
+    except Exception:  # said with the target's other lines, and the other targets' reports still printed
+        lines.append(f'fuzz-{name}: FAILED (the runner itself)\n' + traceback.format_exc())
+        ok = False
     return ok, '\n'.join(lines)
 
 
@@ -161,7 +166,7 @@ def main():
     scratch = tempfile.mkdtemp(prefix='unbounded-fuzz-run-')
     try:
         # One target a core: each is one process that runs for its SECONDS whatever the load.
-        with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(os.sched_getaffinity(0))) as pool:
             failed = []
             for name, (ok, report) in zip(names, pool.map(lambda n: run(build, seconds, n, scratch), names)):
                 print(report, flush=True)
