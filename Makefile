@@ -17,7 +17,8 @@ BUILD ?= build
 WERROR ?= $(if $(CI),true,false)
 export WERROR
 # CI's build is optimized as a user's is, without the debug information nobody reads there: -g is
-# about a quarter of each compile. A user's build keeps it (debugoptimized).
+# about a quarter of each compile. A user's build keeps it (debugoptimized), but for the CRI client's
+# generated code and Catch2's runner, which never have it (consumers/ and tests/unit/meson.build).
 DEBUG_INFO ?= $(if $(CI),false,true)
 # CI's builds are unity builds (meson's -Dunity=on: four files compiled as one, so nlohmann/json's,
 # yaml-cpp's and Catch2's headers are parsed a quarter as often), all but the package's, which is
