@@ -83,12 +83,12 @@ HookCommands hook_commands(const std::string &real_path, const std::string &disp
 			}
 		}
 	}
-	auto help = run_probe(real_path, "--help", HELP_TIMEOUT, MAX_HELP);
-	if (!help) {
+	const ProbeResult help = run_program(Probe{real_path, {"--help"}, "", HELP_TIMEOUT, MAX_HELP, 0});  // on this filesystem
+	if (!help.ok()) {
 		h.warning = display + " --help did not list its commands (not exit 0 within 2 s), writing no hooks";
 		return h;
 	}
-	h.commands = parse_hook_help(*help);
+	h.commands = parse_hook_help(help.out);
 	if (h.commands.empty())
 		h.warning = display + " --help listed no commands, writing no hooks";
 	h.memo = nlohmann::json{{"identity", id}, {"commands", h.commands}}.dump() + "\n";

@@ -190,12 +190,4 @@ ProbeResult run_program(const Probe &p)
 	return r;
 }
 
-std::optional<std::string> run_probe(const std::string &path, const char *arg, Millis timeout, std::size_t max_bytes)
-{
-	ProbeResult r = run_program(Probe{path, {arg}, "", timeout, max_bytes, 0});
-	if (!r.ok())
-		return std::nullopt;
-	return std::move(r.out);
-}
-
 }  // namespace unbounded

@@ -40,8 +40,4 @@ struct ProbeResult {
 // root only root may read is then unreadable to it).
 ProbeResult run_program(const Probe &probe);
 
-// stdout of `path arg` when it exits 0 within `timeout` and writes at most `max_bytes`, on this
-// filesystem (no chroot).
-std::optional<std::string> run_probe(const std::string &path, const char *arg, Millis timeout, std::size_t max_bytes);
-
 }  // namespace unbounded
