@@ -13,15 +13,6 @@
 namespace unbounded {
 namespace {
 
-std::string_view trim(std::string_view s)
-{
-	while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-		s.remove_prefix(1);
-	while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
-		s.remove_suffix(1);
-	return s;
-}
-
 std::optional<unsigned> to_unsigned(std::string_view s)
 {
 	unsigned v = 0;
@@ -96,7 +87,7 @@ std::map<std::string, unsigned> parse_proc_devices(std::string_view text)
 	bool character = false;
 	while (!text.empty()) {
 		const auto nl = text.find('\n');
-		const std::string_view line = trim(text.substr(0, nl));
+		const std::string_view line = trim_blanks(text.substr(0, nl));
 		text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
 		if (line == "Character devices:") {
 			character = true;
@@ -110,7 +101,7 @@ std::map<std::string, unsigned> parse_proc_devices(std::string_view text)
 		if (!character || space == std::string_view::npos)
 			continue;
 		auto major = to_unsigned(line.substr(0, space));
-		auto name = trim(line.substr(space));
+		auto name = trim_blanks(line.substr(space));
 		if (major && !name.empty())
 			majors.emplace(std::string(name), *major);
 	}
