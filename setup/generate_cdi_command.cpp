@@ -31,7 +31,7 @@ int run_generate_cdi(const Context &ctx, Report &report, const std::string &outp
 		return fail_with("", make_error("Driver root is not usable: " + problems.front().message), cfg.driver_root, EXIT_NOT_READY);
 	}
 	const Manifest &manifest = *live.manifest();
-	auto state = spec_for_state(ctx, manifest);
+	auto state = plan_specs(cfg.driver_root, manifest, read_machine_devices(ctx, /*learn_hook=*/false));
 	if (!state)
 		return fail_with("Failed to generate the CDI spec: ", state.error(), cfg.driver_root, state.error().exit_code);
 	report.facts.driver_version = manifest.driver_version;

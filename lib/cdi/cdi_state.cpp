@@ -44,11 +44,6 @@ Result<SpecForState> plan_specs(const std::string &driver_root, const Manifest &
 	return s;
 }
 
-Result<SpecForState> spec_for_state(const Context &ctx, const Manifest &manifest)
-{
-	return plan_specs(ctx.config.driver_root, manifest, read_machine_devices(ctx, /*learn_hook=*/false));
-}
-
 const CdiSpec *SpecForState::side(const char *kind) const
 {
 	if (std::string_view(kind) == IMEX_CDI_KIND)

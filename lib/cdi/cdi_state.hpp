@@ -43,9 +43,6 @@ struct SpecForState {
 // ENOSPC retry) and tested on devices made up in memory. Fails only when the devices could not be read.
 Result<SpecForState> plan_specs(const std::string &driver_root, const Manifest &manifest, const MachineDevices &machine);
 
-// read_machine_devices() then plan_specs(), for the commands that plan once (generate-cdi).
-Result<SpecForState> spec_for_state(const Context &ctx, const Manifest &manifest);
-
 // What `expected_gpus` asks for beside what the machine offers: nullopt when it is unset or met,
 // else one sentence naming the shortfall (and the listed GPUs without a node) for setup's warning
 // and verify's problem.
