@@ -12,67 +12,33 @@ import shlex
 import shutil
 import subprocess
 import tempfile
-import time
 import unittest
 
 from unbounded_tests.harness import V1, MachineRoot, main, make_chardev
-from unbounded_tests.image import PACKAGE_CACHE, buildd_tree
+from unbounded_tests.image import PACKAGE_CACHE
+from unbounded_tests.package_build import build_once
 
 SOURCE = os.environ["SOURCE_ROOT"]
 HERE = os.path.dirname(os.path.abspath(__file__))
 PACKAGES = ("unbounded-nvidia-setup", "unbounded-nvidia-host")
-CHROOT_BUILD = os.path.join(HERE, "chroot-build.sh")
 # The last build's whole output, for a failure whose cause is further up than the test shows.
 BUILD_LOG = os.path.join(PACKAGE_CACHE, "build.log")
-
-
-def source_files():
-    r = subprocess.run(["git", "-C", SOURCE, "ls-files", "-co", "--exclude-standard"], capture_output=True, text=True)
-    if r.returncode == 0:
-        return r.stdout.splitlines()
-    skip = ("build", ".git", "debian/.debhelper")
-    out = []
-    for dirpath, dirnames, filenames in os.walk(SOURCE):
-        rel = os.path.relpath(dirpath, SOURCE)
-        dirnames[:] = [d for d in dirnames if not os.path.join(rel, d).lstrip("./").startswith(skip)]
-        out += [os.path.normpath(os.path.join(rel, f)) for f in filenames]
-    return out
 
 
 class TestPackage(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="unbounded-deb-")
-        src = os.path.join(cls.tmp, "unbounded-nvidia-setup")
-        for rel in source_files():
-            os.makedirs(os.path.dirname(os.path.join(src, rel)), exist_ok=True)
-            shutil.copy2(os.path.join(SOURCE, rel), os.path.join(src, rel), follow_symlinks=False)
-        # bookworm has no package with the CRI's api.proto: the builder's step that README and
-        # debian/rules name (consumers/fetch-cri-api.sh debian/cri-api), from the file this build used.
-        proto = os.environ.get("CRI_API_PROTO", "")
-        if os.path.isfile(proto):
-            os.makedirs(os.path.join(src, "debian/cri-api"))
-            shutil.copy2(proto, os.path.join(src, "debian/cri-api/api.proto"))
-        # WERROR=true (CI's builds, see the Makefile): Debian's flags with warnings as errors.
-        werror = " werror" if os.environ.get("WERROR") == "true" else ""
-        env = dict(os.environ, DEB_BUILD_OPTIONS="parallel=%d%s" % (os.cpu_count(), werror))
-        t0 = time.monotonic()
-        try:
-            base = buildd_tree()
-        except RuntimeError as e:
-            cls.build = subprocess.CompletedProcess([], 1, "", str(e))
-        else:
-            t1 = time.monotonic()
-            cls.build = subprocess.run([CHROOT_BUILD, base, cls.tmp, os.path.join(PACKAGE_CACHE, "archives")],
-                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-            with open(BUILD_LOG, "w") as f:
-                f.write(cls.build.stdout)
-            print(f"# build chroot ready in {t1 - t0:.0f} s, package built in it in {time.monotonic() - t1:.0f} s "
-                  f"(exit status {cls.build.returncode}; log {BUILD_LOG})", flush=True)
+        # Taken from the build CI made ahead (unbounded_tests.package_build), or built here.
+        result, work, ahead = build_once(os.environ.get("UNBOUNDED_PACKAGE_AHEAD") or os.path.join(cls.tmp, "build"))
+        cls.build = subprocess.CompletedProcess([], result["returncode"], result["log"], "")
+        with open(BUILD_LOG, "w") as f:
+            f.write(result["log"])
+        print(f"# {result['message']}{', built ahead' if ahead else ''}; log {BUILD_LOG}", flush=True)
         arch = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True).stdout.strip()
         version = subprocess.run(["dpkg-parsechangelog", "-l", os.path.join(SOURCE, "debian/changelog"), "-S", "Version"],
                                  capture_output=True, text=True).stdout.strip()
-        cls.debs = {p: os.path.join(cls.tmp, f"{p}_{version}_{arch}.deb") for p in PACKAGES}
+        cls.debs = {p: os.path.join(work, f"{p}_{version}_{arch}.deb") for p in PACKAGES}
         cls.deb = cls.debs["unbounded-nvidia-setup"]
 
     @classmethod
