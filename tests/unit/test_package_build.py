@@ -2,7 +2,8 @@
 """The package tier's single-flight build (unbounded_tests/package_build.py), which CI starts ahead
 and the tier takes: a build under way is waited for and taken, never made twice; a build of other
 files, or with the other warnings flag, is never taken, so the tier cannot pass on a stale package;
-a failed build is taken as the failure it is. The chroot build itself is replaced by a stand-in that
+a failed build is made again by the next caller (the one made ahead may have failed for its
+environment). The chroot build itself is replaced by a stand-in that
 records its calls."""
 
 import os
@@ -85,17 +86,26 @@ class TestBuildOnce(unittest.TestCase):
         proto = os.path.join(self.dir, "api.proto")
         with open(proto, "w") as f:
             f.write("syntax = 'proto3';\n")
-        with mock.patch.dict(os.environ, {"CRI_API_PROTO": proto}):
+        link = os.path.join(self.dir, "api-link.proto")
+        os.symlink(proto, link)
+        with mock.patch.dict(os.environ, {"CRI_API_PROTO": link}):
             self.assertFalse(package_build.build_once(self.dir)[2])
-        self.assertEqual(len(self.calls), 3)
+            self.assertTrue(package_build.build_once(self.dir)[2])
+            with open(proto, "w") as f:
+                f.write("syntax = 'proto2';\n")
+            self.assertFalse(package_build.build_once(self.dir)[2])
+        self.assertEqual(len(self.calls), 4)
 
-    def test_a_failed_build_is_taken_as_a_failure_and_not_made_again(self):
+    def test_a_failed_build_is_made_again_by_the_next_caller(self):
         self.returncode = 2
         package_build.build_once(self.dir)
         result, _, taken = package_build.build_once(self.dir)
-        self.assertTrue(taken)
-        self.assertEqual((result["returncode"], result["log"]), (2, "build 1"))
-        self.assertEqual(len(self.calls), 1)
+        self.assertFalse(taken)
+        self.assertEqual((result["returncode"], result["log"]), (2, "build 2"))
+        self.returncode = 0
+        result, _, taken = package_build.build_once(self.dir)
+        self.assertEqual((taken, result["returncode"], len(self.calls)), (False, 0, 3))
+        self.assertTrue(package_build.build_once(self.dir)[2])
 
 
 if __name__ == "__main__":

@@ -9,8 +9,8 @@ was built from the same source (the tree's files, the CRI api.proto, the warning
       tier (tests/package/test_package.py) takes it when UNBOUNDED_PACKAGE_AHEAD names DIR, and
       otherwise builds in a directory of its own.
 
-A build that failed is a result too: the tier reports it as its own (the same log), never retries
-it, since the same source fails the same way."""
+A build that failed is not taken: the next caller builds again, so a failure of the environment
+(apt, debootstrap, the disk) on the build made ahead is tried once more by the tier itself."""
 
 import fcntl
 import hashlib
@@ -51,7 +51,10 @@ def source_key(files, proto):
     """What the build's result depends on that can differ between its two callers: every file of
     the tree (name, mode and bytes), the api.proto and the warnings flag."""
     h = hashlib.sha256(f"werror={werror()}\0".encode())
-    for rel in sorted(files) + ([proto] if proto else []):
+    if proto:  # outside the tree, perhaps a link: its content
+        with open(proto, "rb") as f:
+            h.update(f"{proto}\0".encode() + hashlib.sha256(f.read()).digest())
+    for rel in sorted(files):
         path = rel if os.path.isabs(rel) else os.path.join(SOURCE, rel)
         st = os.lstat(path)
         h.update(f"{rel}\0{st.st_mode:o}\0".encode())
@@ -105,7 +108,7 @@ def build_once(directory):
         if os.path.isfile(stamp):
             with open(stamp) as f:
                 result = json.load(f)
-            if result.get("key") == key:
+            if result.get("key") == key and result.get("returncode") == 0:
                 return result, work, True
         shutil.rmtree(work, ignore_errors=True)
         os.makedirs(work)
