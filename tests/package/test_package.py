@@ -30,11 +30,11 @@ class TestPackage(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="unbounded-deb-")
         # Taken from the build CI made ahead (unbounded_tests.package_build), or built here.
-        result, work, ahead = build_once(os.environ.get("UNBOUNDED_PACKAGE_AHEAD") or os.path.join(cls.tmp, "build"))
+        result, work, taken = build_once(os.environ.get("UNBOUNDED_PACKAGE_AHEAD") or os.path.join(cls.tmp, "build"))
         cls.build = subprocess.CompletedProcess([], result["returncode"], result["log"], "")
         with open(BUILD_LOG, "w") as f:
             f.write(result["log"])
-        print(f"# {result['message']}{', built ahead' if ahead else ''}; log {BUILD_LOG}", flush=True)
+        print(f"# {result['message']}{', built ahead' if taken else ''}; log {BUILD_LOG}", flush=True)
         arch = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True).stdout.strip()
         version = subprocess.run(["dpkg-parsechangelog", "-l", os.path.join(SOURCE, "debian/changelog"), "-S", "Version"],
                                  capture_output=True, text=True).stdout.strip()

@@ -41,7 +41,7 @@ class TestBuildOnce(unittest.TestCase):
         with open(os.path.join(self.source, name), "w") as f:
             f.write(text)
 
-    def fake_build(self, work):
+    def fake_build(self, work, files, proto):
         self.calls.append(work)
         with open(os.path.join(work, "x.deb"), "w") as f:
             f.write(str(len(self.calls)))

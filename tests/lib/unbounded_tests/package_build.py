@@ -55,7 +55,7 @@ def source_key(files, proto):
         with open(proto, "rb") as f:
             h.update(f"{proto}\0".encode() + hashlib.sha256(f.read()).digest())
     for rel in sorted(files):
-        path = rel if os.path.isabs(rel) else os.path.join(SOURCE, rel)
+        path = os.path.join(SOURCE, rel)
         st = os.lstat(path)
         h.update(f"{rel}\0{st.st_mode:o}\0".encode())
         if os.path.islink(path):
@@ -67,18 +67,16 @@ def source_key(files, proto):
     return h.hexdigest()
 
 
-def build(work):
-    """Builds into WORK (the tree as WORK/unbounded-nvidia-setup, the .debs beside it) and returns
-    {"returncode", "log", "message"}."""
-    files = source_files()
+def build(work, files, proto):
+    """Builds FILES of the tree and the api.proto PROTO ("" for none) into WORK (the tree as
+    WORK/unbounded-nvidia-setup, the .debs beside it) and returns {"returncode", "log", "message"}."""
     src = os.path.join(work, TREE)
     for rel in files:
         os.makedirs(os.path.dirname(os.path.join(src, rel)), exist_ok=True)
         shutil.copy2(os.path.join(SOURCE, rel), os.path.join(src, rel), follow_symlinks=False)
     # bookworm has no package with the CRI's api.proto: the builder's step that README and
     # debian/rules name (consumers/fetch-cri-api.sh debian/cri-api), from the file this build used.
-    proto = os.environ.get("CRI_API_PROTO", "")
-    if os.path.isfile(proto):
+    if proto:
         os.makedirs(os.path.join(src, "debian/cri-api"))
         shutil.copy2(proto, os.path.join(src, "debian/cri-api/api.proto"))
     env = dict(os.environ, DEB_BUILD_OPTIONS="parallel=%d%s" % (os.cpu_count(), " werror" if werror() else ""))
@@ -97,10 +95,13 @@ def build(work):
 
 def build_once(directory):
     """The result of the build in DIRECTORY, made now unless a build of the same source is there
-    (waiting for one under way): (result, work directory, whether it was built ahead)."""
+    (waiting for one under way): (result, work directory, whether it was taken from an earlier
+    caller's build)."""
     os.makedirs(directory, exist_ok=True)
+    files = source_files()
     proto = os.environ.get("CRI_API_PROTO", "")
-    key = source_key(source_files(), proto if os.path.isfile(proto) else "")
+    proto = proto if os.path.isfile(proto) else ""
+    key = source_key(files, proto)
     stamp = os.path.join(directory, "result.json")
     work = os.path.join(directory, "work")
     with open(os.path.join(directory, "lock"), "w") as lock:
@@ -112,7 +113,7 @@ def build_once(directory):
                 return result, work, True
         shutil.rmtree(work, ignore_errors=True)
         os.makedirs(work)
-        result = dict(build(work), key=key)
+        result = dict(build(work, files, proto), key=key)
         with open(stamp + ".tmp", "w") as f:
             json.dump(result, f)
         os.rename(stamp + ".tmp", stamp)
