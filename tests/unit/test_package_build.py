@@ -8,6 +8,7 @@ records its calls."""
 
 import os
 import shutil
+import subprocess
 import tempfile
 import threading
 import unittest
@@ -106,6 +107,29 @@ class TestBuildOnce(unittest.TestCase):
         result, _, taken = package_build.build_once(self.dir)
         self.assertEqual((taken, result["returncode"], len(self.calls)), (False, 0, 3))
         self.assertTrue(package_build.build_once(self.dir)[2])
+
+
+class TestSourceFiles(unittest.TestCase):
+    """The files of a work tree as git knows them: a tracked file deleted in the tree is not listed
+    (it has nothing to copy), and a name git would quote comes back as it is."""
+
+    def test_a_deleted_tracked_file_and_an_odd_name(self):
+        source = tempfile.mkdtemp(prefix="unbounded-git-")
+        self.addCleanup(shutil.rmtree, source, True)
+        for name in ("kept.cpp", "gone.cpp", 'odd "name" \u00e9.txt'):
+            with open(os.path.join(source, name), "w") as f:
+                f.write(name)
+        git = ["git", "-C", source, "-c", "user.name=t", "-c", "user.email=t@t"]
+        subprocess.run(git + ["init", "-q"], check=True)
+        subprocess.run(git + ["add", "."], check=True)
+        subprocess.run(git + ["commit", "-qm", "x"], check=True)
+        os.unlink(os.path.join(source, "gone.cpp"))
+        with open(os.path.join(source, "untracked.cpp"), "w") as f:
+            f.write("")
+        with mock.patch.object(package_build, "SOURCE", source):
+            files = package_build.source_files()
+            self.assertEqual(sorted(files), sorted(["kept.cpp", 'odd "name" \u00e9.txt', "untracked.cpp"]))
+            package_build.source_key(files, "")
 
 
 if __name__ == "__main__":

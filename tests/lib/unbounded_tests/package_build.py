@@ -30,9 +30,12 @@ TREE = "unbounded-nvidia-setup"
 
 
 def source_files():
-    r = subprocess.run(["git", "-C", SOURCE, "ls-files", "-co", "--exclude-standard"], capture_output=True, text=True)
+    # -z: names as they are (git quotes odd ones otherwise); a tracked file deleted in the work tree
+    # is still listed by git, with nothing to copy.
+    r = subprocess.run(["git", "-C", SOURCE, "ls-files", "-z", "-co", "--exclude-standard"], capture_output=True)
     if r.returncode == 0:
-        return r.stdout.splitlines()
+        names = (os.fsdecode(n) for n in r.stdout.split(b"\0") if n)
+        return [n for n in names if os.path.lexists(os.path.join(SOURCE, n))]
     skip = ("build", ".git", "debian/.debhelper")
     out = []
     for dirpath, dirnames, filenames in os.walk(SOURCE):
