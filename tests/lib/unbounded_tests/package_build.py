@@ -32,7 +32,10 @@ TREE = "unbounded-nvidia-setup"
 def source_files():
     # -z: names as they are (git quotes odd ones otherwise); a tracked file deleted in the work tree
     # is still listed by git, with nothing to copy.
-    r = subprocess.run(["git", "-C", SOURCE, "ls-files", "-z", "-co", "--exclude-standard"], capture_output=True)
+    try:
+        r = subprocess.run(["git", "-C", SOURCE, "ls-files", "-z", "-co", "--exclude-standard"], capture_output=True)
+    except FileNotFoundError:  # no git: the walk below
+        r = subprocess.CompletedProcess([], 1)
     if r.returncode == 0:
         names = (os.fsdecode(n) for n in r.stdout.split(b"\0") if n)
         return [n for n in names if os.path.lexists(os.path.join(SOURCE, n))]
