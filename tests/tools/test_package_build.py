@@ -131,6 +131,17 @@ class TestSourceFiles(unittest.TestCase):
             self.assertEqual(sorted(files), sorted(["kept.cpp", 'odd "name" \u00e9.txt', "untracked.cpp"]))
             package_build.source_key(files, "")
 
+    def test_without_git_the_tree_is_walked(self):
+        source = tempfile.mkdtemp(prefix="unbounded-nogit-")
+        self.addCleanup(shutil.rmtree, source, True)
+        for name in ("meson.build", "lib/a.cpp", "build/x.o", ".git/HEAD"):
+            os.makedirs(os.path.dirname(os.path.join(source, name)), exist_ok=True)
+            with open(os.path.join(source, name), "w") as f:
+                f.write(name)
+        with mock.patch.object(package_build, "SOURCE", source), \
+                mock.patch.dict(os.environ, {"PATH": "/nonexistent"}):
+            self.assertEqual(sorted(package_build.source_files()), ["lib/a.cpp", "meson.build"])
+
 
 if __name__ == "__main__":
     main()

@@ -43,7 +43,7 @@ def source_files():
     out = []
     for dirpath, dirnames, filenames in os.walk(SOURCE):
         rel = os.path.relpath(dirpath, SOURCE)
-        dirnames[:] = [d for d in dirnames if not os.path.join(rel, d).lstrip("./").startswith(skip)]
+        dirnames[:] = [d for d in dirnames if not os.path.normpath(os.path.join(rel, d)).startswith(skip)]
         out += [os.path.normpath(os.path.join(rel, f)) for f in filenames]
     return out
 
